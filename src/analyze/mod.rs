@@ -1,0 +1,7 @@
+//! Analyses: each takes a [`crate::model::Snapshot`] and returns a plain, serializable report
+//! value. Nothing here formats or prints.
+
+pub mod summary;
+
+/// Version of every JSON report's schema; fields are only ever added.
+pub const SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,57 @@
+//! Where reports go: standard output, or a file written to a temporary name and renamed,
+//! never replacing an existing file without `--force`.
+
+use memlens::Error;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Writes what `write` produces to `path` (or stdout when `None`).
+pub fn emit(
+    path: Option<&Path>,
+    force: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    match path {
+        None => {
+            let stdout = std::io::stdout();
+            let mut lock = std::io::BufWriter::new(stdout.lock());
+            write(&mut lock)
+                .and_then(|_| lock.flush())
+                .map_err(|e| Error::io(Path::new("<stdout>"), &e))
+        }
+        Some(p) => atomic_write(p, force, write),
+    }
+}
+
+fn atomic_write(
+    path: &Path,
+    force: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    if path.exists() && !force {
+        return Err(Error::Usage(format!(
+            "{}: already exists; pass --force to replace it",
+            path.display()
+        )));
+    }
+    let dir: PathBuf = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".memlens-")
+        .tempfile_in(&dir)
+        .map_err(|e| Error::io(&dir, &e))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        write(&mut w)
+            .and_then(|_| w.flush())
+            .map_err(|e| Error::io(path, &e))?;
+    }
+    let persisted = if force {
+        tmp.persist(path).map(|_| ())
+    } else {
+        tmp.persist_noclobber(path).map(|_| ())
+    };
+    persisted.map_err(|e| Error::io(path, &e.error))
+}

@@ -1,0 +1,24 @@
+//! A progress bar on stderr for long decodes, shown only when stderr is a terminal.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+
+/// Inputs smaller than this decode in well under a second: no bar.
+const MIN_BYTES: u64 = 64 << 20;
+
+/// A bar over `total` bytes, or a hidden one.
+pub fn bytes_bar(total: u64, label: &str) -> ProgressBar {
+    if total < MIN_BYTES || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        )
+        .unwrap()
+        .progress_chars("=> "),
+    );
+    bar.set_message(label.to_string());
+    bar
+}

@@ -1,0 +1,327 @@
+//! Opening inputs: read-only, memory-mapped when possible, container sniffed from magic bytes.
+//!
+//! In: a path (or `-` for standard input). Out: the uncompressed pickle bytes. Raw pickles are
+//! mapped, gzip and zstd streams are decompressed, and JSON snapshots (which the browser viewer
+//! also accepts) are transcoded into an equivalent pickle so one decoder serves every input.
+
+use crate::error::Error;
+use crate::model::{self, BuildError, BuildOptions, Snapshot};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// How the file was packaged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Container {
+    /// A plain pickle.
+    Pickle,
+    /// A gzip stream around a pickle.
+    Gzip,
+    /// A zstd stream around a pickle.
+    Zstd,
+    /// A JSON snapshot.
+    Json,
+}
+
+/// The bytes of one input, ready for the decoder.
+pub struct Input {
+    data: Data,
+    /// How the file was packaged.
+    pub container: Container,
+    /// Size of the file on disk.
+    pub file_len: u64,
+}
+
+enum Data {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Input {
+    /// The uncompressed pickle bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.data {
+            Data::Mapped(m) => m,
+            Data::Owned(v) => v,
+        }
+    }
+}
+
+/// Sniffs the container from the first bytes.
+pub fn sniff(head: &[u8]) -> Container {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Container::Gzip;
+    }
+    if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return Container::Zstd;
+    }
+    match head.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | Some(b'[') => Container::Json,
+        _ => Container::Pickle,
+    }
+}
+
+/// Reads `path` (opened read-only) into pickle bytes.
+pub fn read(path: &Path) -> Result<Input, Error> {
+    let raw = if path.as_os_str() == "-" {
+        let mut v = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut v)
+            .map_err(|e| Error::io(path, &e))?;
+        Data::Owned(v)
+    } else {
+        let file = File::open(path).map_err(|e| Error::io(path, &e))?;
+        let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
+        if meta.is_dir() {
+            return Err(Error::Usage(format!(
+                "{}: is a directory, expected a snapshot file",
+                path.display()
+            )));
+        }
+        if meta.len() == 0 {
+            Data::Owned(Vec::new())
+        } else {
+            // SAFETY: the map is read-only and private to this process. If another process
+            // truncates the file while it is mapped, reads can fault; snapshots are written
+            // once and then read, which is the accepted trade-off for zero-copy decoding.
+            match unsafe { memmap2::Mmap::map(&file) } {
+                Ok(m) => Data::Mapped(m),
+                Err(_) => {
+                    let mut v = Vec::with_capacity(meta.len() as usize);
+                    (&file)
+                        .read_to_end(&mut v)
+                        .map_err(|e| Error::io(path, &e))?;
+                    Data::Owned(v)
+                }
+            }
+        }
+    };
+    let bytes: &[u8] = match &raw {
+        Data::Mapped(m) => m,
+        Data::Owned(v) => v,
+    };
+    let file_len = bytes.len() as u64;
+    if bytes.is_empty() {
+        return Err(Error::at_byte(
+            path,
+            0,
+            "file is empty (0 bytes): the process probably died while dumping the snapshot",
+        ));
+    }
+    let container = sniff(&bytes[..bytes.len().min(64)]);
+    let data = match container {
+        Container::Pickle => raw,
+        Container::Gzip => Data::Owned(decompress(
+            path,
+            flate2::read::MultiGzDecoder::new(bytes),
+            "gzip",
+            file_len,
+        )?),
+        Container::Zstd => {
+            let dec = zstd::stream::read::Decoder::with_buffer(bytes)
+                .map_err(|e| Error::at_byte(path, 0, format!("zstd stream: {e}")))?;
+            Data::Owned(decompress(path, dec, "zstd", file_len)?)
+        }
+        Container::Json => Data::Owned(json_to_pickle(bytes).map_err(|e| Error::Input {
+            path: path.to_path_buf(),
+            location: format!("line {} column {}", e.line(), e.column()),
+            message: format!("invalid JSON snapshot: {e}"),
+            truncated: e.is_eof(),
+        })?),
+    };
+    Ok(Input {
+        data,
+        container,
+        file_len,
+    })
+}
+
+fn decompress(path: &Path, mut r: impl Read, what: &str, file_len: u64) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::with_capacity((file_len as usize).saturating_mul(4));
+    match r.read_to_end(&mut out) {
+        Ok(_) => Ok(out),
+        Err(e) => Err(Error::Input {
+            path: path.to_path_buf(),
+            location: format!("decompressed byte {}", out.len()),
+            message: format!("{what} stream is broken: {e}"),
+            truncated: e.kind() == std::io::ErrorKind::UnexpectedEof,
+        }),
+    }
+}
+
+/// Reads and builds the snapshot at `path`; `progress` gets the decoded byte offset now and then.
+pub fn load(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Snapshot, Error> {
+    let input = read(path)?;
+    build_input(path, &input, progress)
+}
+
+/// Builds the snapshot from already-read input bytes.
+pub fn build_input(
+    path: &Path,
+    input: &Input,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Snapshot, Error> {
+    let located = |location: String| location;
+    model::build(
+        input.bytes(),
+        BuildOptions {
+            progress: Some(progress),
+        },
+    )
+    .map_err(|e| match e {
+        BuildError::Decode(d) => Error::Input {
+            path: path.to_path_buf(),
+            location: located(match input.container {
+                Container::Pickle => format!("byte {}", d.offset),
+                Container::Json => format!("transcoded byte {}", d.offset),
+                _ => format!("decompressed byte {}", d.offset),
+            }),
+            message: d.message,
+            truncated: d.truncated,
+        },
+        BuildError::Shape { path: key, message } => Error::Input {
+            path: path.to_path_buf(),
+            location: format!("key {key}"),
+            message,
+            truncated: false,
+        },
+    })
+}
+
+/// Transcodes a JSON document into a protocol-4 pickle of the same value (no memo).
+pub fn json_to_pickle(json: &[u8]) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(json.len());
+    out.extend_from_slice(&[0x80, 4]);
+    let mut de = serde_json::Deserializer::from_slice(json);
+    PickleOut(&mut out).deserialize(&mut de)?;
+    de.end()?;
+    out.push(b'.');
+    Ok(out)
+}
+
+struct PickleOut<'w>(&'w mut Vec<u8>);
+
+const BATCH: usize = 1000;
+
+impl PickleOut<'_> {
+    fn int(&mut self, v: i128) {
+        if let Ok(i) = i32::try_from(v) {
+            self.0.push(b'J');
+            self.0.extend_from_slice(&i.to_le_bytes());
+        } else {
+            let bytes = v.to_le_bytes();
+            let n = if i64::try_from(v).is_ok() { 8 } else { 9 };
+            self.0.push(0x8a);
+            self.0.push(n as u8);
+            self.0.extend_from_slice(&bytes[..n]);
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for PickleOut<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PickleOut<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.0.push(if v { 0x88 } else { 0x89 });
+        Ok(())
+    }
+    fn visit_i64<E>(mut self, v: i64) -> Result<(), E> {
+        self.int(v as i128);
+        Ok(())
+    }
+    fn visit_u64<E>(mut self, v: u64) -> Result<(), E> {
+        self.int(v as i128);
+        Ok(())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        self.0.push(b'G');
+        self.0.extend_from_slice(&v.to_be_bytes());
+        Ok(())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.0.push(b'X');
+        self.0.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(v.as_bytes());
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.0.push(b'N');
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.0.extend_from_slice(b"](");
+        let mut n = 0;
+        while seq.next_element_seed(PickleOut(&mut *self.0))?.is_some() {
+            n += 1;
+            if n % BATCH == 0 {
+                self.0.extend_from_slice(b"e(");
+            }
+        }
+        self.0.push(b'e');
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.0.extend_from_slice(b"}(");
+        let mut n = 0;
+        while map.next_key_seed(PickleOut(&mut *self.0))?.is_some() {
+            map.next_value_seed(PickleOut(&mut *self.0))?;
+            n += 1;
+            if n % BATCH == 0 {
+                self.0.extend_from_slice(b"u(");
+            }
+        }
+        self.0.push(b'u');
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffs_magic_bytes() {
+        assert_eq!(sniff(&[0x1f, 0x8b, 8]), Container::Gzip);
+        assert_eq!(sniff(&[0x28, 0xb5, 0x2f, 0xfd]), Container::Zstd);
+        assert_eq!(sniff(b"  {\"segments\": []}"), Container::Json);
+        assert_eq!(sniff(&[0x80, 4, 0x95]), Container::Pickle);
+        assert_eq!(sniff(b"]q\x00."), Container::Pickle);
+    }
+
+    #[test]
+    fn json_transcodes_to_an_equal_pickle() {
+        let p = json_to_pickle(
+            br#"{"a": [1, -2, 3000000000, 18446744073709551615, true, null, 1.5, "x"]}"#,
+        )
+        .unwrap();
+        let (heap, top) = crate::pickle::decode(
+            &p,
+            &mut crate::pickle::NoHooks,
+            crate::pickle::Limits::for_input(p.len()),
+        )
+        .unwrap();
+        let a = heap.get(top, "a").unwrap();
+        let items: Vec<_> = heap.list(a).unwrap().iter().collect();
+        use crate::pickle::Value::*;
+        assert_eq!(items[0], Int(1));
+        assert_eq!(items[1], Int(-2));
+        assert_eq!(items[2], Int(3_000_000_000));
+        assert_eq!(items[3], UInt(u64::MAX));
+        assert_eq!(items[4], Bool(true));
+        assert_eq!(items[5], None);
+        assert_eq!(items[6], Float(1.5));
+        assert_eq!(heap.text(items[7]).unwrap(), "x");
+    }
+}

@@ -1,0 +1,935 @@
+//! Decoded pickle values → [`Snapshot`]: every shape and version normalized here.
+//!
+//! The builder is the decoder's [`Hooks`]: a frame dict becomes a [`FrameId`] the first time
+//! it is appended to a list, a frames list a [`StackId`] when it is stored under `frames`, and
+//! each trace entry, block, segment and annotation a compact struct as soon as it is appended
+//! to its list. Memo entries then point at the converted handles, so shared objects are
+//! converted once and the generic containers are released as the decoder goes.
+
+use super::ids::{FrameId, StackId, StrId};
+use super::intern::{Frame, Frames, Stacks, Strings};
+use super::snapshot::*;
+use super::validate;
+use crate::pickle::{self, DecodeError, Heap, Hooks, ListData, ObjData, ObjId, Value};
+use std::collections::BTreeMap;
+
+const FRAME: u8 = 1;
+const STACK: u8 = 2;
+const EVENT: u8 = 3;
+const BLOCK: u8 = 4;
+const SEGMENT: u8 = 5;
+const ANNOTATION: u8 = 6;
+
+/// Why a decoded pickle is not a snapshot: a key path (or byte offset) and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// The pickle itself is broken or refused.
+    Decode(DecodeError),
+    /// The pickle decoded, but a value is not what a snapshot holds there.
+    Shape {
+        /// Key path such as `device_traces[0][12].size`.
+        path: String,
+        /// What was expected.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Decode(e) => e.fmt(f),
+            BuildError::Shape { path, message } => write!(f, "key {path}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Options for building a snapshot.
+#[derive(Default)]
+pub struct BuildOptions<'p> {
+    /// Called about every 16 MiB of input with the byte offset reached.
+    pub progress: Option<&'p mut dyn FnMut(u64)>,
+}
+
+/// Decodes `buf` (an uncompressed pickle) and builds the snapshot.
+pub fn build(buf: &[u8], options: BuildOptions) -> Result<Snapshot, BuildError> {
+    let mut b = Builder {
+        strings: Strings::default(),
+        frames: Frames::default(),
+        stacks: Stacks::default(),
+        events: Vec::new(),
+        blocks: Vec::new(),
+        segments: Vec::new(),
+        annotations: Vec::new(),
+        scratch: Vec::new(),
+        unknown_actions: BTreeMap::new(),
+        legacy_blocks: 0,
+        progress: options.progress,
+    };
+    let (heap, top) = pickle::decode(buf, &mut b, pickle::Limits::for_input(buf.len()))
+        .map_err(BuildError::Decode)?;
+    b.finish(&heap, top)
+}
+
+struct Builder<'p> {
+    strings: Strings,
+    frames: Frames,
+    stacks: Stacks,
+    events: Vec<TraceEvent>,
+    blocks: Vec<Block>,
+    segments: Vec<Segment>,
+    annotations: Vec<Annotation>,
+    scratch: Vec<FrameId>,
+    unknown_actions: BTreeMap<String, u64>,
+    legacy_blocks: u64,
+    progress: Option<&'p mut dyn FnMut(u64)>,
+}
+
+fn shape<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, BuildError> {
+    Err(BuildError::Shape {
+        path: path.into(),
+        message: message.into(),
+    })
+}
+
+/// Typed readers of dict fields; errors name the key.
+fn expect_u64(heap: &Heap, v: Value, key: &str) -> Result<u64, String> {
+    match v {
+        Value::Int(i) => Ok(i as u64),
+        Value::UInt(u) => Ok(u),
+        Value::Bool(b) => Ok(b as u64),
+        other => Err(format!(
+            "key '{key}': expected an integer, found {}",
+            other.type_name(heap)
+        )),
+    }
+}
+
+fn expect_size(heap: &Heap, v: Value, key: &str) -> Result<u64, String> {
+    match v {
+        Value::Int(i) if i < 0 => Err(format!("key '{key}': expected a size, found {i}")),
+        _ => expect_u64(heap, v, key),
+    }
+}
+
+fn expect_i64(heap: &Heap, v: Value, key: &str) -> Result<i64, String> {
+    match v {
+        Value::Int(i) => Ok(i),
+        Value::UInt(_) | Value::Huge(_) => Err(format!("key '{key}': integer out of range")),
+        other => Err(format!(
+            "key '{key}': expected an integer, found {}",
+            other.type_name(heap)
+        )),
+    }
+}
+
+fn expect_str<'h>(heap: &'h Heap, v: Value, key: &str) -> Result<&'h [u8], String> {
+    heap.str_bytes(v).ok_or_else(|| {
+        format!(
+            "key '{key}': expected a string, found {}",
+            v.type_name(heap)
+        )
+    })
+}
+
+fn key_is(heap: &Heap, k: Value, key: &[u8]) -> bool {
+    heap.str_bytes(k) == Some(key)
+}
+
+fn dict_pairs<'h>(heap: &'h Heap, v: Value) -> Option<(ObjId, &'h [(Value, Value)])> {
+    match heap.resolve(v) {
+        Value::Obj(id) => match heap.data(id) {
+            ObjData::Dict(d) => Some((id, d)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// What a dict appended to a list is, judged by its keys.
+fn classify(heap: &Heap, pairs: &[(Value, Value)]) -> Option<u8> {
+    let mut has = [false; 6];
+    for (k, _) in pairs {
+        match heap.str_bytes(*k) {
+            Some(b"action") => return Some(EVENT),
+            Some(b"blocks") => return Some(SEGMENT),
+            Some(b"filename") => has[0] = true,
+            Some(b"state") => has[1] = true,
+            Some(b"size") => has[2] = true,
+            Some(b"stage") => has[3] = true,
+            Some(b"total_size") => has[4] = true,
+            _ => {}
+        }
+    }
+    if has[0] {
+        Some(FRAME)
+    } else if has[1] && has[2] && !has[4] {
+        Some(BLOCK)
+    } else if has[4] {
+        Some(SEGMENT)
+    } else if has[3] {
+        Some(ANNOTATION)
+    } else {
+        None
+    }
+}
+
+impl Builder<'_> {
+    fn intern_text(&mut self, bytes: &[u8]) -> StrId {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => self.strings.intern(s),
+            Err(_) => self.strings.intern(&String::from_utf8_lossy(bytes)),
+        }
+    }
+
+    fn convert_frame(&mut self, heap: &Heap, pairs: &[(Value, Value)]) -> Result<FrameId, String> {
+        let mut frame = Frame {
+            filename: StrId::EMPTY,
+            name: StrId::EMPTY,
+            line: -1,
+        };
+        for (k, v) in pairs {
+            match heap.str_bytes(*k) {
+                Some(b"filename") => {
+                    frame.filename = self.intern_text(expect_str(heap, *v, "filename")?)
+                }
+                Some(b"name") => frame.name = self.intern_text(expect_str(heap, *v, "name")?),
+                Some(b"line") => {
+                    frame.line = match *v {
+                        Value::Int(i) if i >= 0 => i,
+                        Value::Int(_) | Value::UInt(_) | Value::Huge(_) | Value::None => -1,
+                        other => {
+                            return Err(format!(
+                                "key 'line': expected an integer, found {}",
+                                other.type_name(heap)
+                            ))
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(self.frames.intern(frame))
+    }
+
+    /// A frames list → stack id (items already converted to frames when appended).
+    fn convert_stack(&mut self, heap: &Heap, v: Value, key: &str) -> Result<StackId, String> {
+        match heap.resolve(v) {
+            Value::Ext { kind: STACK, id } => Ok(StackId(id)),
+            Value::None => Ok(StackId::ABSENT),
+            Value::Obj(id) => {
+                let ObjData::List(list) = heap.data(id) else {
+                    return Err(format!(
+                        "key '{key}': expected a list of frames, found {}",
+                        v.type_name(heap)
+                    ));
+                };
+                let mut scratch = std::mem::take(&mut self.scratch);
+                scratch.clear();
+                for item in list.iter() {
+                    match heap.resolve(item) {
+                        Value::Ext { kind: FRAME, id } => scratch.push(FrameId(id)),
+                        other => match dict_pairs(heap, other) {
+                            Some((_, pairs)) => scratch.push(self.convert_frame(heap, pairs)?),
+                            None => {
+                                return Err(format!(
+                                    "key '{key}': expected frame dicts in the list, found {}",
+                                    other.type_name(heap)
+                                ))
+                            }
+                        },
+                    }
+                }
+                let sid = self.stacks.intern(&scratch);
+                self.scratch = scratch;
+                Ok(sid)
+            }
+            other => Err(format!(
+                "key '{key}': expected a list of frames, found {}",
+                other.type_name(heap)
+            )),
+        }
+    }
+
+    fn convert_event(
+        &mut self,
+        heap: &Heap,
+        pairs: &[(Value, Value)],
+    ) -> Result<TraceEvent, String> {
+        let mut e = TraceEvent {
+            addr: 0,
+            size: 0,
+            stream: 0,
+            time_us: NO_TIME,
+            stack: StackId::ABSENT,
+            compile_context: StrId::EMPTY,
+            user_metadata: StrId::EMPTY,
+            action: Action::Other,
+        };
+        let mut action = None;
+        let mut device_free = None;
+        for (k, v) in pairs {
+            let v = *v;
+            match heap.str_bytes(*k) {
+                Some(b"action") => {
+                    let name = expect_str(heap, v, "action")?;
+                    let a = Action::parse(name);
+                    if a == Action::Other {
+                        *self
+                            .unknown_actions
+                            .entry(String::from_utf8_lossy(name).into_owned())
+                            .or_default() += 1;
+                    }
+                    action = Some(a);
+                }
+                Some(b"addr") => e.addr = expect_u64(heap, v, "addr")?,
+                Some(b"size") => e.size = expect_size(heap, v, "size")?,
+                Some(b"stream") => e.stream = expect_u64(heap, v, "stream")?,
+                Some(b"time_us") => e.time_us = expect_i64(heap, v, "time_us")?,
+                Some(b"frames") => e.stack = self.convert_stack(heap, v, "frames")?,
+                Some(b"device_free") => device_free = Some(expect_u64(heap, v, "device_free")?),
+                Some(b"compile_context") => {
+                    if let Some(s) = heap.str_bytes(v) {
+                        e.compile_context = self.intern_text(s);
+                    }
+                }
+                Some(b"user_metadata") => {
+                    if let Some(s) = heap.str_bytes(v) {
+                        e.user_metadata = self.intern_text(s);
+                    }
+                }
+                _ => {}
+            }
+        }
+        e.action = action.ok_or("trace entry without key 'action'")?;
+        if e.action == Action::Oom {
+            if let Some(free) = device_free {
+                e.addr = free;
+            }
+        }
+        Ok(e)
+    }
+
+    fn convert_block(&mut self, heap: &Heap, pairs: &[(Value, Value)]) -> Result<Block, String> {
+        let mut b = Block {
+            address: 0,
+            size: 0,
+            requested_size: 0,
+            state: BlockState::Inactive,
+            stack: StackId::ABSENT,
+            address_recorded: false,
+        };
+        let (mut size, mut state, mut requested) = (None, None, None);
+        let mut history = None;
+        for (k, v) in pairs {
+            let v = *v;
+            match heap.str_bytes(*k) {
+                Some(b"size") => size = Some(expect_size(heap, v, "size")?),
+                Some(b"requested_size") => requested = Some(expect_size(heap, v, "requested_size")?),
+                Some(b"address") => {
+                    b.address = expect_u64(heap, v, "address")?;
+                    b.address_recorded = true;
+                }
+                Some(b"state") => {
+                    state = Some(match expect_str(heap, v, "state")? {
+                        b"active_allocated" => BlockState::ActiveAllocated,
+                        b"active_pending_free" | b"active_awaiting_free" => BlockState::ActivePendingFree,
+                        b"inactive" => BlockState::Inactive,
+                        other => {
+                            return Err(format!(
+                                "key 'state': expected active_allocated, active_pending_free or inactive, found {:?}",
+                                String::from_utf8_lossy(other)
+                            ))
+                        }
+                    })
+                }
+                Some(b"frames") => b.stack = self.convert_stack(heap, v, "frames")?,
+                Some(b"history") => history = Some(v),
+                _ => {}
+            }
+        }
+        b.size = size.ok_or("block without key 'size'")?;
+        b.state = state.ok_or("block without key 'state'")?;
+        if let Some(h) = history {
+            // PyTorch 2.0: history[0] is the current allocation (snapshot-format.md §2).
+            self.legacy_blocks += 1;
+            let first = heap
+                .list(h)
+                .and_then(|l| (!l.is_empty()).then(|| l.get(0)))
+                .and_then(|f| dict_pairs(heap, f));
+            if let Some((_, pairs)) = first {
+                for (k, v) in pairs {
+                    match heap.str_bytes(*k) {
+                        Some(b"real_size") if requested.is_none() => {
+                            requested = Some(expect_size(heap, *v, "history[0].real_size")?)
+                        }
+                        Some(b"frames") if !b.stack.is_recorded() => {
+                            b.stack = self.convert_stack(heap, *v, "history[0].frames")?
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        b.requested_size = requested.unwrap_or(b.size);
+        Ok(b)
+    }
+
+    fn block_range(&mut self, heap: &Heap, v: Value) -> Result<std::ops::Range<u32>, String> {
+        let list = heap
+            .list(v)
+            .ok_or_else(|| format!("key 'blocks': expected a list, found {}", v.type_name(heap)))?;
+        if let ListData::Run {
+            kind: BLOCK,
+            start,
+            len,
+        } = list
+        {
+            return Ok(*start..start + len);
+        }
+        // Unusual layout: gather (or convert) the blocks into a fresh contiguous range.
+        let mut gathered = Vec::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            match heap.resolve(item) {
+                Value::Ext { kind: BLOCK, id } => gathered.push(self.blocks[id as usize]),
+                other => match dict_pairs(heap, other) {
+                    Some((_, pairs)) => gathered.push(
+                        self.convert_block(heap, pairs)
+                            .map_err(|e| format!("blocks[{i}]: {e}"))?,
+                    ),
+                    None => {
+                        return Err(format!(
+                            "blocks[{i}]: expected a block dict, found {}",
+                            other.type_name(heap)
+                        ))
+                    }
+                },
+            }
+        }
+        let start = self.blocks.len() as u32;
+        self.blocks.extend(gathered);
+        Ok(start..self.blocks.len() as u32)
+    }
+
+    fn convert_segment(
+        &mut self,
+        heap: &Heap,
+        pairs: &[(Value, Value)],
+    ) -> Result<Segment, String> {
+        let mut s = Segment {
+            device: 0,
+            address: 0,
+            total_size: 0,
+            recorded_allocated: None,
+            recorded_active: None,
+            recorded_requested: None,
+            stream: 0,
+            pool: PoolKind::Unknown,
+            pool_id: (0, 0),
+            expandable: false,
+            stack: StackId::ABSENT,
+            blocks: 0..0,
+        };
+        let mut total = None;
+        let mut blocks = None;
+        for (k, v) in pairs {
+            let v = *v;
+            match heap.str_bytes(*k) {
+                Some(b"device") => {
+                    let d = expect_i64(heap, v, "device")?;
+                    s.device = u32::try_from(d)
+                        .map_err(|_| format!("key 'device': expected a device index, found {d}"))?;
+                }
+                Some(b"address") => s.address = expect_u64(heap, v, "address")?,
+                Some(b"total_size") => total = Some(expect_size(heap, v, "total_size")?),
+                Some(b"allocated_size") => {
+                    s.recorded_allocated = Some(expect_size(heap, v, "allocated_size")?)
+                }
+                Some(b"active_size") => {
+                    s.recorded_active = Some(expect_size(heap, v, "active_size")?)
+                }
+                Some(b"requested_size") => {
+                    s.recorded_requested = Some(expect_size(heap, v, "requested_size")?)
+                }
+                Some(b"stream") => s.stream = expect_u64(heap, v, "stream")?,
+                Some(b"segment_type") => {
+                    s.pool = match expect_str(heap, v, "segment_type")? {
+                        b"small" => PoolKind::Small,
+                        b"large" => PoolKind::Large,
+                        _ => PoolKind::Unknown,
+                    }
+                }
+                Some(b"segment_pool_id") => {
+                    let items = heap.sequence(v).unwrap_or_default();
+                    if items.len() != 2 {
+                        return Err(format!(
+                            "key 'segment_pool_id': expected a pair of integers, found {}",
+                            v.type_name(heap)
+                        ));
+                    }
+                    s.pool_id = (
+                        expect_u64(heap, items[0], "segment_pool_id")?,
+                        expect_u64(heap, items[1], "segment_pool_id")?,
+                    );
+                }
+                Some(b"is_expandable") => {
+                    s.expandable = matches!(v, Value::Bool(true) | Value::Int(1))
+                }
+                Some(b"frames") => s.stack = self.convert_stack(heap, v, "frames")?,
+                Some(b"blocks") => blocks = Some(v),
+                _ => {}
+            }
+        }
+        s.total_size = total.ok_or("segment without key 'total_size'")?;
+        let range = match blocks {
+            Some(v) => self.block_range(heap, v)?,
+            None => return Err("segment without key 'blocks'".into()),
+        };
+        // Addresses absent (2.0, profiler-derived): the running sum from the segment base.
+        let mut addr = s.address;
+        for b in &mut self.blocks[range.start as usize..range.end as usize] {
+            if !b.address_recorded {
+                b.address = addr;
+            }
+            addr = b.address.wrapping_add(b.size);
+        }
+        s.blocks = range;
+        Ok(s)
+    }
+
+    fn convert_annotation(
+        &mut self,
+        heap: &Heap,
+        pairs: &[(Value, Value)],
+    ) -> Result<Annotation, String> {
+        let mut a = Annotation {
+            device: None,
+            name: String::new(),
+            stage: String::new(),
+            time_us: None,
+        };
+        for (k, v) in pairs {
+            match heap.str_bytes(*k) {
+                Some(b"name") => a.name = heap.text(*v).map(|c| c.into_owned()).unwrap_or_default(),
+                Some(b"stage") => {
+                    a.stage = heap.text(*v).map(|c| c.into_owned()).unwrap_or_default()
+                }
+                Some(b"device") => a.device = expect_i64(heap, *v, "device").ok(),
+                Some(b"time_us") => a.time_us = expect_i64(heap, *v, "time_us").ok(),
+                _ => {}
+            }
+        }
+        Ok(a)
+    }
+
+    fn settings(&self, heap: &Heap, v: Value) -> Option<Vec<(String, SettingValue)>> {
+        let (_, pairs) = dict_pairs(heap, v)?;
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    let key = heap
+                        .text(*k)
+                        .map(|c| c.into_owned())
+                        .unwrap_or_else(|| "?".into());
+                    (key, self.setting_value(heap, *v, 0))
+                })
+                .collect(),
+        )
+    }
+
+    fn setting_value(&self, heap: &Heap, v: Value, depth: u32) -> SettingValue {
+        match heap.resolve(v) {
+            Value::Bool(b) => SettingValue::Bool(b),
+            Value::Int(i) => SettingValue::Int(i),
+            Value::UInt(u) => SettingValue::UInt(u),
+            Value::Float(f) => SettingValue::Float(f),
+            Value::Str { .. } | Value::Owned(_) => {
+                SettingValue::Text(heap.text(v).unwrap().into_owned())
+            }
+            other => match dict_pairs(heap, other) {
+                Some((_, pairs)) if depth < 4 => SettingValue::Map(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                heap.text(*k)
+                                    .map(|c| c.into_owned())
+                                    .unwrap_or_else(|| "?".into()),
+                                self.setting_value(heap, *v, depth + 1),
+                            )
+                        })
+                        .collect(),
+                ),
+                _ => SettingValue::Other(other.type_name(heap).to_string()),
+            },
+        }
+    }
+
+    /// Items of a list of converted `kind` handles, converting stragglers (path-named errors).
+    fn collect_ids(
+        &mut self,
+        heap: &Heap,
+        v: Value,
+        kind: u8,
+        path: &str,
+    ) -> Result<Vec<u32>, BuildError> {
+        let Some(list) = heap.list(v) else {
+            return shape(
+                path,
+                format!("expected a list, found {}", v.type_name(heap)),
+            );
+        };
+        if let ListData::Run {
+            kind: k,
+            start,
+            len,
+        } = list
+        {
+            if *k == kind {
+                return Ok((*start..start + len).collect());
+            }
+        }
+        let mut ids = Vec::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            let item = heap.resolve(item);
+            if let Value::Ext { kind: k, id } = item {
+                if k == kind {
+                    ids.push(id);
+                    continue;
+                }
+            }
+            let p = format!("{path}[{i}]");
+            let Some((_, pairs)) = dict_pairs(heap, item) else {
+                return shape(
+                    p,
+                    format!("expected a dict, found {}", item.type_name(heap)),
+                );
+            };
+            let id = match kind {
+                EVENT => {
+                    let e = self
+                        .convert_event(heap, pairs)
+                        .map_err(|m| BuildError::Shape {
+                            path: p,
+                            message: m,
+                        })?;
+                    self.events.push(e);
+                    self.events.len() - 1
+                }
+                SEGMENT => {
+                    let s = self
+                        .convert_segment(heap, pairs)
+                        .map_err(|m| BuildError::Shape {
+                            path: p,
+                            message: m,
+                        })?;
+                    self.segments.push(s);
+                    self.segments.len() - 1
+                }
+                _ => {
+                    let a =
+                        self.convert_annotation(heap, pairs)
+                            .map_err(|m| BuildError::Shape {
+                                path: p,
+                                message: m,
+                            })?;
+                    self.annotations.push(a);
+                    self.annotations.len() - 1
+                }
+            };
+            ids.push(id as u32);
+        }
+        Ok(ids)
+    }
+
+    fn finish(mut self, heap: &Heap, top: Value) -> Result<Snapshot, BuildError> {
+        let mut traces: Vec<Option<Vec<u32>>> = Vec::new();
+        let mut settings = None;
+        let mut annotation_ids = Vec::new();
+        let layout;
+        let segment_ids = match heap.resolve(top) {
+            Value::Obj(id) if matches!(heap.data(id), ObjData::List(_)) => {
+                layout = Layout::SegmentList;
+                self.collect_ids(heap, top, SEGMENT, "[top-level list]")?
+            }
+            Value::Obj(id) if matches!(heap.data(id), ObjData::Dict(_)) => {
+                layout = Layout::Modern;
+                let mut seg_ids = Vec::new();
+                if let Some(v) = heap.get(top, "segments") {
+                    seg_ids = self.collect_ids(heap, v, SEGMENT, "segments")?;
+                }
+                if let Some(v) = heap.get(top, "device_traces") {
+                    let Some(list) = heap.list(v) else {
+                        return shape(
+                            "device_traces",
+                            format!("expected a list of lists, found {}", v.type_name(heap)),
+                        );
+                    };
+                    let items: Vec<Value> = list.iter().collect();
+                    for (d, t) in items.into_iter().enumerate() {
+                        let t = heap.resolve(t);
+                        if t == Value::None {
+                            traces.push(None);
+                            continue;
+                        }
+                        traces.push(Some(self.collect_ids(
+                            heap,
+                            t,
+                            EVENT,
+                            &format!("device_traces[{d}]"),
+                        )?));
+                    }
+                }
+                if let Some(v) = heap.get(top, "allocator_settings") {
+                    settings = self.settings(heap, v);
+                }
+                if let Some(v) = heap.get(top, "external_annotations") {
+                    annotation_ids =
+                        self.collect_ids(heap, v, ANNOTATION, "external_annotations")?;
+                }
+                seg_ids
+            }
+            other => {
+                return shape(
+                    "[top level]",
+                    format!(
+                        "expected a snapshot dict or a list of segments, found {}",
+                        other.type_name(heap)
+                    ),
+                )
+            }
+        };
+        let layout = if self.legacy_blocks > 0 && layout == Layout::Modern {
+            Layout::Legacy
+        } else {
+            layout
+        };
+        self.assemble(layout, segment_ids, traces, settings, annotation_ids)
+    }
+
+    fn assemble(
+        mut self,
+        layout: Layout,
+        segment_ids: Vec<u32>,
+        traces: Vec<Option<Vec<u32>>>,
+        settings: Option<Vec<(String, SettingValue)>>,
+        annotation_ids: Vec<u32>,
+    ) -> Result<Snapshot, BuildError> {
+        let mut warnings = Vec::new();
+        // Segments: those the top level lists, sorted by (device, address) (I9).
+        let mut segments: Vec<Segment> = if segment_ids.len() == self.segments.len()
+            && segment_ids
+                .iter()
+                .enumerate()
+                .all(|(i, &id)| id as usize == i)
+        {
+            std::mem::take(&mut self.segments)
+        } else {
+            segment_ids
+                .iter()
+                .map(|&i| self.segments[i as usize].clone())
+                .collect()
+        };
+        let sorted = segments
+            .windows(2)
+            .all(|w| (w[0].device, w[0].address) <= (w[1].device, w[1].address));
+        if !sorted {
+            warnings.push(Warning {
+                code: "segments_unsorted",
+                device: None,
+                message: "segments are not sorted by device and address as PyTorch writes them; sorted here".into(),
+            });
+            segments.sort_by_key(|s| (s.device, s.address));
+        }
+
+        // Events: per device, contiguous ranges of one array.
+        let contiguous = {
+            let mut next = 0u32;
+            traces.iter().flatten().all(|ids| {
+                ids.iter().all(|&id| {
+                    let ok = id == next;
+                    next += 1;
+                    ok
+                })
+            }) && next as usize == self.events.len()
+        };
+        let mut events = Vec::new();
+        let mut trace_ranges = Vec::with_capacity(traces.len());
+        if contiguous {
+            let mut start = 0;
+            for t in &traces {
+                let n = t.as_ref().map_or(0, |ids| ids.len());
+                trace_ranges.push(t.as_ref().map(|_| start..start + n));
+                start += n;
+            }
+            events = std::mem::take(&mut self.events);
+        } else {
+            for t in &traces {
+                let start = events.len();
+                if let Some(ids) = t {
+                    events.extend(ids.iter().map(|&i| self.events[i as usize]));
+                }
+                trace_ranges.push(t.as_ref().map(|_| start..events.len()));
+            }
+        }
+
+        // Devices: any with segments or a non-empty trace.
+        let mut ids: Vec<u32> = segments.iter().map(|s| s.device).collect();
+        for (d, r) in trace_ranges.iter().enumerate() {
+            if r.as_ref().is_some_and(|r| !r.is_empty()) {
+                ids.push(d as u32);
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let devices = ids
+            .into_iter()
+            .map(|id| {
+                let lo = segments.partition_point(|s| s.device < id);
+                let hi = segments.partition_point(|s| s.device <= id);
+                let tr = trace_ranges.get(id as usize).cloned().flatten();
+                Device {
+                    id,
+                    segments: lo..hi,
+                    trace_recorded: tr.is_some(),
+                    trace: tr.unwrap_or(0..0),
+                }
+            })
+            .collect();
+
+        let annotations = if annotation_ids
+            .iter()
+            .enumerate()
+            .all(|(i, &id)| id as usize == i)
+            && annotation_ids.len() == self.annotations.len()
+        {
+            std::mem::take(&mut self.annotations)
+        } else {
+            annotation_ids
+                .iter()
+                .map(|&i| self.annotations[i as usize].clone())
+                .collect()
+        };
+
+        for (name, n) in &self.unknown_actions {
+            warnings.push(Warning {
+                code: "unknown_action",
+                device: None,
+                message: format!("{n} trace entries have the unknown action {name:?}; they are kept but not interpreted"),
+            });
+        }
+
+        let mut snap = Snapshot {
+            layout,
+            strings: self.strings,
+            frames: self.frames,
+            stacks: self.stacks,
+            segments,
+            blocks: self.blocks,
+            events,
+            devices,
+            allocator_settings: settings,
+            annotations,
+            warnings,
+        };
+        let found = validate::check(&snap);
+        snap.warnings.extend(found);
+        Ok(snap)
+    }
+}
+
+impl Hooks for Builder<'_> {
+    fn on_append(&mut self, heap: &mut Heap, _list: ObjId, item: Value) -> Result<Value, String> {
+        let Value::Obj(id) = item else {
+            return Ok(item);
+        };
+        let ObjData::Dict(pairs) = heap.data(id) else {
+            return Ok(item);
+        };
+        let converted = match classify(heap, pairs) {
+            Some(FRAME) => {
+                let f = self
+                    .convert_frame(heap, pairs)
+                    .map_err(|e| format!("frame: {e}"))?;
+                Value::Ext {
+                    kind: FRAME,
+                    id: f.0,
+                }
+            }
+            Some(EVENT) => {
+                let e = self
+                    .convert_event(heap, pairs)
+                    .map_err(|e| format!("trace entry: {e}"))?;
+                self.events.push(e);
+                Value::Ext {
+                    kind: EVENT,
+                    id: self.events.len() as u32 - 1,
+                }
+            }
+            Some(BLOCK) => {
+                let b = self
+                    .convert_block(heap, pairs)
+                    .map_err(|e| format!("block: {e}"))?;
+                self.blocks.push(b);
+                Value::Ext {
+                    kind: BLOCK,
+                    id: self.blocks.len() as u32 - 1,
+                }
+            }
+            Some(SEGMENT) => {
+                let s = self
+                    .convert_segment(heap, pairs)
+                    .map_err(|e| format!("segment: {e}"))?;
+                self.segments.push(s);
+                Value::Ext {
+                    kind: SEGMENT,
+                    id: self.segments.len() as u32 - 1,
+                }
+            }
+            Some(ANNOTATION) => {
+                let a = self.convert_annotation(heap, pairs)?;
+                self.annotations.push(a);
+                Value::Ext {
+                    kind: ANNOTATION,
+                    id: self.annotations.len() as u32 - 1,
+                }
+            }
+            _ => return Ok(item),
+        };
+        heap.convert(id, converted);
+        Ok(converted)
+    }
+
+    fn on_setitem(
+        &mut self,
+        heap: &mut Heap,
+        _dict: ObjId,
+        key: Value,
+        value: Value,
+    ) -> Result<Value, String> {
+        if !key_is(heap, key, b"frames") {
+            return Ok(value);
+        }
+        let Value::Obj(id) = value else {
+            return Ok(value);
+        };
+        if !matches!(heap.data(id), ObjData::List(_)) {
+            return Ok(value);
+        }
+        let sid = self.convert_stack(heap, value, "frames")?;
+        let converted = Value::Ext {
+            kind: STACK,
+            id: sid.0,
+        };
+        heap.convert(id, converted);
+        Ok(converted)
+    }
+
+    fn on_progress(&mut self, offset: u64) {
+        if let Some(p) = self.progress.as_mut() {
+            p(offset)
+        }
+    }
+}

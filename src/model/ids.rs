@@ -1,0 +1,31 @@
+//! Typed indices into the interning tables, so a frame id can never be used as a stack id.
+
+/// Index of an interned string in [`super::Strings`]; `StrId::EMPTY` is `""`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct StrId(pub u32);
+
+impl StrId {
+    /// The empty string, always id 0.
+    pub const EMPTY: StrId = StrId(0);
+}
+
+/// Index of an interned frame in [`super::Frames`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameId(pub u32);
+
+/// Index of an interned stack in [`super::Stacks`]; `StackId::EMPTY` is the empty stack and
+/// `StackId::ABSENT` marks a holder whose `frames` key was absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackId(pub u32);
+
+impl StackId {
+    /// The stack with no frames (recorded as `[]`).
+    pub const EMPTY: StackId = StackId(0);
+    /// No `frames` key at all (history recorded without context).
+    pub const ABSENT: StackId = StackId(u32::MAX);
+
+    /// True when the holder had a `frames` key (possibly empty).
+    pub fn is_recorded(self) -> bool {
+        self != StackId::ABSENT
+    }
+}

@@ -1,0 +1,207 @@
+//! Interning tables: each distinct string, frame and stack is stored once and named by id.
+
+use super::ids::{FrameId, StackId, StrId};
+use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Distinct strings (file names, function names, annotation texts).
+#[derive(Debug, Clone)]
+pub struct Strings {
+    items: Vec<Arc<str>>,
+    index: FxHashMap<Arc<str>, StrId>,
+}
+
+impl Default for Strings {
+    fn default() -> Self {
+        let mut s = Strings {
+            items: Vec::new(),
+            index: FxHashMap::default(),
+        };
+        s.intern("");
+        s
+    }
+}
+
+impl Strings {
+    /// The id of `s`, adding it when new.
+    pub fn intern(&mut self, s: &str) -> StrId {
+        if let Some(id) = self.index.get(s) {
+            return *id;
+        }
+        let id = StrId(self.items.len() as u32);
+        let arc: Arc<str> = Arc::from(s);
+        self.items.push(arc.clone());
+        self.index.insert(arc, id);
+        id
+    }
+
+    /// The id of `s` if it was interned.
+    pub fn find(&self, s: &str) -> Option<StrId> {
+        self.index.get(s).copied()
+    }
+
+    /// The text of `id`.
+    pub fn get(&self, id: StrId) -> &str {
+        &self.items[id.0 as usize]
+    }
+
+    /// Number of distinct strings.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Always false: the empty string is always present.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// One Python or C++ frame of an allocation stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// Source file as recorded (`??`, `""` or a basename for C++ frames).
+    pub filename: StrId,
+    /// Function name.
+    pub name: StrId,
+    /// Line number; -1 when unknown (recorded as -1 or as 2^64-1).
+    pub line: i64,
+}
+
+/// Distinct frames.
+#[derive(Debug, Clone, Default)]
+pub struct Frames {
+    items: Vec<Frame>,
+    index: FxHashMap<Frame, FrameId>,
+}
+
+impl Frames {
+    /// The id of `f`, adding it when new.
+    pub fn intern(&mut self, f: Frame) -> FrameId {
+        *self.index.entry(f).or_insert_with(|| {
+            self.items.push(f);
+            FrameId(self.items.len() as u32 - 1)
+        })
+    }
+
+    /// The frame `id`.
+    pub fn get(&self, id: FrameId) -> &Frame {
+        &self.items[id.0 as usize]
+    }
+
+    /// Number of distinct frames.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// True when no frame was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Distinct stacks (frame lists, innermost frame first), stored back to back.
+#[derive(Debug, Clone)]
+pub struct Stacks {
+    frames: Vec<FrameId>,
+    starts: Vec<usize>,
+    /// Hash of a stack's frames → first stack id with that hash; `next` chains collisions.
+    index: FxHashMap<u64, u32>,
+    next: Vec<u32>,
+}
+
+const NO_NEXT: u32 = u32::MAX;
+
+impl Default for Stacks {
+    fn default() -> Self {
+        let mut s = Stacks {
+            frames: Vec::new(),
+            starts: vec![0],
+            index: FxHashMap::default(),
+            next: Vec::new(),
+        };
+        s.intern(&[]);
+        s
+    }
+}
+
+fn hash_frames(frames: &[FrameId]) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    frames.len().hash(&mut h);
+    for f in frames {
+        f.0.hash(&mut h);
+    }
+    h.finish()
+}
+
+impl Stacks {
+    /// The id of the stack `frames`, adding it when new.
+    pub fn intern(&mut self, frames: &[FrameId]) -> StackId {
+        let h = hash_frames(frames);
+        let mut cur = self.index.get(&h).copied().unwrap_or(NO_NEXT);
+        while cur != NO_NEXT {
+            if self.get(StackId(cur)) == frames {
+                return StackId(cur);
+            }
+            cur = self.next[cur as usize];
+        }
+        let id = self.next.len() as u32;
+        self.frames.extend_from_slice(frames);
+        self.starts.push(self.frames.len());
+        let prev = self.index.insert(h, id).unwrap_or(NO_NEXT);
+        self.next.push(prev);
+        StackId(id)
+    }
+
+    /// The frames of `id`, innermost first; empty for `StackId::ABSENT`.
+    pub fn get(&self, id: StackId) -> &[FrameId] {
+        if !id.is_recorded() {
+            return &[];
+        }
+        let i = id.0 as usize;
+        &self.frames[self.starts[i]..self.starts[i + 1]]
+    }
+
+    /// Number of distinct stacks (the empty one included).
+    pub fn len(&self) -> usize {
+        self.next.len()
+    }
+
+    /// Always false: the empty stack is always present.
+    pub fn is_empty(&self) -> bool {
+        self.next.is_empty()
+    }
+
+    /// Total frame references stored.
+    pub fn frame_refs(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_are_interned_by_content() {
+        let mut s = Stacks::default();
+        let a = s.intern(&[FrameId(1), FrameId(2)]);
+        let b = s.intern(&[FrameId(1), FrameId(2)]);
+        let c = s.intern(&[FrameId(2), FrameId(1)]);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(s.intern(&[]), StackId::EMPTY);
+        assert_eq!(s.get(c), &[FrameId(2), FrameId(1)]);
+        assert_eq!(s.get(StackId::ABSENT), &[] as &[FrameId]);
+        assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn strings_start_with_empty() {
+        let mut s = Strings::default();
+        assert_eq!(s.intern(""), StrId::EMPTY);
+        let x = s.intern("x");
+        assert_eq!(s.intern("x"), x);
+        assert_eq!(s.get(x), "x");
+    }
+}

@@ -1,0 +1,15 @@
+//! The typed snapshot model and its builder.
+//!
+//! In: decoded pickle values (through the decoder's hooks). Out: a [`Snapshot`] with interned
+//! frames and stacks, compact segments, blocks and trace events, and data-quality warnings.
+
+pub mod build;
+pub mod ids;
+pub mod intern;
+pub mod snapshot;
+pub mod validate;
+
+pub use build::{build, BuildError, BuildOptions};
+pub use ids::{FrameId, StackId, StrId};
+pub use intern::{Frame, Frames, Stacks, Strings};
+pub use snapshot::*;

@@ -1,0 +1,337 @@
+//! The typed snapshot: devices, segments, blocks, trace events, settings and warnings.
+//!
+//! Every snapshot variant (modern dict, 2.0-era dict with block `history`, bare segment list,
+//! profiler-derived, JSON) is normalized into these types by [`super::build`].
+
+use super::ids::{StackId, StrId};
+use super::intern::{Frames, Stacks, Strings};
+use serde::Serialize;
+use std::ops::Range;
+
+/// Which top-level shape the file had (snapshot-format.md §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// A dict with `segments` and `device_traces` (PyTorch 2.1+).
+    Modern,
+    /// A PyTorch 2.0-era dict: blocks carry `history` and no `address`.
+    Legacy,
+    /// A bare list of segment dicts (a pickle of `torch.cuda.memory_snapshot()`).
+    SegmentList,
+}
+
+/// Caching-allocator pool of a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolKind {
+    /// Requests of at most 1 MiB.
+    Small,
+    /// Larger requests.
+    Large,
+    /// `segment_type` absent or unknown.
+    Unknown,
+}
+
+impl PoolKind {
+    /// The name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolKind::Small => "small",
+            PoolKind::Large => "large",
+            PoolKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// Allocation state of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    /// Handed out to a tensor.
+    ActiveAllocated,
+    /// Freed by the user but still in use by another stream (`record_stream`).
+    ActivePendingFree,
+    /// Cached free memory.
+    Inactive,
+}
+
+/// One cudaMalloc (or one contiguous mapped range of an expandable segment).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    /// Device index.
+    pub device: u32,
+    /// Base address (int64-cast addresses from the C++ path are taken back to unsigned).
+    pub address: u64,
+    /// Bytes reserved.
+    pub total_size: u64,
+    /// `allocated_size` as recorded, if present.
+    pub recorded_allocated: Option<u64>,
+    /// `active_size` as recorded, if present.
+    pub recorded_active: Option<u64>,
+    /// `requested_size` as recorded, if present.
+    pub recorded_requested: Option<u64>,
+    /// Raw `cudaStream_t` handle (0 = default stream); compare for equality only.
+    pub stream: u64,
+    /// Small or large pool.
+    pub pool: PoolKind,
+    /// Owning private pool; (0, 0) = the default pools.
+    pub pool_id: (u64, u64),
+    /// Part of an expandable segment.
+    pub expandable: bool,
+    /// Stack of the cudaMalloc, if recorded.
+    pub stack: StackId,
+    /// Indices of its blocks in [`Snapshot::blocks`], in address order.
+    pub blocks: Range<u32>,
+}
+
+impl Segment {
+    /// True when the segment belongs to a private pool (CUDA graphs, MemPool).
+    pub fn is_private_pool(&self) -> bool {
+        self.pool_id != (0, 0)
+    }
+}
+
+/// One block of a segment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Block {
+    /// Address (computed as the running sum when the file has none).
+    pub address: u64,
+    /// Bytes, rounded by the allocator.
+    pub size: u64,
+    /// Bytes requested by the user; stale garbage on inactive blocks (ignore it there).
+    pub requested_size: u64,
+    /// Allocation state.
+    pub state: BlockState,
+    /// Stack of the allocation that handed the block out.
+    pub stack: StackId,
+    /// False when `address` was computed rather than read.
+    pub address_recorded: bool,
+}
+
+/// The `action` of a trace event (snapshot-format.md §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// A block handed out; `size` = requested bytes.
+    Alloc,
+    /// The user freed a block.
+    FreeRequested,
+    /// The free took effect (after stream uses completed).
+    FreeCompleted,
+    /// Legacy (late-2022) single free action.
+    Free,
+    /// cudaMalloc of a new segment.
+    SegmentAlloc,
+    /// cudaFree of a segment.
+    SegmentFree,
+    /// Pages mapped into an expandable segment.
+    SegmentMap,
+    /// Pages unmapped from an expandable segment.
+    SegmentUnmap,
+    /// A failed allocation; `addr` holds `device_free`.
+    Oom,
+    /// An earlier snapshot call.
+    Snapshot,
+    /// 2024 nightlies' record_function marker.
+    UserDefined,
+    /// An annotation of an allocation.
+    Annotate,
+    /// Any other action name.
+    Other,
+}
+
+impl Action {
+    /// Parses an action name.
+    pub fn parse(name: &[u8]) -> Action {
+        match name {
+            b"alloc" => Action::Alloc,
+            b"free_requested" => Action::FreeRequested,
+            b"free_completed" => Action::FreeCompleted,
+            b"free" => Action::Free,
+            b"segment_alloc" => Action::SegmentAlloc,
+            b"segment_free" => Action::SegmentFree,
+            b"segment_map" => Action::SegmentMap,
+            b"segment_unmap" => Action::SegmentUnmap,
+            b"oom" => Action::Oom,
+            b"snapshot" => Action::Snapshot,
+            b"user_defined" => Action::UserDefined,
+            b"annotate" => Action::Annotate,
+            _ => Action::Other,
+        }
+    }
+
+    /// The name as written in snapshots.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::Free => "free",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::SegmentMap => "segment_map",
+            Action::SegmentUnmap => "segment_unmap",
+            Action::Oom => "oom",
+            Action::Snapshot => "snapshot",
+            Action::UserDefined => "user_defined",
+            Action::Annotate => "annotate",
+            Action::Other => "other",
+        }
+    }
+}
+
+/// Sentinel for an event without `time_us` (files before PyTorch 2.2).
+pub const NO_TIME: i64 = i64::MIN;
+
+/// One entry of a device's trace ring buffer (48 bytes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TraceEvent {
+    /// Block or segment address; for `oom`, the device's free bytes (`device_free`).
+    pub addr: u64,
+    /// Bytes (requested bytes for alloc/free; segment bytes for segment actions).
+    pub size: u64,
+    /// Raw stream handle.
+    pub stream: u64,
+    /// Wall-clock µs since the epoch, or [`NO_TIME`].
+    pub time_us: i64,
+    /// Stack, or `StackId::ABSENT` when the entry had no `frames` key.
+    pub stack: StackId,
+    /// `compile_context` (`StrId::EMPTY` when absent).
+    pub compile_context: StrId,
+    /// `user_metadata` (`StrId::EMPTY` when absent or empty).
+    pub user_metadata: StrId,
+    /// What happened.
+    pub action: Action,
+}
+
+impl TraceEvent {
+    /// `time_us` if recorded.
+    pub fn time(&self) -> Option<i64> {
+        (self.time_us != NO_TIME).then_some(self.time_us)
+    }
+
+    /// `device_free` of an `oom` event.
+    pub fn device_free(&self) -> Option<u64> {
+        (self.action == Action::Oom).then_some(self.addr)
+    }
+}
+
+/// A record_function START/END mark (`external_annotations`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Annotation {
+    /// Device index, if recorded.
+    pub device: Option<i64>,
+    /// Scope name, e.g. `ProfilerStep#3`.
+    pub name: String,
+    /// `START` or `END`.
+    pub stage: String,
+    /// µs since the epoch, if recorded.
+    pub time_us: Option<i64>,
+}
+
+/// A scalar setting value of `allocator_settings`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SettingValue {
+    /// Boolean.
+    Bool(bool),
+    /// Integer (`max_split_size` -1 = unlimited).
+    Int(i64),
+    /// Unsigned integer too large for i64.
+    UInt(u64),
+    /// Float (`garbage_collection_threshold`).
+    Float(f64),
+    /// Text.
+    Text(String),
+    /// A string-keyed map (`roundup_power2_divisions`).
+    Map(Vec<(String, SettingValue)>),
+    /// Anything else, described.
+    Other(String),
+}
+
+/// Per-device data: indices into the snapshot's segment and event arrays.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Device {
+    /// Device index.
+    pub id: u32,
+    /// Its segments in [`Snapshot::segments`] (sorted by address).
+    pub segments: Range<usize>,
+    /// Its trace in [`Snapshot::events`], oldest first.
+    pub trace: Range<usize>,
+    /// True when `device_traces` had a list for this device.
+    pub trace_recorded: bool,
+}
+
+/// A data-quality finding that does not stop the analysis.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// Stable machine-readable code, e.g. `ring_buffer_wrapped`.
+    pub code: &'static str,
+    /// Device the warning is about, if any.
+    pub device: Option<u32>,
+    /// One line for a person.
+    pub message: String,
+}
+
+/// A whole decoded snapshot.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Top-level shape of the file.
+    pub layout: Layout,
+    /// Interned strings.
+    pub strings: Strings,
+    /// Interned frames.
+    pub frames: Frames,
+    /// Interned stacks.
+    pub stacks: Stacks,
+    /// All segments, sorted by (device, address).
+    pub segments: Vec<Segment>,
+    /// All blocks; each segment owns a contiguous range.
+    pub blocks: Vec<Block>,
+    /// All trace events; each device owns a contiguous range.
+    pub events: Vec<TraceEvent>,
+    /// Devices with segments or a trace list, sorted by id.
+    pub devices: Vec<Device>,
+    /// `allocator_settings`, in file order, if present.
+    pub allocator_settings: Option<Vec<(String, SettingValue)>>,
+    /// `external_annotations`.
+    pub annotations: Vec<Annotation>,
+    /// Data-quality warnings found while building.
+    pub warnings: Vec<Warning>,
+}
+
+impl Snapshot {
+    /// The segments of `device`.
+    pub fn device_segments(&self, device: &Device) -> &[Segment] {
+        &self.segments[device.segments.clone()]
+    }
+
+    /// The trace of `device`, oldest first.
+    pub fn device_trace(&self, device: &Device) -> &[TraceEvent] {
+        &self.events[device.trace.clone()]
+    }
+
+    /// The blocks of `segment`, in address order.
+    pub fn segment_blocks(&self, segment: &Segment) -> &[Block] {
+        &self.blocks[segment.blocks.start as usize..segment.blocks.end as usize]
+    }
+
+    /// The device with index `id`.
+    pub fn device(&self, id: u32) -> Option<&Device> {
+        self.devices.iter().find(|d| d.id == id)
+    }
+
+    /// A setting of `allocator_settings` by name.
+    pub fn setting(&self, name: &str) -> Option<&SettingValue> {
+        self.allocator_settings
+            .as_ref()?
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+
+    /// True when any stack holds at least one frame.
+    pub fn has_frames(&self) -> bool {
+        self.stacks.frame_refs() > 0
+    }
+}

@@ -1,0 +1,221 @@
+//! Invariant and data-quality checks on a built snapshot (snapshot-format.md §2, §4).
+//!
+//! Nothing here fails: each finding becomes one [`Warning`] per kind and device, with a count
+//! and the first example, so a corrupt total is reported instead of silently used.
+
+use super::snapshot::*;
+use rustc_hash::FxHashSet;
+
+struct Tally {
+    code: &'static str,
+    device: Option<u32>,
+    count: u64,
+    first: String,
+    what: &'static str,
+}
+
+impl Tally {
+    fn new(code: &'static str, device: Option<u32>, what: &'static str) -> Self {
+        Tally {
+            code,
+            device,
+            count: 0,
+            first: String::new(),
+            what,
+        }
+    }
+    fn hit(&mut self, example: impl FnOnce() -> String) {
+        if self.count == 0 {
+            self.first = example();
+        }
+        self.count += 1;
+    }
+    fn into_warning(self) -> Option<Warning> {
+        (self.count > 0).then(|| Warning {
+            code: self.code,
+            device: self.device,
+            message: format!("{} {} (first: {})", self.count, self.what, self.first),
+        })
+    }
+}
+
+/// All warnings for `snap`, in a fixed order.
+pub fn check(snap: &Snapshot) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for dev in &snap.devices {
+        out.extend(check_segments(snap, dev));
+        out.extend(check_trace(snap, dev));
+    }
+    let any_holder = !snap.blocks.is_empty() || !snap.events.is_empty();
+    if any_holder && !snap.has_frames() {
+        out.push(Warning {
+            code: "no_frames",
+            device: None,
+            message: "no stack frames recorded (history recorded without context, or `context=None`): call sites cannot be named".into(),
+        });
+    }
+    out
+}
+
+fn check_segments(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
+    let d = Some(dev.id);
+    let mut total = Tally::new(
+        "segment_total_mismatch",
+        d,
+        "segments whose block sizes do not add up to total_size",
+    );
+    let mut sums = Tally::new(
+        "segment_sum_mismatch",
+        d,
+        "segments whose recorded allocated/active/requested sizes differ from their blocks",
+    );
+    let mut tiling = Tally::new(
+        "blocks_not_contiguous",
+        d,
+        "blocks that do not start where the previous block ends",
+    );
+    let mut align = Tally::new(
+        "block_size_unaligned",
+        d,
+        "blocks whose size is not a multiple of 512 bytes",
+    );
+    let mut overlap = Tally::new(
+        "segments_overlap",
+        d,
+        "segments that overlap the previous one",
+    );
+    let mut stale = Tally::new(
+        "stale_requested_size",
+        d,
+        "inactive blocks carry a stale requested_size, ignored as PyTorch leaves it",
+    );
+    let mut over = Tally::new(
+        "requested_exceeds_size",
+        d,
+        "active blocks whose requested_size exceeds their size",
+    );
+    let segs = snap.device_segments(dev);
+    for (i, s) in segs.iter().enumerate() {
+        let blocks = snap.segment_blocks(s);
+        let at = || format!("segment 0x{:x}", s.address);
+        let sum: u64 = blocks.iter().map(|b| b.size).sum();
+        if sum != s.total_size {
+            total.hit(|| format!("{}: blocks {} vs total_size {}", at(), sum, s.total_size));
+        }
+        let alloc: u64 = blocks
+            .iter()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .sum();
+        let active: u64 = blocks
+            .iter()
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| b.size)
+            .sum();
+        let req: u64 = blocks
+            .iter()
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| b.requested_size)
+            .sum();
+        if s.recorded_allocated.is_some_and(|v| v != alloc)
+            || s.recorded_active.is_some_and(|v| v != active)
+            || s.recorded_requested.is_some_and(|v| v != req)
+        {
+            sums.hit(|| format!("{}: allocated {:?}/{alloc}, active {:?}/{active}, requested {:?}/{req} (recorded/blocks)", at(), s.recorded_allocated, s.recorded_active, s.recorded_requested));
+        }
+        let mut expect = s.address;
+        for b in blocks {
+            if b.address_recorded && b.address != expect {
+                tiling
+                    .hit(|| format!("block 0x{:x} in {}, expected 0x{expect:x}", b.address, at()));
+            }
+            expect = b.address.wrapping_add(b.size);
+            if b.size % 512 != 0 {
+                align.hit(|| format!("block 0x{:x} of {} bytes", b.address, b.size));
+            }
+            if b.state == BlockState::Inactive
+                && b.requested_size != 0
+                && b.requested_size != b.size
+            {
+                stale.hit(|| format!("block 0x{:x}", b.address));
+            }
+            if b.state != BlockState::Inactive && b.requested_size > b.size {
+                over.hit(|| {
+                    format!(
+                        "block 0x{:x}: requested {} > size {}",
+                        b.address, b.requested_size, b.size
+                    )
+                });
+            }
+        }
+        if i > 0 {
+            let p = &segs[i - 1];
+            if p.address.wrapping_add(p.total_size) > s.address {
+                overlap.hit(at);
+            }
+        }
+    }
+    [total, sums, tiling, align, overlap, over, stale]
+        .into_iter()
+        .filter_map(Tally::into_warning)
+        .collect()
+}
+
+fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
+    let d = Some(dev.id);
+    let trace = snap.device_trace(dev);
+    let mut out = Vec::new();
+    if trace.is_empty() {
+        return out;
+    }
+    let mut orphans = Tally::new("ring_buffer_wrapped", d, "frees of allocations made before the trace begins (the ring buffer wrapped; max_entries was reached)");
+    let mut time = Tally::new(
+        "time_decreasing",
+        d,
+        "trace entries whose time_us is earlier than the entry before",
+    );
+    let mut live: FxHashSet<u64> = FxHashSet::default();
+    let mut prev_time = NO_TIME;
+    let mut allocs = 0u64;
+    let mut allocs_without_frames = 0u64;
+    for (i, e) in trace.iter().enumerate() {
+        match e.action {
+            Action::Alloc => {
+                live.insert(e.addr);
+                allocs += 1;
+                if !e.stack.is_recorded() {
+                    allocs_without_frames += 1;
+                }
+            }
+            Action::FreeCompleted | Action::Free => {
+                if !live.remove(&e.addr) {
+                    orphans.hit(|| format!("entry {i}, addr 0x{:x}", e.addr));
+                }
+            }
+            _ => {}
+        }
+        if let Some(t) = e.time() {
+            if prev_time != NO_TIME && t < prev_time {
+                time.hit(|| format!("entry {i}"));
+            }
+            prev_time = t;
+        }
+    }
+    out.extend(orphans.into_warning());
+    out.extend(time.into_warning());
+    if allocs > 0 && allocs_without_frames == allocs {
+        out.push(Warning {
+            code: "trace_without_frames",
+            device: d,
+            message: "trace entries carry no `frames` key: history was recorded with context below 'alloc'".into(),
+        });
+    }
+    if trace.len() == 1 {
+        out.push(Warning {
+            code: "single_entry_trace",
+            device: d,
+            message: format!("the trace holds one entry ({}): history was recorded in 'state' mode or with max_entries=1, so there is no timeline", trace[0].action.as_str()),
+        });
+    }
+    out
+}

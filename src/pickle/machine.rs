@@ -1,0 +1,702 @@
+//! The pickle virtual machine: bytes in, one top-level [`Value`] out.
+//!
+//! It executes the data-only subset of the pickle protocols 0-5 and refuses every opcode that
+//! names or calls Python code. Containers are handed to [`Hooks`] as they are filled, so a
+//! driver can convert each element into compact structs as soon as it is complete and no
+//! generic tree of the whole file is ever kept.
+
+use super::ops::{self, op};
+use super::value::{Heap, ListData, ObjData, ObjId, Value};
+
+/// A decoding failure at a byte offset of the (decompressed) input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError {
+    /// Offset of the opcode (or field) that failed.
+    pub offset: u64,
+    /// What was expected or what went wrong.
+    pub message: String,
+    /// True when the input ended before the pickle did.
+    pub truncated: bool,
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "byte {}: {}", self.offset, self.message)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Callbacks run as containers are filled; each returns the value to store in place of the
+/// item (the item itself, or a converted `Ext` handle). Errors become [`DecodeError`]s at the
+/// offset of the opcode being executed.
+pub trait Hooks {
+    /// `item` is being appended to the list `list`.
+    fn on_append(&mut self, heap: &mut Heap, list: ObjId, item: Value) -> Result<Value, String>;
+    /// `value` is being stored under `key` in the dict `dict`.
+    fn on_setitem(
+        &mut self,
+        heap: &mut Heap,
+        dict: ObjId,
+        key: Value,
+        value: Value,
+    ) -> Result<Value, String>;
+    /// Called about every 16 MiB of input with the current offset.
+    fn on_progress(&mut self, _offset: u64) {}
+}
+
+/// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).
+pub struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn on_append(&mut self, _: &mut Heap, _: ObjId, item: Value) -> Result<Value, String> {
+        Ok(item)
+    }
+    fn on_setitem(&mut self, _: &mut Heap, _: ObjId, _: Value, v: Value) -> Result<Value, String> {
+        Ok(v)
+    }
+}
+
+/// Resource bounds, so a hostile file cannot exhaust memory or time.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most MARKs open at once (container nesting).
+    pub max_marks: usize,
+    /// Most values on the stack at once.
+    pub max_stack: usize,
+}
+
+impl Limits {
+    /// Bounds scaled to an input of `len` bytes: legitimate snapshots stay far below them.
+    pub fn for_input(len: usize) -> Self {
+        Limits {
+            max_marks: 1000,
+            max_stack: len / 16 + 65_536,
+        }
+    }
+}
+
+const PROGRESS_STEP: u64 = 16 << 20;
+
+/// Decodes one pickle from `buf`, returning the heap and the top-level value.
+pub fn decode<'a, H: Hooks>(
+    buf: &'a [u8],
+    hooks: &mut H,
+    limits: Limits,
+) -> Result<(Heap<'a>, Value), DecodeError> {
+    let mut m = Machine {
+        heap: Heap::new(buf),
+        buf,
+        pos: 0,
+        op_at: 0,
+        stack: Vec::new(),
+        marks: Vec::new(),
+        limits,
+        prev_memoize: false,
+        next_progress: PROGRESS_STEP,
+    };
+    let top = m.run(hooks)?;
+    Ok((m.heap, top))
+}
+
+struct Machine<'a> {
+    heap: Heap<'a>,
+    buf: &'a [u8],
+    pos: usize,
+    op_at: usize,
+    stack: Vec<Value>,
+    marks: Vec<usize>,
+    limits: Limits,
+    prev_memoize: bool,
+    next_progress: u64,
+}
+
+type R<T> = Result<T, DecodeError>;
+
+impl<'a> Machine<'a> {
+    fn err<T>(&self, message: impl Into<String>) -> R<T> {
+        Err(DecodeError {
+            offset: self.op_at as u64,
+            message: message.into(),
+            truncated: false,
+        })
+    }
+
+    fn eof<T>(&self, what: &str) -> R<T> {
+        Err(DecodeError {
+            offset: self.buf.len() as u64,
+            message: format!(
+                "file ends in the middle of {what} (opcode at byte {}); the snapshot is truncated",
+                self.op_at
+            ),
+            truncated: true,
+        })
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize, what: &str) -> R<&'a [u8]> {
+        if self.buf.len() - self.pos < n {
+            return self.eof(what);
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn u8(&mut self, what: &str) -> R<u8> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    #[inline]
+    fn u32le(&mut self, what: &str) -> R<u32> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64le(&mut self, what: &str) -> R<u64> {
+        let b = self.take(8, what)?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    /// A length field, checked against what is left of the input.
+    fn length(&mut self, len: u64, what: &str) -> R<usize> {
+        let left = (self.buf.len() - self.pos) as u64;
+        if len > left {
+            if len > (1 << 40) || len > left.saturating_mul(2) + 4096 {
+                return self.err(format!(
+                    "{what} length {len} exceeds the {left} bytes left in the file"
+                ));
+            }
+            return self.eof(what);
+        }
+        Ok(len as usize)
+    }
+
+    fn line(&mut self, what: &str) -> R<&'a [u8]> {
+        match self.buf[self.pos..].iter().position(|&b| b == b'\n') {
+            Some(n) => {
+                let s = &self.buf[self.pos..self.pos + n];
+                self.pos += n + 1;
+                Ok(s)
+            }
+            None => self.eof(what),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, v: Value) -> R<()> {
+        if self.stack.len() >= self.limits.max_stack {
+            return self.err(format!(
+                "more than {} values pending on the pickle stack; not a snapshot",
+                self.limits.max_stack
+            ));
+        }
+        self.stack.push(v);
+        Ok(())
+    }
+
+    #[inline]
+    fn pop(&mut self, what: &str) -> R<Value> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return self.err(format!("{what} needs a value but the stack is empty"));
+        }
+        Ok(self.stack.pop().unwrap())
+    }
+
+    fn top(&self, what: &str) -> R<Value> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return self.err(format!("{what} needs a value but the stack is empty"));
+        }
+        Ok(*self.stack.last().unwrap())
+    }
+
+    fn pop_mark(&mut self, what: &str) -> R<usize> {
+        match self.marks.pop() {
+            Some(m) => Ok(m),
+            None => self.err(format!("{what} without a matching MARK")),
+        }
+    }
+
+    fn str_value(&mut self, len: usize, what: &str) -> R<Value> {
+        let off = self.pos as u64;
+        self.take(len, what)?;
+        if len > u32::MAX as usize {
+            return self.err("string longer than 4 GiB");
+        }
+        Ok(Value::Str {
+            off,
+            len: len as u32,
+        })
+    }
+
+    fn bytes_value(&mut self, len: usize, what: &str) -> R<Value> {
+        let off = self.pos as u64;
+        self.take(len, what)?;
+        if len > u32::MAX as usize {
+            return self.err("bytes longer than 4 GiB");
+        }
+        Ok(Value::Bytes {
+            off,
+            len: len as u32,
+        })
+    }
+
+    fn memo_put(&mut self, index: u64, v: Value) -> R<()> {
+        let memo_len = self.heap.memo.len() as u64;
+        if index == memo_len {
+            self.heap.memo.push(v);
+        } else if index < memo_len {
+            self.heap.memo[index as usize] = v;
+        } else {
+            if self.heap.sparse_memo.len() as u64 >= (self.buf.len() as u64) / 2 + 1024 {
+                return self.err("too many memo entries");
+            }
+            self.heap.sparse_memo.insert(index, v);
+        }
+        self.heap.note_memoized(v, index);
+        Ok(())
+    }
+
+    fn memo_get(&mut self, index: u64) -> R<Value> {
+        let v = if (index as usize) < self.heap.memo.len() {
+            self.heap.memo[index as usize]
+        } else if let Some(v) = self.heap.sparse_memo.get(&index) {
+            *v
+        } else {
+            return self.err(format!(
+                "memo reference {index} before any object was stored there ({} stored)",
+                self.heap.memo.len()
+            ));
+        };
+        let v = self.heap.resolve(v);
+        self.heap.note_escaped(v);
+        Ok(v)
+    }
+
+    fn container<'h>(&self, heap: &'h Heap, v: Value, what: &str, want_list: bool) -> R<ObjId> {
+        if let Value::Obj(id) = v {
+            match (heap.data(id), want_list) {
+                (ObjData::List(_), true) | (ObjData::Dict(_), false) => return Ok(id),
+                _ => {}
+            }
+        }
+        self.err(format!(
+            "{what} needs a {} below its items, found {}",
+            if want_list { "list" } else { "dict" },
+            v.type_name(heap)
+        ))
+    }
+
+    fn append<H: Hooks>(&mut self, hooks: &mut H, list: ObjId, item: Value) -> R<()> {
+        let stored = match hooks.on_append(&mut self.heap, list, item) {
+            Ok(v) => v,
+            Err(e) => return self.err(e),
+        };
+        self.heap.list_push(list, stored);
+        Ok(())
+    }
+
+    fn setitem<H: Hooks>(&mut self, hooks: &mut H, dict: ObjId, k: Value, v: Value) -> R<()> {
+        let stored = match hooks.on_setitem(&mut self.heap, dict, k, v) {
+            Ok(v) => v,
+            Err(e) => return self.err(e),
+        };
+        self.heap.dict_push(dict, k, stored);
+        Ok(())
+    }
+
+    fn long(&mut self, bytes: &[u8]) -> Value {
+        // Little-endian two's complement of any length.
+        if bytes.is_empty() {
+            return Value::Int(0);
+        }
+        let negative = bytes[bytes.len() - 1] & 0x80 != 0;
+        let mut significant = bytes.len();
+        let fill = if negative { 0xff } else { 0x00 };
+        while significant > 1 && bytes[significant - 1] == fill {
+            significant -= 1;
+        }
+        if significant <= 8 {
+            let mut b = [fill; 8];
+            b[..significant].copy_from_slice(&bytes[..significant]);
+            let u = u64::from_le_bytes(b);
+            if negative {
+                // Fits i64 only when the top bit of the extended value is set.
+                if (u as i64) < 0 {
+                    return Value::Int(u as i64);
+                }
+                return Value::Huge(true);
+            }
+            if u <= i64::MAX as u64 {
+                return Value::Int(u as i64);
+            }
+            return Value::UInt(u);
+        }
+        Value::Huge(negative)
+    }
+
+    fn decimal_int(&self, text: &[u8], what: &str) -> R<Value> {
+        let s = std::str::from_utf8(text).unwrap_or("");
+        let s = s.trim().trim_end_matches('L');
+        match s {
+            "01" => return Ok(Value::Bool(true)),
+            "00" => return Ok(Value::Bool(false)),
+            _ => {}
+        }
+        if let Ok(i) = s.parse::<i64>() {
+            return Ok(Value::Int(i));
+        }
+        if let Ok(u) = s.parse::<u64>() {
+            return Ok(Value::UInt(u));
+        }
+        if !s.is_empty()
+            && s.trim_start_matches('-')
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        {
+            return Ok(Value::Huge(s.starts_with('-')));
+        }
+        self.err(format!("{what}: expected a decimal integer, found {s:?}"))
+    }
+
+    fn run<H: Hooks>(&mut self, hooks: &mut H) -> R<Value> {
+        if self.buf.is_empty() {
+            return self.err("file is empty: expected a pickle (the dump probably crashed)");
+        }
+        loop {
+            self.op_at = self.pos;
+            if self.pos as u64 >= self.next_progress {
+                hooks.on_progress(self.pos as u64);
+                self.next_progress += PROGRESS_STEP;
+            }
+            if self.pos >= self.buf.len() {
+                return self.eof("the pickle: no STOP opcode");
+            }
+            let code = self.buf[self.pos];
+            self.pos += 1;
+            let was_memoize = std::mem::replace(&mut self.prev_memoize, false);
+            match code {
+                op::PROTO => {
+                    let v = self.u8("PROTO")?;
+                    if v > 5 {
+                        return self.err(format!(
+                            "pickle protocol {v} is newer than any memlens knows (0-5)"
+                        ));
+                    }
+                }
+                op::FRAME => {
+                    let len = self.u64le("FRAME")?;
+                    let left = (self.buf.len() - self.pos) as u64;
+                    if len > left {
+                        return Err(DecodeError {
+                            offset: self.op_at as u64,
+                            message: format!(
+                                "FRAME announces {len} bytes but only {left} are left; the snapshot is truncated"
+                            ),
+                            truncated: true,
+                        });
+                    }
+                }
+                op::STOP => {
+                    let v = self.pop("STOP")?;
+                    return Ok(v);
+                }
+                op::MARK => {
+                    if self.marks.len() >= self.limits.max_marks {
+                        return self.err(format!(
+                            "containers nested deeper than {} levels; not a snapshot",
+                            self.limits.max_marks
+                        ));
+                    }
+                    self.marks.push(self.stack.len());
+                }
+                op::POP => {
+                    self.pop("POP")?;
+                }
+                op::POP_MARK => {
+                    let m = self.pop_mark("POP_MARK")?;
+                    self.stack.truncate(m);
+                }
+                op::DUP => {
+                    let v = self.top("DUP")?;
+                    self.heap.note_escaped(v);
+                    self.push(v)?;
+                }
+                op::EMPTY_DICT => {
+                    let v = self.heap.alloc(ObjData::Dict(Vec::new()));
+                    self.push(v)?;
+                }
+                op::EMPTY_LIST => {
+                    let v = self.heap.alloc(ObjData::List(ListData::Items(Vec::new())));
+                    self.push(v)?;
+                }
+                op::EMPTY_TUPLE => {
+                    let v = self.heap.alloc(ObjData::Tuple(Box::new([])));
+                    self.push(v)?;
+                }
+                op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
+                    let n = (code - op::TUPLE1 + 1) as usize;
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + n {
+                        return self.err(format!(
+                            "{} needs {n} values on the stack",
+                            ops::name(code).unwrap()
+                        ));
+                    }
+                    let items: Box<[Value]> = self.stack.split_off(self.stack.len() - n).into();
+                    let v = self.heap.alloc(ObjData::Tuple(items));
+                    self.push(v)?;
+                }
+                op::TUPLE => {
+                    let m = self.pop_mark("TUPLE")?;
+                    let items: Box<[Value]> = self.stack.split_off(m).into();
+                    let v = self.heap.alloc(ObjData::Tuple(items));
+                    self.push(v)?;
+                }
+                op::LIST => {
+                    let m = self.pop_mark("LIST")?;
+                    let items = self.stack.split_off(m);
+                    let v = self.heap.alloc(ObjData::List(ListData::Items(Vec::new())));
+                    let Value::Obj(id) = v else { unreachable!() };
+                    for item in items {
+                        self.append(hooks, id, item)?;
+                    }
+                    self.push(v)?;
+                }
+                op::DICT => {
+                    let m = self.pop_mark("DICT")?;
+                    let items = self.stack.split_off(m);
+                    if items.len() % 2 != 0 {
+                        return self.err("DICT needs key/value pairs but found an odd count");
+                    }
+                    let v = self
+                        .heap
+                        .alloc(ObjData::Dict(Vec::with_capacity(items.len() / 2)));
+                    let Value::Obj(id) = v else { unreachable!() };
+                    for pair in items.chunks_exact(2) {
+                        self.setitem(hooks, id, pair[0], pair[1])?;
+                    }
+                    self.push(v)?;
+                }
+                op::APPEND => {
+                    let item = self.pop("APPEND")?;
+                    let target = self.top("APPEND")?;
+                    let id = self.container(&self.heap, target, "APPEND", true)?;
+                    self.append(hooks, id, item)?;
+                }
+                op::APPENDS => {
+                    let m = self.pop_mark("APPENDS")?;
+                    if m == 0 || m <= self.marks.last().copied().unwrap_or(0) {
+                        return self.err("APPENDS needs a list below its MARK");
+                    }
+                    let target = self.stack[m - 1];
+                    let id = self.container(&self.heap, target, "APPENDS", true)?;
+                    let items = self.stack.split_off(m);
+                    if let ObjData::List(ListData::Items(v)) = self.heap.data_mut(id) {
+                        v.reserve(items.len());
+                    }
+                    for item in items {
+                        self.append(hooks, id, item)?;
+                    }
+                }
+                op::SETITEM => {
+                    let v = self.pop("SETITEM")?;
+                    let k = self.pop("SETITEM")?;
+                    let target = self.top("SETITEM")?;
+                    let id = self.container(&self.heap, target, "SETITEM", false)?;
+                    self.setitem(hooks, id, k, v)?;
+                }
+                op::SETITEMS => {
+                    let m = self.pop_mark("SETITEMS")?;
+                    if m == 0 || m <= self.marks.last().copied().unwrap_or(0) {
+                        return self.err("SETITEMS needs a dict below its MARK");
+                    }
+                    let target = self.stack[m - 1];
+                    let id = self.container(&self.heap, target, "SETITEMS", false)?;
+                    let items = self.stack.split_off(m);
+                    if items.len() % 2 != 0 {
+                        return self.err("SETITEMS needs key/value pairs but found an odd count");
+                    }
+                    if let ObjData::Dict(d) = self.heap.data_mut(id) {
+                        d.reserve(items.len() / 2);
+                    }
+                    for pair in items.chunks_exact(2) {
+                        self.setitem(hooks, id, pair[0], pair[1])?;
+                    }
+                }
+                op::SHORT_BINUNICODE => {
+                    let n = self.u8("SHORT_BINUNICODE")? as usize;
+                    let v = self.str_value(n, "SHORT_BINUNICODE")?;
+                    self.push(v)?;
+                }
+                op::BINUNICODE => {
+                    let n = self.u32le("BINUNICODE")? as u64;
+                    let n = self.length(n, "BINUNICODE")?;
+                    let v = self.str_value(n, "BINUNICODE")?;
+                    self.push(v)?;
+                }
+                op::BINUNICODE8 => {
+                    let n = self.u64le("BINUNICODE8")?;
+                    let n = self.length(n, "BINUNICODE8")?;
+                    let v = self.str_value(n, "BINUNICODE8")?;
+                    self.push(v)?;
+                }
+                op::UNICODE => {
+                    let raw = self.line("UNICODE")?;
+                    let s = unescape_raw_unicode(raw);
+                    self.heap.owned.push(s);
+                    let v = Value::Owned(self.heap.owned.len() as u32 - 1);
+                    self.push(v)?;
+                }
+                op::SHORT_BINBYTES => {
+                    let n = self.u8("SHORT_BINBYTES")? as usize;
+                    let v = self.bytes_value(n, "SHORT_BINBYTES")?;
+                    self.push(v)?;
+                }
+                op::BINBYTES => {
+                    let n = self.u32le("BINBYTES")? as u64;
+                    let n = self.length(n, "BINBYTES")?;
+                    let v = self.bytes_value(n, "BINBYTES")?;
+                    self.push(v)?;
+                }
+                op::BINBYTES8 => {
+                    let n = self.u64le("BINBYTES8")?;
+                    let n = self.length(n, "BINBYTES8")?;
+                    let v = self.bytes_value(n, "BINBYTES8")?;
+                    self.push(v)?;
+                }
+                op::BININT1 => {
+                    let v = self.u8("BININT1")?;
+                    self.push(Value::Int(v as i64))?;
+                }
+                op::BININT2 => {
+                    let b = self.take(2, "BININT2")?;
+                    self.push(Value::Int(u16::from_le_bytes([b[0], b[1]]) as i64))?;
+                }
+                op::BININT => {
+                    let v = self.u32le("BININT")? as i32;
+                    self.push(Value::Int(v as i64))?;
+                }
+                op::LONG1 => {
+                    let n = self.u8("LONG1")? as usize;
+                    let b = self.take(n, "LONG1")?;
+                    let v = self.long(b);
+                    self.push(v)?;
+                }
+                op::LONG4 => {
+                    let n = self.u32le("LONG4")? as i32;
+                    if n < 0 {
+                        return self.err(format!("LONG4 length {n} is negative"));
+                    }
+                    let n = self.length(n as u64, "LONG4")?;
+                    let b = self.take(n, "LONG4")?;
+                    let v = self.long(b);
+                    self.push(v)?;
+                }
+                op::INT | op::LONG => {
+                    let what = ops::name(code).unwrap();
+                    let text = self.line(what)?;
+                    let v = self.decimal_int(text, what)?;
+                    self.push(v)?;
+                }
+                op::BINFLOAT => {
+                    let b = self.take(8, "BINFLOAT")?;
+                    self.push(Value::Float(f64::from_be_bytes(b.try_into().unwrap())))?;
+                }
+                op::FLOAT => {
+                    let text = self.line("FLOAT")?;
+                    let s = std::str::from_utf8(text).unwrap_or("").trim();
+                    match s.parse::<f64>() {
+                        Ok(f) => self.push(Value::Float(f))?,
+                        Err(_) => {
+                            return self.err(format!("FLOAT: expected a number, found {s:?}"))
+                        }
+                    }
+                }
+                op::NONE => self.push(Value::None)?,
+                op::NEWTRUE => self.push(Value::Bool(true))?,
+                op::NEWFALSE => self.push(Value::Bool(false))?,
+                op::MEMOIZE => {
+                    if was_memoize {
+                        return self.err("MEMOIZE twice in a row on one object; not a snapshot");
+                    }
+                    let v = self.top("MEMOIZE")?;
+                    let index = self.heap.memo.len() as u64;
+                    self.memo_put(index, v)?;
+                    self.prev_memoize = true;
+                }
+                op::BINPUT | op::LONG_BINPUT | op::PUT => {
+                    let index = match code {
+                        op::BINPUT => self.u8("BINPUT")? as u64,
+                        op::LONG_BINPUT => self.u32le("LONG_BINPUT")? as u64,
+                        _ => match {
+                            let l = self.line("PUT")?;
+                            self.decimal_int(l, "PUT")?
+                        } {
+                            Value::Int(i) if i >= 0 => i as u64,
+                            _ => return self.err("PUT: expected a non-negative memo index"),
+                        },
+                    };
+                    let v = self.top("PUT")?;
+                    self.memo_put(index, v)?;
+                }
+                op::BINGET | op::LONG_BINGET | op::GET => {
+                    let index = match code {
+                        op::BINGET => self.u8("BINGET")? as u64,
+                        op::LONG_BINGET => self.u32le("LONG_BINGET")? as u64,
+                        _ => match {
+                            let l = self.line("GET")?;
+                            self.decimal_int(l, "GET")?
+                        } {
+                            Value::Int(i) if i >= 0 => i as u64,
+                            _ => return self.err("GET: expected a non-negative memo index"),
+                        },
+                    };
+                    let v = self.memo_get(index)?;
+                    self.push(v)?;
+                }
+                c if ops::names_code(c) => {
+                    return self.err(format!(
+                        "opcode {} (0x{c:02x}) names or calls Python code; memlens never runs code from a file, and real snapshots never contain it",
+                        ops::name(c).unwrap()
+                    ));
+                }
+                c => {
+                    return self.err(match ops::name(c) {
+                        Some(n) => format!(
+                            "opcode {n} (0x{c:02x}) is not used by memory snapshots; is this a snapshot?"
+                        ),
+                        None => format!("byte 0x{c:02x} is not a pickle opcode; is this a snapshot?"),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Decodes protocol 0 `raw-unicode-escape` text (`\uXXXX`, `\UXXXXXXXX`, bytes as Latin-1).
+fn unescape_raw_unicode(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'\\' && i + 1 < raw.len() && (raw[i + 1] == b'u' || raw[i + 1] == b'U') {
+            let n = if raw[i + 1] == b'u' { 4 } else { 8 };
+            if let Some(hex) = raw.get(i + 2..i + 2 + n) {
+                if let Some(c) = std::str::from_utf8(hex)
+                    .ok()
+                    .and_then(|h| u32::from_str_radix(h, 16).ok())
+                {
+                    out.push(char::from_u32(c).unwrap_or('\u{fffd}'));
+                    i += 2 + n;
+                    continue;
+                }
+            }
+        }
+        out.push(raw[i] as char);
+        i += 1;
+    }
+    out
+}

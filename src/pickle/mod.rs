@@ -1,0 +1,13 @@
+//! A safe, zero-copy decoder for the data-only subset of Python's pickle format.
+//!
+//! In: the bytes of a pickle. Out: a [`Heap`] and the top-level [`Value`]. Strings stay in the
+//! input; shared (memoized) objects are decoded once and referenced by handle; every opcode
+//! that could name or run Python code is refused. Drivers convert containers into their own
+//! compact types through [`Hooks`] while decoding, so memory stays near the size of the result.
+
+pub mod machine;
+pub mod ops;
+pub mod value;
+
+pub use machine::{decode, DecodeError, Hooks, Limits, NoHooks};
+pub use value::{Heap, ListData, ObjData, ObjId, Value};

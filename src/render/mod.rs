@@ -1,0 +1,6 @@
+//! Renderers: report values → text, tables or JSON. Renderers never compute numbers; a missing
+//! number belongs in the report.
+
+pub mod json;
+pub mod summary;
+pub mod units;

@@ -1,0 +1,53 @@
+//! IEC byte units as PyTorch prints them (`20.00 MiB`) and durations.
+
+/// Formats `bytes` with two decimals in the largest IEC unit below it (`512 B`, `1.50 GiB`).
+pub fn iec(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+/// Formats a span of microseconds (`850 µs`, `12.30 ms`, `4.20 s`, `3 min 05 s`).
+pub fn duration_us(us: i64) -> String {
+    let us = us.max(0);
+    if us < 1000 {
+        format!("{us} µs")
+    } else if us < 1_000_000 {
+        format!("{:.2} ms", us as f64 / 1e3)
+    } else if us < 60_000_000 {
+        format!("{:.2} s", us as f64 / 1e6)
+    } else {
+        let s = us / 1_000_000;
+        format!("{} min {:02} s", s / 60, s % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iec_matches_pytorch_style() {
+        assert_eq!(iec(0), "0 B");
+        assert_eq!(iec(512), "512 B");
+        assert_eq!(iec(1024), "1.00 KiB");
+        assert_eq!(iec(20 << 20), "20.00 MiB");
+        assert_eq!(iec(3 << 29), "1.50 GiB");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration_us(5), "5 µs");
+        assert_eq!(duration_us(12_300), "12.30 ms");
+        assert_eq!(duration_us(4_200_000), "4.20 s");
+        assert_eq!(duration_us(185_000_000), "3 min 05 s");
+    }
+}
