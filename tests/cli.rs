@@ -1,0 +1,133 @@
+//! The command line: exit codes, output files, several inputs, error lines.
+
+mod common;
+use common::*;
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn summary_prints_a_table_and_exits_0() {
+    let o = memlens(["summary".as_ref(), sample("train_small.pickle").as_os_str()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("Device 0"));
+    assert!(text.contains("MiB") || text.contains("KiB"));
+}
+
+#[test]
+fn json_output_has_schema_version_and_integer_sizes() {
+    let o = memlens([
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        sample("train_small.pickle").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    let d = &v["devices"][0];
+    for k in ["reserved_bytes", "allocated_bytes", "requested_bytes", "trace_entries"] {
+        assert!(d[k].is_u64(), "{k} is {:?}", d[k]);
+    }
+    assert!(v["warnings"].is_array());
+}
+
+#[test]
+fn several_files_give_one_json_document() {
+    let o = memlens([
+        "summary".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        sample("train_small.pickle").as_os_str(),
+        sample("bare_list.pickle").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files"].as_array().unwrap().len(), 2);
+    assert!(v["files"][1]["file"].as_str().unwrap().ends_with("bare_list.pickle"));
+}
+
+#[test]
+fn a_bad_file_among_several_is_reported_and_exit_is_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pickle");
+    std::fs::write(&empty, b"").unwrap();
+    let o = memlens([
+        "summary".as_ref(),
+        sample("train_small.pickle").as_os_str(),
+        empty.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Device 0"));
+    assert!(stderr(&o).contains("empty.pickle: byte 0: file is empty"));
+}
+
+#[test]
+fn missing_file_and_bad_usage_exit_2() {
+    let o = memlens(["summary", "/nonexistent/x.pickle"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.starts_with("memlens: /nonexistent/x.pickle: "));
+    let o = memlens(["summary"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = memlens(["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = memlens(["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn output_file_is_written_atomically_and_never_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let args = |force: bool| {
+        let mut a: Vec<std::ffi::OsString> = vec![
+            "summary".into(),
+            "--format".into(),
+            "json".into(),
+            sample("train_small.pickle").into(),
+            "-o".into(),
+            out.clone().into(),
+        ];
+        if force {
+            a.push("--force".into());
+        }
+        a
+    };
+    let o = memlens(args(false));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first = std::fs::read(&out).unwrap();
+    assert!(serde_json::from_slice::<serde_json::Value>(&first).is_ok());
+    std::fs::write(&out, b"keep me").unwrap();
+    let o = memlens(args(false));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--force"));
+    assert_eq!(std::fs::read(&out).unwrap(), b"keep me");
+    let o = memlens(args(true));
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read(&out).unwrap(), first);
+    // No temporary files left behind.
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1);
+}
+
+#[test]
+fn standard_input_is_read_with_a_dash() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let bytes = std::fs::read(sample("train_small.pickle")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memlens"))
+        .args(["summary", "--format", "json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["devices"], summary_json(&sample("train_small.pickle"))["devices"]);
+}
