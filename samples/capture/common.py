@@ -33,6 +33,7 @@ import platform
 import re
 import sys
 import time
+from typing import NoReturn
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -57,7 +58,7 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def refuse(message: str) -> "NoReturn":  # noqa: F821
+def refuse(message: str) -> NoReturn:
     """Print exactly one line to stderr and exit 3."""
     sys.stdout.flush()
     sys.stderr.write(_one_line(message) + "\n")
@@ -323,7 +324,7 @@ def summarize_snapshot(snap, device: int = 0) -> dict:
         "peak": replay_peak(trace),
     }
     if isinstance(snap, dict) and isinstance(snap.get("allocator_settings"), dict):
-        out["allocator_settings"] = snap["allocator_settings"]
+        out["allocator_settings"] = json.loads(json.dumps(snap["allocator_settings"], default=repr))
     return out
 
 

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Deterministic generator of synthetic PyTorch CUDA memory snapshots (stdlib only).
+
+  python3 samples/gen/gen_samples.py
+      regenerate every small sample into samples/ (byte-identical on every run)
+  python3 samples/gen/gen_samples.py big --size-mb 500 --out PATH [--layout shared|fresh] [--protocol 4|2]
+      write a large benchmark snapshot (training-style trace, consistent final segments)
+
+See samples/README.md for what each sample contains.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # keep samples/gen free of __pycache__
+
+from memgen import scenarios, writers  # noqa: E402
+
+SAMPLES_DIR = os.path.normpath(os.path.join(HERE, ".."))
+
+
+def generate_small(out_dir=SAMPLES_DIR, verbose=True):
+    written = []
+    for name, kind, fn in scenarios.SMALL_SAMPLES:
+        path = os.path.join(out_dir, name)
+        if kind == "cpp":
+            obj, held = fn()
+            writers.write_cpp_pickle(obj, path, held)
+        else:
+            obj = fn()
+            writers.write_python_pickle(obj, path, protocol=4)
+        written.append(path)
+        if name == "train_small.pickle":
+            jpath = os.path.join(out_dir, "snapshot.json")
+            writers.write_json(obj, jpath)
+            written.append(jpath)
+    if verbose:
+        for p in written:
+            print("%8d  %s" % (os.path.getsize(p), os.path.relpath(p)))
+    return written
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd")
+    sm = sub.add_parser("small", help="regenerate the small samples (default)")
+    sm.add_argument("--out-dir", default=SAMPLES_DIR)
+    bg = sub.add_parser("big", help="write a large benchmark snapshot")
+    bg.add_argument("--size-mb", type=float, default=500.0)
+    bg.add_argument("--out", required=True)
+    bg.add_argument("--layout", choices=("shared", "fresh"), default="shared")
+    bg.add_argument("--protocol", type=int, choices=(2, 4), default=4)
+    bg.add_argument("--seed", type=int, default=11)
+    args = ap.parse_args(argv)
+    if args.cmd == "big":
+        from memgen import big
+        t0 = time.time()
+        size = big.write_big(args.out, args.size_mb, layout=args.layout, protocol=args.protocol, seed=args.seed)
+        print("%s %d bytes (%.1f MB) in %.1f s" % (args.out, size, size / 1e6, time.time() - t0))
+        return 0
+    generate_small(getattr(args, "out_dir", SAMPLES_DIR))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
