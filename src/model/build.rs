@@ -66,6 +66,7 @@ pub fn build(buf: &[u8], options: BuildOptions) -> Result<Snapshot, BuildError> 
         unknown_actions: BTreeMap::new(),
         legacy_blocks: 0,
         progress: options.progress,
+        last_text: [(Vec::new(), StrId::EMPTY), (Vec::new(), StrId::EMPTY)],
     };
     let (heap, top) = pickle::decode(buf, &mut b, pickle::Limits::for_input(buf.len()))
         .map_err(BuildError::Decode)?;
@@ -84,6 +85,7 @@ struct Builder<'p> {
     unknown_actions: BTreeMap<String, u64>,
     legacy_blocks: u64,
     progress: Option<&'p mut dyn FnMut(u64)>,
+    last_text: [(Vec<u8>, StrId); 2],
 }
 
 fn shape<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, BuildError> {
@@ -183,6 +185,18 @@ impl Builder<'_> {
         }
     }
 
+    /// Interns a per-event string, remembering the last one per slot: trace entries repeat
+    /// the same `compile_context` (a fresh "N/A" object each) millions of times.
+    fn intern_cached(&mut self, bytes: &[u8], slot: usize) -> StrId {
+        let (last, id) = &self.last_text[slot];
+        if last.as_slice() == bytes {
+            return *id;
+        }
+        let id = self.intern_text(bytes);
+        self.last_text[slot] = (bytes.to_vec(), id);
+        id
+    }
+
     fn convert_frame(&mut self, heap: &Heap, pairs: &[(Value, Value)]) -> Result<FrameId, String> {
         let mut frame = Frame {
             filename: StrId::EMPTY,
@@ -227,18 +241,31 @@ impl Builder<'_> {
                 };
                 let mut scratch = std::mem::take(&mut self.scratch);
                 scratch.clear();
-                for item in list.iter() {
-                    match heap.resolve(item) {
-                        Value::Ext { kind: FRAME, id } => scratch.push(FrameId(id)),
-                        other => match dict_pairs(heap, other) {
-                            Some((_, pairs)) => scratch.push(self.convert_frame(heap, pairs)?),
-                            None => {
-                                return Err(format!(
-                                    "key '{key}': expected frame dicts in the list, found {}",
-                                    other.type_name(heap)
-                                ))
-                            }
-                        },
+                // Fast path: every item already converted to a frame handle.
+                let fast = list.as_slice().is_some_and(|items| {
+                    items.iter().all(|v| match v {
+                        Value::Ext { kind: FRAME, id } => {
+                            scratch.push(FrameId(*id));
+                            true
+                        }
+                        _ => false,
+                    })
+                });
+                if !fast {
+                    scratch.clear();
+                    for item in list.iter() {
+                        match heap.resolve(item) {
+                            Value::Ext { kind: FRAME, id } => scratch.push(FrameId(id)),
+                            other => match dict_pairs(heap, other) {
+                                Some((_, pairs)) => scratch.push(self.convert_frame(heap, pairs)?),
+                                None => {
+                                    return Err(format!(
+                                        "key '{key}': expected frame dicts in the list, found {}",
+                                        other.type_name(heap)
+                                    ))
+                                }
+                            },
+                        }
                     }
                 }
                 let sid = self.stacks.intern(&scratch);
@@ -291,12 +318,12 @@ impl Builder<'_> {
                 Some(b"device_free") => device_free = Some(expect_u64(heap, v, "device_free")?),
                 Some(b"compile_context") => {
                     if let Some(s) = heap.str_bytes(v) {
-                        e.compile_context = self.intern_text(s);
+                        e.compile_context = self.intern_cached(s, 0);
                     }
                 }
                 Some(b"user_metadata") => {
                     if let Some(s) = heap.str_bytes(v) {
-                        e.user_metadata = self.intern_text(s);
+                        e.user_metadata = self.intern_cached(s, 1);
                     }
                 }
                 _ => {}

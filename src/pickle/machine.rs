@@ -290,21 +290,38 @@ impl<'a> Machine<'a> {
         ))
     }
 
-    fn append<H: Hooks>(&mut self, hooks: &mut H, list: ObjId, item: Value) -> R<()> {
-        let stored = match hooks.on_append(&mut self.heap, list, item) {
-            Ok(v) => v,
-            Err(e) => return self.err(e),
-        };
-        self.heap.list_push(list, stored);
+    /// Moves the values above stack position `m` into `list`; each container among them is
+    /// first offered to the hooks, which may replace it (scalars are never offered).
+    fn fill_list<H: Hooks>(&mut self, hooks: &mut H, list: ObjId, m: usize) -> R<()> {
+        for item in self.stack[m..].iter_mut() {
+            if let Value::Obj(_) = item {
+                match hooks.on_append(&mut self.heap, list, *item) {
+                    Ok(v) => *item = v,
+                    Err(e) => return self.err(e),
+                }
+            }
+        }
+        self.heap.list_extend(list, &self.stack[m..]);
+        self.stack.truncate(m);
         Ok(())
     }
 
-    fn setitem<H: Hooks>(&mut self, hooks: &mut H, dict: ObjId, k: Value, v: Value) -> R<()> {
-        let stored = match hooks.on_setitem(&mut self.heap, dict, k, v) {
-            Ok(v) => v,
-            Err(e) => return self.err(e),
-        };
-        self.heap.dict_push(dict, k, stored);
+    /// Moves the key/value pairs above stack position `m` into `dict`, offering each
+    /// container value to the hooks first.
+    fn fill_dict<H: Hooks>(&mut self, hooks: &mut H, dict: ObjId, m: usize, what: &str) -> R<()> {
+        if (self.stack.len() - m) % 2 != 0 {
+            return self.err(format!("{what} needs key/value pairs but found an odd count"));
+        }
+        for pair in self.stack[m..].chunks_exact_mut(2) {
+            if let Value::Obj(_) = pair[1] {
+                match hooks.on_setitem(&mut self.heap, dict, pair[0], pair[1]) {
+                    Ok(v) => pair[1] = v,
+                    Err(e) => return self.err(e),
+                }
+            }
+        }
+        self.heap.dict_extend(dict, &self.stack[m..]);
+        self.stack.truncate(m);
         Ok(())
     }
 
@@ -470,34 +487,26 @@ impl<'a> Machine<'a> {
                 }
                 op::LIST => {
                     let m = self.pop_mark("LIST")?;
-                    let items = self.stack.split_off(m);
                     let v = self.heap.alloc(ObjData::List(ListData::Items(Vec::new())));
                     let Value::Obj(id) = v else { unreachable!() };
-                    for item in items {
-                        self.append(hooks, id, item)?;
-                    }
+                    self.fill_list(hooks, id, m)?;
                     self.push(v)?;
                 }
                 op::DICT => {
                     let m = self.pop_mark("DICT")?;
-                    let items = self.stack.split_off(m);
-                    if items.len() % 2 != 0 {
-                        return self.err("DICT needs key/value pairs but found an odd count");
-                    }
-                    let v = self
-                        .heap
-                        .alloc(ObjData::Dict(Vec::with_capacity(items.len() / 2)));
+                    let v = self.heap.alloc(ObjData::Dict(Vec::new()));
                     let Value::Obj(id) = v else { unreachable!() };
-                    for pair in items.chunks_exact(2) {
-                        self.setitem(hooks, id, pair[0], pair[1])?;
-                    }
+                    self.fill_dict(hooks, id, m, "DICT")?;
                     self.push(v)?;
                 }
                 op::APPEND => {
-                    let item = self.pop("APPEND")?;
-                    let target = self.top("APPEND")?;
-                    let id = self.container(&self.heap, target, "APPEND", true)?;
-                    self.append(hooks, id, item)?;
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + 2 {
+                        return self.err("APPEND needs a list and a value on the stack");
+                    }
+                    let m = self.stack.len() - 1;
+                    let id = self.container(&self.heap, self.stack[m - 1], "APPEND", true)?;
+                    self.fill_list(hooks, id, m)?;
                 }
                 op::APPENDS => {
                     let m = self.pop_mark("APPENDS")?;
@@ -506,20 +515,16 @@ impl<'a> Machine<'a> {
                     }
                     let target = self.stack[m - 1];
                     let id = self.container(&self.heap, target, "APPENDS", true)?;
-                    let items = self.stack.split_off(m);
-                    if let ObjData::List(ListData::Items(v)) = self.heap.data_mut(id) {
-                        v.reserve(items.len());
-                    }
-                    for item in items {
-                        self.append(hooks, id, item)?;
-                    }
+                    self.fill_list(hooks, id, m)?;
                 }
                 op::SETITEM => {
-                    let v = self.pop("SETITEM")?;
-                    let k = self.pop("SETITEM")?;
-                    let target = self.top("SETITEM")?;
-                    let id = self.container(&self.heap, target, "SETITEM", false)?;
-                    self.setitem(hooks, id, k, v)?;
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + 3 {
+                        return self.err("SETITEM needs a dict, a key and a value on the stack");
+                    }
+                    let m = self.stack.len() - 2;
+                    let id = self.container(&self.heap, self.stack[m - 1], "SETITEM", false)?;
+                    self.fill_dict(hooks, id, m, "SETITEM")?;
                 }
                 op::SETITEMS => {
                     let m = self.pop_mark("SETITEMS")?;
@@ -528,16 +533,7 @@ impl<'a> Machine<'a> {
                     }
                     let target = self.stack[m - 1];
                     let id = self.container(&self.heap, target, "SETITEMS", false)?;
-                    let items = self.stack.split_off(m);
-                    if items.len() % 2 != 0 {
-                        return self.err("SETITEMS needs key/value pairs but found an odd count");
-                    }
-                    if let ObjData::Dict(d) = self.heap.data_mut(id) {
-                        d.reserve(items.len() / 2);
-                    }
-                    for pair in items.chunks_exact(2) {
-                        self.setitem(hooks, id, pair[0], pair[1])?;
-                    }
+                    self.fill_dict(hooks, id, m, "SETITEMS")?;
                 }
                 op::SHORT_BINUNICODE => {
                     let n = self.u8("SHORT_BINUNICODE")? as usize;
@@ -655,17 +651,34 @@ impl<'a> Machine<'a> {
                     let v = self.top("PUT")?;
                     self.memo_put(index, v)?;
                 }
-                op::BINGET | op::LONG_BINGET | op::GET => {
-                    let index = match code {
-                        op::BINGET => self.u8("BINGET")? as u64,
-                        op::LONG_BINGET => self.u32le("LONG_BINGET")? as u64,
-                        _ => match {
-                            let l = self.line("GET")?;
-                            self.decimal_int(l, "GET")?
-                        } {
-                            Value::Int(i) if i >= 0 => i as u64,
-                            _ => return self.err("GET: expected a non-negative memo index"),
-                        },
+                op::BINGET | op::LONG_BINGET => {
+                    // Frames lists are long runs of memo references: decode the whole run here.
+                    let mut code = code;
+                    loop {
+                        let index = if code == op::BINGET {
+                            self.u8("BINGET")? as u64
+                        } else {
+                            self.u32le("LONG_BINGET")? as u64
+                        };
+                        let v = match self.heap.memo.get(index as usize) {
+                            Some(v) if !matches!(v, Value::Obj(_)) => *v,
+                            _ => self.memo_get(index)?,
+                        };
+                        self.push(v)?;
+                        match self.buf.get(self.pos) {
+                            Some(&c @ (op::BINGET | op::LONG_BINGET)) => {
+                                self.op_at = self.pos;
+                                self.pos += 1;
+                                code = c;
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+                op::GET => {
+                    let index = match { let l = self.line("GET")?; self.decimal_int(l, "GET")? } {
+                        Value::Int(i) if i >= 0 => i as u64,
+                        _ => return self.err("GET: expected a non-negative memo index"),
                     };
                     let v = self.memo_get(index)?;
                     self.push(v)?;
@@ -905,7 +918,7 @@ mod tests {
         let e = err(b"\x80\x04K\x01K\x02a.");
         assert!(e.message.contains("needs a list"), "{}", e.message);
         let e = err(b"\x80\x04]K\x01s.");
-        assert!(e.message.contains("stack is empty"), "{}", e.message);
+        assert!(e.message.contains("SETITEM needs a dict, a key and a value"), "{}", e.message);
         let e = err(b"\x80\x04}(K\x01u.");
         assert!(e.message.contains("odd count"));
         let e = err(b"\x80\x04N\x94\x94.");

@@ -118,6 +118,43 @@ impl ListData {
     pub fn iter(&self) -> impl Iterator<Item = Value> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }
+    /// Appends `items`, keeping or starting a run where they continue one.
+    fn extend(&mut self, items: &[Value]) {
+        if let Some(Value::Ext { kind, id }) = items.first().copied() {
+            let consecutive = items.iter().enumerate().all(|(i, v)| {
+                matches!(*v, Value::Ext { kind: k, id: j } if k == kind && Some(j) == id.checked_add(i as u32))
+            });
+            if consecutive {
+                match self {
+                    ListData::Items(v) if v.is_empty() => {
+                        *self = ListData::Run { kind, start: id, len: items.len() as u32 };
+                        return;
+                    }
+                    ListData::Run { kind: k, start, len } if *k == kind && start.checked_add(*len) == Some(id) => {
+                        *len += items.len() as u32;
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let ListData::Run { .. } = self {
+            *self = ListData::Items(self.iter().collect());
+        }
+        if let ListData::Items(v) = self {
+            v.extend_from_slice(items);
+        }
+    }
+
+    /// Returns the items as a slice when they are stored as plain values.
+    pub fn as_slice(&self) -> Option<&[Value]> {
+        match self {
+            ListData::Items(v) => Some(v),
+            ListData::Run { .. } => None,
+        }
+    }
+
+    #[cfg(test)]
     fn push(&mut self, v: Value) {
         match self {
             ListData::Items(items) => {
@@ -316,15 +353,16 @@ impl<'a> Heap<'a> {
             .map(|(_, val)| self.resolve(*val))
     }
 
-    pub(crate) fn list_push(&mut self, id: ObjId, v: Value) {
+    pub(crate) fn list_extend(&mut self, id: ObjId, items: &[Value]) {
         if let ObjData::List(l) = self.data_mut(id) {
-            l.push(v)
+            l.extend(items)
         }
     }
 
-    pub(crate) fn dict_push(&mut self, id: ObjId, k: Value, v: Value) {
+    /// Appends `(key, value)` pairs given flat as `[k0, v0, k1, v1, ...]`.
+    pub(crate) fn dict_extend(&mut self, id: ObjId, flat: &[Value]) {
         if let ObjData::Dict(d) = self.data_mut(id) {
-            d.push((k, v))
+            d.extend(flat.chunks_exact(2).map(|p| (p[0], p[1])))
         }
     }
 
