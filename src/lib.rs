@@ -17,6 +17,8 @@ pub mod input;
 pub mod model;
 pub mod pickle;
 pub mod render;
+pub mod replay;
+pub mod units;
 
 pub use error::Error;
 pub use input::load;

@@ -6,6 +6,8 @@
 mod output;
 mod progress;
 mod summary;
+mod timeline;
+mod top;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use memlens::Error;
@@ -22,6 +24,10 @@ pub struct Cli {
 enum Command {
     /// Per-device totals, pools, trace statistics, settings and data-quality warnings.
     Summary(summary::Args),
+    /// What was live at the peak (or another moment), by call site, biggest first.
+    Top(top::Args),
+    /// Live, allocated and reserved bytes over the trace (CSV, JSON or an SVG plot).
+    Timeline(timeline::Args),
 }
 
 /// Output format shared by the report commands.
@@ -55,6 +61,8 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Summary(a) => summary::run(a),
+        Command::Top(a) => top::run(a),
+        Command::Timeline(a) => timeline::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,
@@ -67,6 +75,15 @@ pub fn main() -> i32 {
             2
         }
     }
+}
+
+/// Loads one snapshot, with a progress bar when it is large.
+pub fn load(path: &std::path::Path) -> Result<memlens::model::Snapshot, Error> {
+    let inp = memlens::input::read(path)?;
+    let bar = progress::bytes_bar(inp.bytes().len() as u64, &path.display().to_string());
+    let snap = memlens::input::build_input(path, &inp, &mut |pos| bar.set_position(pos));
+    bar.finish_and_clear();
+    snap
 }
 
 fn is_broken_pipe(e: &Error) -> bool {

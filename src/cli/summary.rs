@@ -1,10 +1,10 @@
 //! `memlens summary FILE...`
 
-use super::{output, progress, Format, Outcome};
+use super::{load, output, Format, Outcome};
 use memlens::analyze::summary::{self, SummaryReport};
-use memlens::{input, render, Error};
+use memlens::{render, Error};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Arguments of `memlens summary`.
 #[derive(clap::Args, Debug)]
@@ -34,15 +34,6 @@ struct FileSummary<'a> {
 struct ManyFiles<'a> {
     schema_version: u32,
     files: Vec<FileSummary<'a>>,
-}
-
-/// Loads one file with a progress bar when it is large.
-pub fn load(path: &Path) -> Result<memlens::model::Snapshot, Error> {
-    let inp = input::read(path)?;
-    let bar = progress::bytes_bar(inp.bytes().len() as u64, &path.display().to_string());
-    let snap = input::build_input(path, &inp, &mut |pos| bar.set_position(pos));
-    bar.finish_and_clear();
-    snap
 }
 
 /// Runs the command.

@@ -3,4 +3,7 @@
 
 pub mod json;
 pub mod summary;
-pub mod units;
+pub use crate::units;
+pub mod timeline;
+pub mod top;
+

@@ -1,4 +1,4 @@
-//! IEC byte units as PyTorch prints them (`20.00 MiB`) and durations.
+//! IEC byte units as PyTorch prints them (`20.00 MiB`) and durations; shared by every layer.
 
 /// Formats `bytes` with two decimals in the largest IEC unit below it (`512 B`, `1.50 GiB`).
 pub fn iec(bytes: u64) -> String {

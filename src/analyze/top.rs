@@ -1,0 +1,369 @@
+//! `memlens top`: live bytes (or another cost) per call site, biggest first.
+
+use super::sites::{self, SiteOptions, NO_FRAMES};
+use crate::model::{BlockState, Snapshot, StackId, TraceEvent};
+use crate::replay::{self, DeviceReplay, Moment, MomentSpec, Window, WindowSpec, NEVER};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// How allocations are grouped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The innermost user frame (`filename:line:name`).
+    #[default]
+    Site,
+    /// The whole stack (interpreter noise removed).
+    Stack,
+    /// The site's file.
+    File,
+    /// The site's file and function.
+    Function,
+}
+
+/// What is counted per group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cost {
+    /// Requested bytes live at the chosen moment.
+    #[default]
+    Live,
+    /// Requested bytes allocated during the window (whether freed or not).
+    Allocated,
+    /// Bytes × lifetime inside the window (µs when the trace has times, else events).
+    Lifetime,
+    /// Requested bytes allocated in the window and never freed by the end of the trace.
+    NeverFreed,
+}
+
+/// Options of `top`.
+#[derive(Clone, Copy, Debug)]
+pub struct TopOptions {
+    /// The moment for `Cost::Live`.
+    pub at: MomentSpec,
+    /// The window every cost is limited to.
+    pub window: WindowSpec,
+    /// Grouping.
+    pub by: GroupBy,
+    /// Cost.
+    pub cost: Cost,
+    /// Rows per device; the rest is summed into `other`.
+    pub limit: usize,
+    /// Site attribution options.
+    pub sites: SiteOptions,
+    /// Attach the group's biggest stack to each row.
+    pub full_stacks: bool,
+}
+
+impl Default for TopOptions {
+    fn default() -> Self {
+        TopOptions {
+            at: MomentSpec::Peak,
+            window: WindowSpec::default(),
+            by: GroupBy::Site,
+            cost: Cost::Live,
+            limit: 20,
+            sites: SiteOptions::default(),
+            full_stacks: false,
+        }
+    }
+}
+
+/// One group's row.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SiteRow {
+    /// The group's label (site, file, function or the stack's site).
+    pub site: String,
+    /// The cost (bytes for live/allocated/never_freed).
+    pub bytes: u64,
+    /// Allocations in the group.
+    pub count: u64,
+    /// Share of the device's total cost, 0..1.
+    pub share: f64,
+    /// The stack, innermost first, for `--by stack` (and `--full-stacks`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames: Option<Vec<String>>,
+}
+
+/// The rows of one device.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DeviceTop {
+    /// Device index.
+    pub device: u32,
+    /// `trace` or `final_state` (a device without a trace has only its final blocks).
+    pub basis: &'static str,
+    /// The moment the live cost refers to.
+    pub at: Moment,
+    /// The window costs are limited to.
+    pub window: Window,
+    /// Live requested bytes at `at`.
+    pub live_requested_bytes: u64,
+    /// Σ cost over all groups.
+    pub total: u64,
+    /// Unit of `bytes` and `total`: `bytes`, `byte_us` or `byte_events`.
+    pub unit: &'static str,
+    /// Number of groups.
+    pub groups: usize,
+    /// The biggest groups.
+    pub sites: Vec<SiteRow>,
+    /// Everything past the limit, summed.
+    pub other: Option<SiteRow>,
+    /// What the data cannot support, in words.
+    pub notes: Vec<String>,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TopReport {
+    /// Always [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Grouping used.
+    pub by: GroupBy,
+    /// Cost used.
+    pub cost: Cost,
+    /// The moment asked for, as the user wrote it (`peak`, `end`, `oom`, ...).
+    pub moment: String,
+    /// Devices with a trace.
+    pub devices: Vec<DeviceTop>,
+    /// Devices without a trace, from their final blocks (`--at end` semantics).
+    pub final_state_devices: Vec<DeviceTop>,
+}
+
+/// One allocation's contribution to a cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostItem {
+    /// Its stack.
+    pub stack: StackId,
+    /// Its cost (bytes, or bytes × lifetime).
+    pub bytes: u64,
+}
+
+/// The allocations a cost counts, for one device.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    /// The moment (live cost) as an event index.
+    pub at: i64,
+    /// The window.
+    pub window: Window,
+    /// The counted allocations.
+    pub items: Vec<CostItem>,
+    /// Unit of `bytes`: `bytes`, `byte_us` or `byte_events`.
+    pub unit: &'static str,
+}
+
+/// Runs `top` over all devices; `replays` come from [`replay::replay`].
+pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &TopOptions) -> Result<TopReport, String> {
+    let mut devices = Vec::new();
+    for r in replays {
+        let dev = snap.device(r.device).expect("replayed device exists");
+        let trace = snap.device_trace(dev);
+        devices.push(device_top(snap, r, trace, opts)?);
+    }
+    let mut final_state_devices = Vec::new();
+    for dev in snap.devices.iter().filter(|d| d.trace.is_empty()) {
+        let items: Vec<CostItem> = snap
+            .device_segments(dev)
+            .iter()
+            .flat_map(|s| snap.segment_blocks(s))
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| CostItem { stack: b.stack, bytes: b.requested_size })
+            .collect();
+        let live: u64 = items.iter().map(|i| i.bytes).sum();
+        let mut d = group(snap, items, opts, live, "bytes");
+        d.device = dev.id;
+        d.basis = "final_state";
+        d.notes.push(format!(
+            "device {} has no trace: only its final state is known (no peak, no timeline); record history with torch.cuda.memory._record_memory_history(max_entries=100000)",
+            dev.id
+        ));
+        add_frame_note(snap, &mut d);
+        final_state_devices.push(d);
+    }
+    Ok(TopReport {
+        schema_version: super::SCHEMA_VERSION,
+        by: opts.by,
+        cost: opts.cost,
+        moment: opts.at.to_string(),
+        devices,
+        final_state_devices,
+    })
+}
+
+/// The allocations `opts.cost` counts on one device, at `opts.at` within `opts.window`.
+pub fn select(r: &DeviceReplay, trace: &[TraceEvent], opts: &TopOptions) -> Result<Selection, String> {
+    let window = replay::resolve_window(opts.window, r, trace)?;
+    let at = match opts.at {
+        MomentSpec::Peak => r.peak_in(window),
+        spec => replay::resolve(spec, r, trace)?,
+    };
+    if opts.cost == Cost::Live && !window.contains(at) {
+        return Err(format!(
+            "device {}: the moment {at} lies outside the window {}:{}",
+            r.device, window.first, window.last
+        ));
+    }
+    let time = |i: i64| -> Option<i64> {
+        let i = i.clamp(0, trace.len() as i64 - 1);
+        trace.get(i as usize).and_then(|e| e.time())
+    };
+    let timed = trace.iter().any(|e| e.time().is_some());
+    let mut unit = "bytes";
+    let items: Vec<CostItem> = match opts.cost {
+        Cost::Live => r
+            .live_allocations(at)
+            .map(|a| CostItem { stack: a.stack, bytes: a.size })
+            .collect(),
+        Cost::Allocated => r
+            .allocations
+            .iter()
+            .filter(|a| a.start >= 0 && window.contains(a.start))
+            .map(|a| CostItem { stack: a.stack, bytes: a.size })
+            .collect(),
+        Cost::NeverFreed => r
+            .allocations
+            .iter()
+            .filter(|a| a.end == NEVER && window.contains(a.start))
+            .map(|a| CostItem { stack: a.stack, bytes: a.size })
+            .collect(),
+        Cost::Lifetime => {
+            unit = if timed { "byte_us" } else { "byte_events" };
+            r.allocations
+                .iter()
+                .filter_map(|a| {
+                    let from = a.start.max(window.first);
+                    let to = a.end.min(window.last + 1);
+                    if from >= to {
+                        return None;
+                    }
+                    let span = if timed {
+                        let end = if a.end == NEVER || a.end > window.last { time(window.last) } else { time(to) };
+                        (end.unwrap_or(0) - time(from.max(0)).unwrap_or(0)).max(0) as u128
+                    } else {
+                        (to - from) as u128
+                    };
+                    Some(CostItem {
+                        stack: a.stack,
+                        bytes: (a.size as u128 * span).min(u64::MAX as u128) as u64,
+                    })
+                })
+                .collect()
+        }
+    };
+    Ok(Selection { at, window, items, unit })
+}
+
+fn device_top(snap: &Snapshot, r: &DeviceReplay, trace: &[TraceEvent], opts: &TopOptions) -> Result<DeviceTop, String> {
+    let Selection { at, window, items, unit } = select(r, trace, opts)?;
+    let mut d = group(snap, items, opts, r.live_at(at), unit);
+    d.device = r.device;
+    d.at = replay::moment(trace, at);
+    d.window = window;
+    if r.allocations.iter().any(|a| a.origin != replay::Origin::Trace) && window.first < 0 {
+        let initial = r.initial_bytes;
+        if initial > 0 {
+            d.notes.push(format!(
+                "{} were allocated before the trace began (ring buffer wrapped or history started late); their sites come from their frees or final blocks",
+                crate::units::iec(initial)
+            ));
+        }
+    }
+    add_frame_note(snap, &mut d);
+    Ok(d)
+}
+
+fn add_frame_note(snap: &Snapshot, d: &mut DeviceTop) {
+    if !snap.has_frames() {
+        d.notes.push("no stack frames were recorded (history without context): every allocation is <no frames>".into());
+    }
+}
+
+fn group(snap: &Snapshot, items: Vec<CostItem>, opts: &TopOptions, live: u64, unit: &'static str) -> DeviceTop {
+    // Group by stack first (cheap), then map each distinct stack to its label.
+    let mut per_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
+    for it in &items {
+        let e = per_stack.entry(it.stack).or_default();
+        e.0 += it.bytes;
+        e.1 += 1;
+    }
+    // Per group: bytes, count, and its biggest stack (ties to the smaller id: file order).
+    let mut groups: FxHashMap<String, (u64, u64, StackId, u64)> = FxHashMap::default();
+    for (stack, (bytes, count)) in per_stack {
+        let key = label(snap, stack, opts);
+        let e = groups.entry(key).or_insert((0, 0, stack, 0));
+        e.0 += bytes;
+        e.1 += count;
+        if bytes > e.3 || (bytes == e.3 && stack < e.2) {
+            e.2 = stack;
+            e.3 = bytes;
+        }
+    }
+    let total: u64 = groups.values().map(|g| g.0).sum();
+    let mut rows: Vec<(String, u64, u64, StackId)> = groups.into_iter().map(|(k, (b, c, s, _))| (k, b, c, s)).collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let n = rows.len();
+    let share = |b: u64| if total == 0 { 0.0 } else { b as f64 / total as f64 };
+    let mut sites = Vec::new();
+    let mut other: Option<SiteRow> = None;
+    for (i, (key, bytes, count, stack)) in rows.into_iter().enumerate() {
+        if i < opts.limit {
+            let frames = (opts.by == GroupBy::Stack || opts.full_stacks).then(|| {
+                sites::filtered_frames(snap, stack)
+                    .into_iter()
+                    .map(|f| sites::format_frame(snap, snap.frames.get(f)))
+                    .collect()
+            });
+            let site = if opts.by == GroupBy::Stack { sites::site_label(snap, stack, opts.sites) } else { key };
+            sites.push(SiteRow { site, bytes, count, share: share(bytes), frames });
+        } else {
+            let o = other.get_or_insert(SiteRow { site: String::new(), bytes: 0, count: 0, share: 0.0, frames: None });
+            o.bytes += bytes;
+            o.count += count;
+        }
+    }
+    if let Some(o) = other.as_mut() {
+        o.site = format!("<{} other groups>", n - opts.limit);
+        o.share = share(o.bytes);
+    }
+    DeviceTop {
+        device: 0,
+        basis: "trace",
+        at: Moment { event_index: -1, time_us: None },
+        window: Window { first: -1, last: -1 },
+        live_requested_bytes: live,
+        total,
+        unit,
+        groups: n,
+        sites,
+        other,
+        notes: Vec::new(),
+    }
+}
+
+fn label(snap: &Snapshot, stack: StackId, opts: &TopOptions) -> String {
+    match opts.by {
+        GroupBy::Site => sites::site_label(snap, stack, opts.sites),
+        GroupBy::Stack => {
+            let frames = sites::filtered_frames(snap, stack);
+            if frames.is_empty() {
+                return NO_FRAMES.to_string();
+            }
+            frames
+                .iter()
+                .map(|f| sites::format_frame(snap, snap.frames.get(*f)))
+                .collect::<Vec<_>>()
+                .join(" < ")
+        }
+        GroupBy::File | GroupBy::Function => match sites::site_frame(snap, stack, opts.sites) {
+            None => NO_FRAMES.to_string(),
+            Some(f) => {
+                let fr = snap.frames.get(f);
+                let file = snap.strings.get(fr.filename);
+                if opts.by == GroupBy::File {
+                    file.to_string()
+                } else {
+                    format!("{file}:{}", snap.strings.get(fr.name))
+                }
+            }
+        },
+    }
+}

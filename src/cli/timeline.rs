@@ -1,0 +1,62 @@
+//! `memlens timeline FILE`
+
+use super::{load, output, Outcome};
+use memlens::analyze::timeline::{self, TimelineOptions};
+use memlens::replay::{self, WindowSpec};
+use memlens::{render, Error};
+use std::path::PathBuf;
+
+/// Arguments of `memlens timeline`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot file.
+    file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TimelineFormat::Csv)]
+    format: TimelineFormat,
+    /// Most points per device (0 = every event); each bucket's maximum is kept exactly.
+    #[arg(long, default_value_t = 2000)]
+    points: usize,
+    /// Only events A:B (indices or time_us; either side may be empty).
+    #[arg(long, value_parser = |s: &str| s.parse::<WindowSpec>())]
+    window: Option<WindowSpec>,
+    /// Only this device.
+    #[arg(long)]
+    device: Option<u32>,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum TimelineFormat {
+    Csv,
+    Json,
+    Svg,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<Outcome, Error> {
+    let snap = load(&args.file)?;
+    let mut replays = replay::replay(&snap);
+    if let Some(d) = args.device {
+        replays.retain(|r| r.device == d);
+        if replays.is_empty() {
+            return Err(Error::Usage(format!("{}: device {d} has no trace", args.file.display())));
+        }
+    }
+    let opts = TimelineOptions {
+        points: args.points,
+        window: args.window.unwrap_or_default(),
+    };
+    let report = timeline::run(&snap, &replays, &opts).map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+    output::emit(args.output.as_deref(), args.force, |out| match args.format {
+        TimelineFormat::Csv => render::timeline::csv(out, &report),
+        TimelineFormat::Json => render::json::write(out, &report),
+        TimelineFormat::Svg => render::timeline::svg(out, &args.file.display().to_string(), &report),
+    })?;
+    Ok(Outcome::Ok)
+}

@@ -1,0 +1,183 @@
+//! Moments (`--at peak|end|oom|EVENT_INDEX|TIME_US`) and windows (`--window A:B`).
+
+use super::DeviceReplay;
+use crate::model::{Action, TraceEvent};
+use serde::Serialize;
+
+/// A point of a device's timeline: the state right after event `event_index` (-1: before
+/// the first event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Moment {
+    /// Event index, -1 for the state before the first event.
+    pub event_index: i64,
+    /// `time_us` of that event, when recorded.
+    pub time_us: Option<i64>,
+}
+
+/// Values above this are taken as `time_us` (µs since the epoch), below as event indices.
+const TIME_THRESHOLD: i64 = 1_000_000_000_000;
+
+/// A moment as the user names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MomentSpec {
+    /// Where live requested bytes are highest.
+    Peak,
+    /// After the last event.
+    End,
+    /// Before the first event.
+    Start,
+    /// At the k-th (1-based) `oom` event.
+    Oom(usize),
+    /// After event N.
+    Index(i64),
+    /// After the last event at or before this `time_us`.
+    Time(i64),
+}
+
+impl std::fmt::Display for MomentSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MomentSpec::Peak => f.write_str("peak"),
+            MomentSpec::End => f.write_str("end"),
+            MomentSpec::Start => f.write_str("start"),
+            MomentSpec::Oom(1) => f.write_str("oom"),
+            MomentSpec::Oom(k) => write!(f, "oom:{k}"),
+            MomentSpec::Index(i) => write!(f, "index:{i}"),
+            MomentSpec::Time(t) => write!(f, "time:{t}"),
+        }
+    }
+}
+
+impl std::str::FromStr for MomentSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let bad = || {
+            format!(
+                "moment {s:?}: expected peak, end, start, oom, oom:K, an event index, a time_us, index:N or time:T"
+            )
+        };
+        match s {
+            "peak" => return Ok(MomentSpec::Peak),
+            "end" => return Ok(MomentSpec::End),
+            "start" => return Ok(MomentSpec::Start),
+            "oom" => return Ok(MomentSpec::Oom(1)),
+            _ => {}
+        }
+        if let Some(k) = s.strip_prefix("oom:") {
+            return match k.parse::<usize>() {
+                Ok(k) if k >= 1 => Ok(MomentSpec::Oom(k)),
+                _ => Err(bad()),
+            };
+        }
+        if let Some(v) = s.strip_prefix("index:").or_else(|| s.strip_prefix("i:")) {
+            return v.parse().map(MomentSpec::Index).map_err(|_| bad());
+        }
+        if let Some(v) = s.strip_prefix("time:").or_else(|| s.strip_prefix("t:")) {
+            return v.parse().map(MomentSpec::Time).map_err(|_| bad());
+        }
+        match s.parse::<i64>() {
+            Ok(v) if v >= TIME_THRESHOLD => Ok(MomentSpec::Time(v)),
+            Ok(v) => Ok(MomentSpec::Index(v)),
+            Err(_) => Err(bad()),
+        }
+    }
+}
+
+/// An inclusive range of states, from after event `first` to after event `last`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Window {
+    /// First state (-1: before the first event).
+    pub first: i64,
+    /// Last state.
+    pub last: i64,
+}
+
+impl Window {
+    /// True when the state after event `i` is inside.
+    pub fn contains(&self, i: i64) -> bool {
+        self.first <= i && i <= self.last
+    }
+}
+
+/// A window as the user names it: `A:B` with either side empty for open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct WindowSpec {
+    /// Start, if bounded.
+    pub from: Option<MomentSpec>,
+    /// End, if bounded.
+    pub to: Option<MomentSpec>,
+}
+
+impl std::str::FromStr for WindowSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let Some((a, b)) = s.split_once(':').filter(|(a, _)| !a.contains("time") && !a.contains("index")) else {
+            return Err(format!("window {s:?}: expected A:B (event indices or time_us; either side may be empty)"));
+        };
+        let side = |x: &str| -> Result<Option<MomentSpec>, String> {
+            if x.trim().is_empty() {
+                Ok(None)
+            } else {
+                x.parse().map(Some)
+            }
+        };
+        Ok(WindowSpec { from: side(a)?, to: side(b)? })
+    }
+}
+
+/// Resolves `spec` to an event index of a device's trace.
+pub fn resolve(spec: MomentSpec, replay: &DeviceReplay, trace: &[TraceEvent]) -> Result<i64, String> {
+    let n = trace.len() as i64;
+    match spec {
+        MomentSpec::Peak => Ok(replay.peak),
+        MomentSpec::End => Ok(n - 1),
+        MomentSpec::Start => Ok(-1),
+        MomentSpec::Oom(k) => trace
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.action == Action::Oom)
+            .nth(k - 1)
+            .map(|(i, _)| i as i64)
+            .ok_or_else(|| {
+                let found = trace.iter().filter(|e| e.action == Action::Oom).count();
+                format!("device {}: the trace has {found} oom event(s), not {k}", replay.device)
+            }),
+        MomentSpec::Index(i) if (-1..n).contains(&i) => Ok(i),
+        MomentSpec::Index(i) => Err(format!(
+            "device {}: event index {i} is outside the trace (-1..{})",
+            replay.device,
+            n - 1
+        )),
+        MomentSpec::Time(t) => {
+            if trace.iter().all(|e| e.time().is_none()) {
+                return Err(format!("device {}: the trace records no time_us", replay.device));
+            }
+            // Times are non-decreasing; take the last event at or before t.
+            let mut at = -1;
+            for (i, e) in trace.iter().enumerate() {
+                match e.time() {
+                    Some(et) if et > t => break,
+                    _ => at = i as i64,
+                }
+            }
+            Ok(at)
+        }
+    }
+}
+
+/// Resolves a window; `None` sides are open.
+pub fn resolve_window(spec: WindowSpec, replay: &DeviceReplay, trace: &[TraceEvent]) -> Result<Window, String> {
+    let first = match spec.from {
+        Some(m) => resolve(m, replay, trace)?,
+        None => -1,
+    };
+    let last = match spec.to {
+        Some(m) => resolve(m, replay, trace)?,
+        None => trace.len() as i64 - 1,
+    };
+    if first > last {
+        return Err(format!("window {first}:{last} is empty (start after end)"));
+    }
+    Ok(Window { first, last })
+}
