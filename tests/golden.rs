@@ -58,3 +58,31 @@ fn summary_text() {
 fn summary_json() {
     run_golden(&["summary", "--format", "json"], "summary.json");
 }
+
+#[test]
+fn top_text() {
+    run_golden(&["top", "-n", "8"], "top.txt");
+}
+
+#[test]
+fn top_json() {
+    run_golden(&["top", "--format", "json"], "top.json");
+}
+
+#[test]
+fn top_by_file_allocated_text() {
+    run_golden(
+        &["top", "--by", "file", "--cost", "allocated"],
+        "top_file_allocated.txt",
+    );
+}
+
+#[test]
+fn timeline_csv() {
+    run_golden(&["timeline", "--points", "50"], "timeline.csv");
+}
+
+#[test]
+fn flame_folded() {
+    run_golden(&["flame", "--format", "folded"], "flame.folded");
+}

@@ -2,7 +2,7 @@
 """Self-check of the generated samples (stdlib only): replays each trace against the
 final segment list and checks the sharing / ordering facts the format doc states.
 
-  python3 samples/gen/check_samples.py [--fresh] [FILE ...]   (default: samples/*.pickle)
+  python3 samples/gen/check_samples.py [--fresh] [FILE ...]   (default: samples/*.pickle, samples/ranks/*.pickle)
 
 --fresh skips the one-dict-per-frame check (for `big --layout fresh` files).
 
@@ -214,7 +214,8 @@ def check_file(path, shared_frames=True):
 
 def main(argv):
     shared = "--fresh" not in argv
-    files = [a for a in argv[1:] if a != "--fresh"] or sorted(glob.glob(os.path.join(HERE, "..", "*.pickle")))
+    files = [a for a in argv[1:] if a != "--fresh"] or (sorted(glob.glob(os.path.join(HERE, "..", "*.pickle")))
+                                                        + sorted(glob.glob(os.path.join(HERE, "..", "ranks", "*.pickle"))))
     for path in files:
         notes = check_file(path, shared_frames=shared)
         if os.path.basename(path).startswith("cpp_"):

@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # keep samples/gen free of __pycache__
 
-from memgen import scenarios, writers  # noqa: E402
+from memgen import findings, scenarios, truth, writers  # noqa: E402
 
 SAMPLES_DIR = os.path.normpath(os.path.join(HERE, ".."))
 
@@ -38,9 +38,29 @@ def generate_small(out_dir=SAMPLES_DIR, verbose=True):
             jpath = os.path.join(out_dir, "snapshot.json")
             writers.write_json(obj, jpath)
             written.append(jpath)
+    written += generate_findings(out_dir)
     if verbose:
         for p in written:
             print("%8d  %s" % (os.path.getsize(p), os.path.relpath(p)))
+    return written
+
+
+def generate_findings(out_dir=SAMPLES_DIR):
+    """Scenario samples with known answers: samples/<name>.pickle (+ ranks/) and samples/truth/<name>.json."""
+    written = []
+    os.makedirs(os.path.join(out_dir, "truth"), exist_ok=True)
+    for name, path, fn in findings.FINDING_SAMPLES:
+        objs, facts = fn()
+        if path is not None:
+            objs = {path: objs}
+        for rel in sorted(objs):
+            p = os.path.join(out_dir, rel)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            writers.write_python_pickle(objs[rel], p, protocol=4)
+            written.append(p)
+        tp = os.path.join(out_dir, "truth", name + ".json")
+        truth.write_truth(facts, tp)
+        written.append(tp)
     return written
 
 

@@ -1,7 +1,8 @@
 //! Call sites: which frame of an allocation stack names the user's line of code.
 //!
 //! Site = the innermost frame that is neither a C++/interpreter frame (filename `??`, empty,
-//! or a C/C++/CUDA source) nor inside the `torch` package (a `torch` path component); the
+//! a C/C++/CUDA source, a shared object, object file or assembly: `.so`, `.o`, `.S`) nor inside
+//! the `torch` package (a directory named `torch`); the
 //! innermost Python frame when every Python frame is inside torch; `<no frames>` when the
 //! stack holds no Python frame. Written `filename:line:name`, the filename as recorded.
 
@@ -22,7 +23,9 @@ pub fn is_native(filename: &str) -> bool {
     if filename.is_empty() || filename == "??" {
         return true;
     }
-    const NATIVE: [&str; 9] = [".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so"];
+    const NATIVE: [&str; 11] = [
+        ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so", ".o", ".s",
+    ];
     let lower = filename.to_ascii_lowercase();
     NATIVE.iter().any(|ext| lower.ends_with(ext))
 }
@@ -121,7 +124,9 @@ mod tests {
         assert!(is_native("CUDACachingAllocator.cpp"));
         assert!(is_native("/usr/src/python/Objects/call.c"));
         assert!(!is_native("/home/u/train.py"));
-        assert!(is_torch("/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py"));
+        assert!(is_torch(
+            "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py"
+        ));
         assert!(is_torch("torch/_tensor.py"));
         assert!(!is_torch("/home/u/torchvision_stuff/model.py"));
         assert!(!is_torch("/home/u/torch.py"));

@@ -87,7 +87,11 @@ pub struct TimelineReport {
 }
 
 /// Builds the timeline of every replayed device.
-pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &TimelineOptions) -> Result<TimelineReport, String> {
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &TimelineOptions,
+) -> Result<TimelineReport, String> {
     let mut devices = Vec::new();
     for r in replays {
         let dev = snap.device(r.device).expect("replayed device exists");
@@ -103,7 +107,10 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &TimelineOptions) ->
         let indices = downsample(r, window, opts.points);
         let downsampled = indices.len() < (window.last - window.first + 1) as usize;
         let peak = r.peak_in(window);
-        let max_reserved_bytes = (window.first..=window.last).map(|i| r.reserved_at(i)).max().unwrap_or(0);
+        let max_reserved_bytes = (window.first..=window.last)
+            .map(|i| r.reserved_at(i))
+            .max()
+            .unwrap_or(0);
         devices.push(DeviceTimeline {
             device: r.device,
             events: r.events,
@@ -116,7 +123,12 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &TimelineOptions) ->
             phases: phases(snap, r.device, trace, window),
         });
     }
-    let devices_without_trace = snap.devices.iter().filter(|d| d.trace.is_empty()).map(|d| d.id).collect();
+    let devices_without_trace = snap
+        .devices
+        .iter()
+        .filter(|d| d.trace.is_empty())
+        .map(|d| d.id)
+        .collect();
     Ok(TimelineReport {
         schema_version: super::SCHEMA_VERSION,
         devices,
@@ -157,7 +169,12 @@ fn downsample(r: &DeviceReplay, w: Window, points: usize) -> Vec<i64> {
     keep
 }
 
-fn phases(snap: &Snapshot, device: u32, trace: &[crate::model::TraceEvent], w: Window) -> Vec<Phase> {
+fn phases(
+    snap: &Snapshot,
+    device: u32,
+    trace: &[crate::model::TraceEvent],
+    w: Window,
+) -> Vec<Phase> {
     let mut open: Vec<(&str, i64)> = Vec::new();
     let mut out = Vec::new();
     for a in &snap.annotations {
@@ -171,8 +188,10 @@ fn phases(snap: &Snapshot, device: u32, trace: &[crate::model::TraceEvent], w: W
                 if let Some(pos) = open.iter().rposition(|(n, _)| *n == a.name) {
                     let (name, start) = open.remove(pos);
                     // Events inside [start, end] by time.
-                    let first = trace.partition_point(|e| e.time().is_some_and(|et| et < start)) as i64;
-                    let last = trace.partition_point(|e| e.time().is_some_and(|et| et <= t)) as i64 - 1;
+                    let first =
+                        trace.partition_point(|e| e.time().is_some_and(|et| et < start)) as i64;
+                    let last =
+                        trace.partition_point(|e| e.time().is_some_and(|et| et <= t)) as i64 - 1;
                     if last >= first && last >= w.first && first <= w.last {
                         out.push(Phase {
                             name: name.to_string(),
@@ -187,6 +206,8 @@ fn phases(snap: &Snapshot, device: u32, trace: &[crate::model::TraceEvent], w: W
             _ => {}
         }
     }
-    out.sort_by(|a, b| (a.first_event, a.start_us, &a.name).cmp(&(b.first_event, b.start_us, &b.name)));
+    out.sort_by(|a, b| {
+        (a.first_event, a.start_us, &a.name).cmp(&(b.first_event, b.start_us, &b.name))
+    });
     out
 }

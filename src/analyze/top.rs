@@ -152,7 +152,11 @@ pub struct Selection {
 }
 
 /// Runs `top` over all devices; `replays` come from [`replay::replay`].
-pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &TopOptions) -> Result<TopReport, String> {
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &TopOptions,
+) -> Result<TopReport, String> {
     let mut devices = Vec::new();
     for r in replays {
         let dev = snap.device(r.device).expect("replayed device exists");
@@ -166,7 +170,10 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &TopOptions) -> Resu
             .iter()
             .flat_map(|s| snap.segment_blocks(s))
             .filter(|b| b.state != BlockState::Inactive)
-            .map(|b| CostItem { stack: b.stack, bytes: b.requested_size })
+            .map(|b| CostItem {
+                stack: b.stack,
+                bytes: b.requested_size,
+            })
             .collect();
         let live: u64 = items.iter().map(|i| i.bytes).sum();
         let mut d = group(snap, items, opts, live, "bytes");
@@ -190,7 +197,11 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &TopOptions) -> Resu
 }
 
 /// The allocations `opts.cost` counts on one device, at `opts.at` within `opts.window`.
-pub fn select(r: &DeviceReplay, trace: &[TraceEvent], opts: &TopOptions) -> Result<Selection, String> {
+pub fn select(
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    opts: &TopOptions,
+) -> Result<Selection, String> {
     let window = replay::resolve_window(opts.window, r, trace)?;
     let at = match opts.at {
         MomentSpec::Peak => r.peak_in(window),
@@ -211,19 +222,28 @@ pub fn select(r: &DeviceReplay, trace: &[TraceEvent], opts: &TopOptions) -> Resu
     let items: Vec<CostItem> = match opts.cost {
         Cost::Live => r
             .live_allocations(at)
-            .map(|a| CostItem { stack: a.stack, bytes: a.size })
+            .map(|a| CostItem {
+                stack: a.stack,
+                bytes: a.size,
+            })
             .collect(),
         Cost::Allocated => r
             .allocations
             .iter()
             .filter(|a| a.start >= 0 && window.contains(a.start))
-            .map(|a| CostItem { stack: a.stack, bytes: a.size })
+            .map(|a| CostItem {
+                stack: a.stack,
+                bytes: a.size,
+            })
             .collect(),
         Cost::NeverFreed => r
             .allocations
             .iter()
             .filter(|a| a.end == NEVER && window.contains(a.start))
-            .map(|a| CostItem { stack: a.stack, bytes: a.size })
+            .map(|a| CostItem {
+                stack: a.stack,
+                bytes: a.size,
+            })
             .collect(),
         Cost::Lifetime => {
             unit = if timed { "byte_us" } else { "byte_events" };
@@ -236,7 +256,11 @@ pub fn select(r: &DeviceReplay, trace: &[TraceEvent], opts: &TopOptions) -> Resu
                         return None;
                     }
                     let span = if timed {
-                        let end = if a.end == NEVER || a.end > window.last { time(window.last) } else { time(to) };
+                        let end = if a.end == NEVER || a.end > window.last {
+                            time(window.last)
+                        } else {
+                            time(to)
+                        };
                         (end.unwrap_or(0) - time(from.max(0)).unwrap_or(0)).max(0) as u128
                     } else {
                         (to - from) as u128
@@ -249,16 +273,35 @@ pub fn select(r: &DeviceReplay, trace: &[TraceEvent], opts: &TopOptions) -> Resu
                 .collect()
         }
     };
-    Ok(Selection { at, window, items, unit })
+    Ok(Selection {
+        at,
+        window,
+        items,
+        unit,
+    })
 }
 
-fn device_top(snap: &Snapshot, r: &DeviceReplay, trace: &[TraceEvent], opts: &TopOptions) -> Result<DeviceTop, String> {
-    let Selection { at, window, items, unit } = select(r, trace, opts)?;
+fn device_top(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    opts: &TopOptions,
+) -> Result<DeviceTop, String> {
+    let Selection {
+        at,
+        window,
+        items,
+        unit,
+    } = select(r, trace, opts)?;
     let mut d = group(snap, items, opts, r.live_at(at), unit);
     d.device = r.device;
     d.at = replay::moment(trace, at);
     d.window = window;
-    if r.allocations.iter().any(|a| a.origin != replay::Origin::Trace) && window.first < 0 {
+    if r.allocations
+        .iter()
+        .any(|a| a.origin != replay::Origin::Trace)
+        && window.first < 0
+    {
         let initial = r.initial_bytes;
         if initial > 0 {
             d.notes.push(format!(
@@ -277,7 +320,13 @@ fn add_frame_note(snap: &Snapshot, d: &mut DeviceTop) {
     }
 }
 
-fn group(snap: &Snapshot, items: Vec<CostItem>, opts: &TopOptions, live: u64, unit: &'static str) -> DeviceTop {
+fn group(
+    snap: &Snapshot,
+    items: Vec<CostItem>,
+    opts: &TopOptions,
+    live: u64,
+    unit: &'static str,
+) -> DeviceTop {
     // Group by stack first (cheap), then map each distinct stack to its label.
     let mut per_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
     for it in &items {
@@ -298,10 +347,19 @@ fn group(snap: &Snapshot, items: Vec<CostItem>, opts: &TopOptions, live: u64, un
         }
     }
     let total: u64 = groups.values().map(|g| g.0).sum();
-    let mut rows: Vec<(String, u64, u64, StackId)> = groups.into_iter().map(|(k, (b, c, s, _))| (k, b, c, s)).collect();
+    let mut rows: Vec<(String, u64, u64, StackId)> = groups
+        .into_iter()
+        .map(|(k, (b, c, s, _))| (k, b, c, s))
+        .collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let n = rows.len();
-    let share = |b: u64| if total == 0 { 0.0 } else { b as f64 / total as f64 };
+    let share = |b: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            b as f64 / total as f64
+        }
+    };
     let mut sites = Vec::new();
     let mut other: Option<SiteRow> = None;
     for (i, (key, bytes, count, stack)) in rows.into_iter().enumerate() {
@@ -312,10 +370,26 @@ fn group(snap: &Snapshot, items: Vec<CostItem>, opts: &TopOptions, live: u64, un
                     .map(|f| sites::format_frame(snap, snap.frames.get(f)))
                     .collect()
             });
-            let site = if opts.by == GroupBy::Stack { sites::site_label(snap, stack, opts.sites) } else { key };
-            sites.push(SiteRow { site, bytes, count, share: share(bytes), frames });
+            let site = if opts.by == GroupBy::Stack {
+                sites::site_label(snap, stack, opts.sites)
+            } else {
+                key
+            };
+            sites.push(SiteRow {
+                site,
+                bytes,
+                count,
+                share: share(bytes),
+                frames,
+            });
         } else {
-            let o = other.get_or_insert(SiteRow { site: String::new(), bytes: 0, count: 0, share: 0.0, frames: None });
+            let o = other.get_or_insert(SiteRow {
+                site: String::new(),
+                bytes: 0,
+                count: 0,
+                share: 0.0,
+                frames: None,
+            });
             o.bytes += bytes;
             o.count += count;
         }
@@ -327,8 +401,14 @@ fn group(snap: &Snapshot, items: Vec<CostItem>, opts: &TopOptions, live: u64, un
     DeviceTop {
         device: 0,
         basis: "trace",
-        at: Moment { event_index: -1, time_us: None },
-        window: Window { first: -1, last: -1 },
+        at: Moment {
+            event_index: -1,
+            time_us: None,
+        },
+        window: Window {
+            first: -1,
+            last: -1,
+        },
         live_requested_bytes: live,
         total,
         unit,

@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod flame;
 mod output;
 mod progress;
 mod summary;
@@ -28,6 +29,8 @@ enum Command {
     Top(top::Args),
     /// Live, allocated and reserved bytes over the trace (CSV, JSON or an SVG plot).
     Timeline(timeline::Args),
+    /// A flamegraph of what was live (SVG drawn in-process, folded lines, or speedscope JSON).
+    Flame(flame::Args),
 }
 
 /// Output format shared by the report commands.
@@ -63,6 +66,7 @@ pub fn main() -> i32 {
         Command::Summary(a) => summary::run(a),
         Command::Top(a) => top::run(a),
         Command::Timeline(a) => timeline::run(a),
+        Command::Flame(a) => flame::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -45,18 +45,26 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     if let Some(d) = args.device {
         replays.retain(|r| r.device == d);
         if replays.is_empty() {
-            return Err(Error::Usage(format!("{}: device {d} has no trace", args.file.display())));
+            return Err(Error::Usage(format!(
+                "{}: device {d} has no trace",
+                args.file.display()
+            )));
         }
     }
     let opts = TimelineOptions {
         points: args.points,
         window: args.window.unwrap_or_default(),
     };
-    let report = timeline::run(&snap, &replays, &opts).map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
-    output::emit(args.output.as_deref(), args.force, |out| match args.format {
-        TimelineFormat::Csv => render::timeline::csv(out, &report),
-        TimelineFormat::Json => render::json::write(out, &report),
-        TimelineFormat::Svg => render::timeline::svg(out, &args.file.display().to_string(), &report),
+    let report = timeline::run(&snap, &replays, &opts)
+        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+    output::emit(args.output.as_deref(), args.force, |out| {
+        match args.format {
+            TimelineFormat::Csv => render::timeline::csv(out, &report),
+            TimelineFormat::Json => render::json::write(out, &report),
+            TimelineFormat::Svg => {
+                render::timeline::svg(out, &args.file.display().to_string(), &report)
+            }
+        }
     })?;
     Ok(Outcome::Ok)
 }

@@ -77,7 +77,10 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     let mut replays = replay::replay(&snap);
     if let Some(d) = args.device {
         if snap.device(d).is_none() {
-            return Err(Error::Usage(format!("{}: no device {d} in the snapshot", args.file.display())));
+            return Err(Error::Usage(format!(
+                "{}: no device {d} in the snapshot",
+                args.file.display()
+            )));
         }
         replays.retain(|r| r.device == d);
     }
@@ -107,9 +110,11 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     if let Some(d) = args.device {
         report.final_state_devices.retain(|x| x.device == d);
     }
-    output::emit(args.output.as_deref(), args.force, |out| match args.format {
-        Format::Json => render::json::write(out, &report),
-        Format::Text => render::top::text(out, &args.file.display().to_string(), &report),
+    output::emit(args.output.as_deref(), args.force, |out| {
+        match args.format {
+            Format::Json => render::json::write(out, &report),
+            Format::Text => render::top::text(out, &args.file.display().to_string(), &report),
+        }
     })?;
     Ok(Outcome::Ok)
 }

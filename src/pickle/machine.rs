@@ -276,7 +276,7 @@ impl<'a> Machine<'a> {
         Ok(v)
     }
 
-    fn container<'h>(&self, heap: &'h Heap, v: Value, what: &str, want_list: bool) -> R<ObjId> {
+    fn container(&self, heap: &Heap, v: Value, what: &str, want_list: bool) -> R<ObjId> {
         if let Value::Obj(id) = v {
             match (heap.data(id), want_list) {
                 (ObjData::List(_), true) | (ObjData::Dict(_), false) => return Ok(id),
@@ -310,7 +310,9 @@ impl<'a> Machine<'a> {
     /// container value to the hooks first.
     fn fill_dict<H: Hooks>(&mut self, hooks: &mut H, dict: ObjId, m: usize, what: &str) -> R<()> {
         if (self.stack.len() - m) % 2 != 0 {
-            return self.err(format!("{what} needs key/value pairs but found an odd count"));
+            return self.err(format!(
+                "{what} needs key/value pairs but found an odd count"
+            ));
         }
         for pair in self.stack[m..].chunks_exact_mut(2) {
             if let Value::Obj(_) = pair[1] {
@@ -353,6 +355,15 @@ impl<'a> Machine<'a> {
             return Value::UInt(u);
         }
         Value::Huge(negative)
+    }
+
+    /// A protocol-0 memo index: a decimal line.
+    fn text_index(&mut self, what: &str) -> R<u64> {
+        let line = self.line(what)?;
+        match self.decimal_int(line, what)? {
+            Value::Int(i) if i >= 0 => Ok(i as u64),
+            _ => self.err(format!("{what}: expected a non-negative memo index")),
+        }
     }
 
     fn decimal_int(&self, text: &[u8], what: &str) -> R<Value> {
@@ -640,13 +651,7 @@ impl<'a> Machine<'a> {
                     let index = match code {
                         op::BINPUT => self.u8("BINPUT")? as u64,
                         op::LONG_BINPUT => self.u32le("LONG_BINPUT")? as u64,
-                        _ => match {
-                            let l = self.line("PUT")?;
-                            self.decimal_int(l, "PUT")?
-                        } {
-                            Value::Int(i) if i >= 0 => i as u64,
-                            _ => return self.err("PUT: expected a non-negative memo index"),
-                        },
+                        _ => self.text_index("PUT")?,
                     };
                     let v = self.top("PUT")?;
                     self.memo_put(index, v)?;
@@ -676,10 +681,7 @@ impl<'a> Machine<'a> {
                     }
                 }
                 op::GET => {
-                    let index = match { let l = self.line("GET")?; self.decimal_int(l, "GET")? } {
-                        Value::Int(i) if i >= 0 => i as u64,
-                        _ => return self.err("GET: expected a non-negative memo index"),
-                    };
+                    let index = self.text_index("GET")?;
                     let v = self.memo_get(index)?;
                     self.push(v)?;
                 }
@@ -750,7 +752,10 @@ mod tests {
             Value::Float(f) => format!("{f:?}"),
             s @ (Value::Str { .. } | Value::Owned(_)) => format!("{:?}", heap.text(s).unwrap()),
             Value::Bytes { off, len } => {
-                format!("b{:?}", &heap.buf[off as usize..(off + len as u64) as usize])
+                format!(
+                    "b{:?}",
+                    &heap.buf[off as usize..(off + len as u64) as usize]
+                )
             }
             Value::Ext { kind, id } => format!("ext{kind}:{id}"),
             Value::Obj(id) => match heap.data(id) {
@@ -803,17 +808,35 @@ mod tests {
     #[test]
     fn long_integers_of_every_width() {
         // CUDA address, 6 bytes.
-        assert_eq!(run(&p4(b"\x8a\x06\x00\x00\x00\x00\x20\x7f")).unwrap(), (0x7f2000000000u64).to_string());
+        assert_eq!(
+            run(&p4(b"\x8a\x06\x00\x00\x00\x00\x20\x7f")).unwrap(),
+            (0x7f2000000000u64).to_string()
+        );
         // 2^64-1 needs 9 bytes in two's complement (line numbers of the Python path).
-        assert_eq!(run(&p4(b"\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00")).unwrap(), u64::MAX.to_string());
+        assert_eq!(
+            run(&p4(b"\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00")).unwrap(),
+            u64::MAX.to_string()
+        );
         // XPU address >= 2^63.
-        assert_eq!(run(&p4(b"\x8a\x09\x00\x00\x00\x00\x00\xff\xff\xff\x00")).unwrap(), "18446742974197923840");
+        assert_eq!(
+            run(&p4(b"\x8a\x09\x00\x00\x00\x00\x00\xff\xff\xff\x00")).unwrap(),
+            "18446742974197923840"
+        );
         // -1 from the C++ pickler, 8 bytes.
-        assert_eq!(run(&p4(b"\x8a\x08\xff\xff\xff\xff\xff\xff\xff\xff")).unwrap(), "-1");
-        assert_eq!(run(&p4(b"\x8a\x08\0\0\0\0\0\0\0\x80")).unwrap(), i64::MIN.to_string());
+        assert_eq!(
+            run(&p4(b"\x8a\x08\xff\xff\xff\xff\xff\xff\xff\xff")).unwrap(),
+            "-1"
+        );
+        assert_eq!(
+            run(&p4(b"\x8a\x08\0\0\0\0\0\0\0\x80")).unwrap(),
+            i64::MIN.to_string()
+        );
         assert_eq!(run(&p4(b"\x8a\x00")).unwrap(), "0");
         assert_eq!(run(&p4(b"\x8a\x0a\0\0\0\0\0\0\0\0\0\x01")).unwrap(), "huge");
-        assert_eq!(run(&p4(b"\x8a\x0a\0\0\0\0\0\0\0\0\0\x80")).unwrap(), "-huge");
+        assert_eq!(
+            run(&p4(b"\x8a\x0a\0\0\0\0\0\0\0\0\0\x80")).unwrap(),
+            "-huge"
+        );
         assert_eq!(run(&p4(b"\x8b\x02\0\0\0\x01\x01")).unwrap(), "257");
     }
 
@@ -827,7 +850,10 @@ mod tests {
         assert_eq!(run(&p4(b"B\x01\0\0\0\x07")).unwrap(), "b[7]");
         assert_eq!(run(&p4(b"\x8e\x01\0\0\0\0\0\0\0\x09")).unwrap(), "b[9]");
         // A lone surrogate written with surrogatepass decodes leniently.
-        assert_eq!(run(&p4(b"\x8c\x04a\xed\xa0\x80")).unwrap(), "\"a\u{fffd}\u{fffd}\u{fffd}\"");
+        assert_eq!(
+            run(&p4(b"\x8c\x04a\xed\xa0\x80")).unwrap(),
+            "\"a\u{fffd}\u{fffd}\u{fffd}\""
+        );
     }
 
     #[test]
@@ -838,7 +864,10 @@ mod tests {
         assert_eq!(run(&p4(b"]K\x01a")).unwrap(), "[1]");
         assert_eq!(run(&p4(b"](K\x01K\x02e")).unwrap(), "[1, 2]");
         assert_eq!(run(&p4(b"}\x8c\x01aK\x01s")).unwrap(), "{\"a\": 1}");
-        assert_eq!(run(&p4(b"}(\x8c\x01aK\x01\x8c\x01bK\x02u")).unwrap(), "{\"a\": 1, \"b\": 2}");
+        assert_eq!(
+            run(&p4(b"}(\x8c\x01aK\x01\x8c\x01bK\x02u")).unwrap(),
+            "{\"a\": 1, \"b\": 2}"
+        );
         assert_eq!(run(&p4(b"(K\x01K\x02l")).unwrap(), "[1, 2]");
         assert_eq!(run(&p4(b"(\x8c\x01aK\x01d")).unwrap(), "{\"a\": 1}");
         assert_eq!(run(&p4(b"(K\x01K\x02t")).unwrap(), "(1, 2)");
@@ -861,9 +890,15 @@ mod tests {
         assert_eq!(run(&p4(body)).unwrap(), "[{\"a\": 1}, {\"a\": 1}]");
         // Explicit ids of protocols 2-3 (BINPUT/LONG_BINPUT, BINGET/LONG_BINGET, PUT/GET).
         assert_eq!(run(b"\x80\x02](K\x07q\x05h\x05e.").unwrap(), "[7, 7]");
-        assert_eq!(run(b"\x80\x02](K\x07r\x00\x01\x00\x00j\x00\x01\x00\x00e.").unwrap(), "[7, 7]");
+        assert_eq!(
+            run(b"\x80\x02](K\x07r\x00\x01\x00\x00j\x00\x01\x00\x00e.").unwrap(),
+            "[7, 7]"
+        );
         // Protocol 0 text forms.
-        assert_eq!(run(b"(lp0\nI3\na(lp1\nI4\naag1\na.").unwrap(), "[3, [4], [4]]");
+        assert_eq!(
+            run(b"(lp0\nI3\na(lp1\nI4\naag1\na.").unwrap(),
+            "[3, [4], [4]]"
+        );
     }
 
     #[test]
@@ -893,7 +928,11 @@ mod tests {
         ] {
             let e = err(bytes);
             assert!(e.message.contains(name), "{name}: {}", e.message);
-            assert!(e.message.contains("never runs code"), "{name}: {}", e.message);
+            assert!(
+                e.message.contains("never runs code"),
+                "{name}: {}",
+                e.message
+            );
             assert!(!e.truncated);
         }
     }
@@ -918,7 +957,12 @@ mod tests {
         let e = err(b"\x80\x04K\x01K\x02a.");
         assert!(e.message.contains("needs a list"), "{}", e.message);
         let e = err(b"\x80\x04]K\x01s.");
-        assert!(e.message.contains("SETITEM needs a dict, a key and a value"), "{}", e.message);
+        assert!(
+            e.message
+                .contains("SETITEM needs a dict, a key and a value"),
+            "{}",
+            e.message
+        );
         let e = err(b"\x80\x04}(K\x01u.");
         assert!(e.message.contains("odd count"));
         let e = err(b"\x80\x04N\x94\x94.");
@@ -961,7 +1005,11 @@ mod tests {
         let mut v = vec![0x80, 4];
         v.extend(std::iter::repeat(b'N').take(1_000_000));
         let e = err(&v);
-        assert!(e.message.contains("pending on the pickle stack"), "{}", e.message);
+        assert!(
+            e.message.contains("pending on the pickle stack"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

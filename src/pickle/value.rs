@@ -127,10 +127,18 @@ impl ListData {
             if consecutive {
                 match self {
                     ListData::Items(v) if v.is_empty() => {
-                        *self = ListData::Run { kind, start: id, len: items.len() as u32 };
+                        *self = ListData::Run {
+                            kind,
+                            start: id,
+                            len: items.len() as u32,
+                        };
                         return;
                     }
-                    ListData::Run { kind: k, start, len } if *k == kind && start.checked_add(*len) == Some(id) => {
+                    ListData::Run {
+                        kind: k,
+                        start,
+                        len,
+                    } if *k == kind && start.checked_add(*len) == Some(id) => {
                         *len += items.len() as u32;
                         return;
                     }

@@ -1,9 +1,9 @@
 //! Renderers: report values → text, tables or JSON. Renderers never compute numbers; a missing
 //! number belongs in the report.
 
+pub mod flame;
 pub mod json;
 pub mod summary;
 pub use crate::units;
 pub mod timeline;
 pub mod top;
-

@@ -6,14 +6,21 @@ use std::io::Write;
 
 /// One CSV row per point: `device,event_index,time_us,live_requested_bytes,allocated_bytes,reserved_bytes`.
 pub fn csv(out: &mut dyn Write, r: &TimelineReport) -> std::io::Result<()> {
-    writeln!(out, "device,event_index,time_us,live_requested_bytes,allocated_bytes,reserved_bytes")?;
+    writeln!(
+        out,
+        "device,event_index,time_us,live_requested_bytes,allocated_bytes,reserved_bytes"
+    )?;
     for d in &r.devices {
         for p in &d.points {
             let t = p.time_us.map(|t| t.to_string()).unwrap_or_default();
             writeln!(
                 out,
                 "{},{},{t},{},{},{}",
-                d.device, p.event_index, p.live_requested_bytes, p.allocated_bytes, p.reserved_bytes
+                d.device,
+                p.event_index,
+                p.live_requested_bytes,
+                p.allocated_bytes,
+                p.reserved_bytes
             )?;
         }
     }
@@ -28,7 +35,10 @@ const TOP: f64 = 40.0;
 const BOTTOM: f64 = 40.0;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// An SVG with one plot per device, stacked vertically.
@@ -40,9 +50,16 @@ pub fn svg(out: &mut dyn Write, title: &str, r: &TimelineReport) -> std::io::Res
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{total_h}" viewBox="0 0 {W} {total_h}" font-family="sans-serif" font-size="12">"#
     )?;
     writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#)?;
-    writeln!(out, r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#, esc(title))?;
+    writeln!(
+        out,
+        r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
+        esc(title)
+    )?;
     if r.devices.is_empty() {
-        writeln!(out, r#"<text x="10" y="60">No device has a trace: nothing to plot.</text>"#)?;
+        writeln!(
+            out,
+            r#"<text x="10" y="60">No device has a trace: nothing to plot.</text>"#
+        )?;
     }
     for (k, d) in r.devices.iter().enumerate() {
         plot(out, d, 30.0 + H * k as f64)?;
@@ -50,12 +67,26 @@ pub fn svg(out: &mut dyn Write, title: &str, r: &TimelineReport) -> std::io::Res
     writeln!(out, "</svg>")
 }
 
+type Series = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&crate::analyze::timeline::Point) -> u64,
+);
+
 fn plot(out: &mut dyn Write, d: &DeviceTimeline, y0: f64) -> std::io::Result<()> {
-    let (x_lo, x_hi) = (d.window.first as f64, (d.window.last as f64).max(d.window.first as f64 + 1.0));
+    let (x_lo, x_hi) = (
+        d.window.first as f64,
+        (d.window.last as f64).max(d.window.first as f64 + 1.0),
+    );
     let y_max = d
         .points
         .iter()
-        .map(|p| p.reserved_bytes.max(p.allocated_bytes).max(p.live_requested_bytes))
+        .map(|p| {
+            p.reserved_bytes
+                .max(p.allocated_bytes)
+                .max(p.live_requested_bytes)
+        })
         .max()
         .unwrap_or(1)
         .max(1) as f64
@@ -77,7 +108,10 @@ fn plot(out: &mut dyn Write, d: &DeviceTimeline, y0: f64) -> std::io::Result<()>
     // Phases, shaded alternately; a label only where it does not overlap the previous one.
     let mut label_end = f64::MIN;
     for (i, p) in d.phases.iter().enumerate() {
-        let (a, b) = (x(p.first_event.max(d.window.first)), x(p.last_event.min(d.window.last)));
+        let (a, b) = (
+            x(p.first_event.max(d.window.first)),
+            x(p.last_event.min(d.window.last)),
+        );
         let fill = if i % 2 == 0 { "#eef3fb" } else { "#f7f7f7" };
         writeln!(
             out,
@@ -88,7 +122,13 @@ fn plot(out: &mut dyn Write, d: &DeviceTimeline, y0: f64) -> std::io::Result<()>
         )?;
         if b - a > 60.0 && a >= label_end {
             label_end = a + 7.0 * p.name.len() as f64;
-            writeln!(out, r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#666">{}</text>"##, a + 3.0, y0 + TOP + 12.0, esc(&p.name))?;
+            writeln!(
+                out,
+                r##"<text x="{:.1}" y="{:.1}" font-size="10" fill="#666">{}</text>"##,
+                a + 3.0,
+                y0 + TOP + 12.0,
+                esc(&p.name)
+            )?;
         }
     }
     // Axes and y ticks.
@@ -123,15 +163,24 @@ fn plot(out: &mut dyn Write, d: &DeviceTimeline, y0: f64) -> std::io::Result<()>
             y0 + TOP + ph + 16.0
         )?;
     }
-    writeln!(out, r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">event index</text>"##, LEFT + pw, y0 + TOP + ph + 32.0)?;
+    writeln!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">event index</text>"##,
+        LEFT + pw,
+        y0 + TOP + ph + 32.0
+    )?;
     // Series.
-    let series: [(&str, &str, &str, fn(&crate::analyze::timeline::Point) -> u64); 3] = [
+    let series: [Series; 3] = [
         ("reserved", "#999999", "6,3", |p| p.reserved_bytes),
         ("allocated (rounded)", "#e6862e", "", |p| p.allocated_bytes),
         ("live requested", "#1f5fbf", "", |p| p.live_requested_bytes),
     ];
     for (k, (name, color, dash, get)) in series.iter().enumerate() {
-        let pts: Vec<String> = d.points.iter().map(|p| format!("{:.1},{:.1}", x(p.event_index), y(get(p)))).collect();
+        let pts: Vec<String> = d
+            .points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", x(p.event_index), y(get(p))))
+            .collect();
         writeln!(
             out,
             r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" stroke-dasharray="{dash}" points="{}"/>"#,

@@ -43,7 +43,10 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop) -> std::io::Result<
             -1 => "before the first event".to_string(),
             i => format!("after event {i}"),
         };
-        let time = d.at.time_us.map(|t| format!(", time_us {t}")).unwrap_or_default();
+        let time =
+            d.at.time_us
+                .map(|t| format!(", time_us {t}"))
+                .unwrap_or_default();
         format!("at {} ({state}{time})", r.moment)
     };
     writeln!(

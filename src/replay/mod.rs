@@ -267,7 +267,10 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
 
     let at = |base: u64, d: i64| -> u64 { (base as i64 + d).max(0) as u64 };
     let live: Vec<u64> = live_delta.iter().map(|&d| at(initial_bytes, d)).collect();
-    let rounded: Vec<u64> = rounded_delta.iter().map(|&d| at(initial_rounded, d)).collect();
+    let rounded: Vec<u64> = rounded_delta
+        .iter()
+        .map(|&d| at(initial_rounded, d))
+        .collect();
     let reserved: Vec<u64> = reserved_delta
         .iter()
         .map(|&d| {

@@ -112,8 +112,13 @@ pub struct WindowSpec {
 impl std::str::FromStr for WindowSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let Some((a, b)) = s.split_once(':').filter(|(a, _)| !a.contains("time") && !a.contains("index")) else {
-            return Err(format!("window {s:?}: expected A:B (event indices or time_us; either side may be empty)"));
+        let Some((a, b)) = s
+            .split_once(':')
+            .filter(|(a, _)| !a.contains("time") && !a.contains("index"))
+        else {
+            return Err(format!(
+                "window {s:?}: expected A:B (event indices or time_us; either side may be empty)"
+            ));
         };
         let side = |x: &str| -> Result<Option<MomentSpec>, String> {
             if x.trim().is_empty() {
@@ -122,12 +127,19 @@ impl std::str::FromStr for WindowSpec {
                 x.parse().map(Some)
             }
         };
-        Ok(WindowSpec { from: side(a)?, to: side(b)? })
+        Ok(WindowSpec {
+            from: side(a)?,
+            to: side(b)?,
+        })
     }
 }
 
 /// Resolves `spec` to an event index of a device's trace.
-pub fn resolve(spec: MomentSpec, replay: &DeviceReplay, trace: &[TraceEvent]) -> Result<i64, String> {
+pub fn resolve(
+    spec: MomentSpec,
+    replay: &DeviceReplay,
+    trace: &[TraceEvent],
+) -> Result<i64, String> {
     let n = trace.len() as i64;
     match spec {
         MomentSpec::Peak => Ok(replay.peak),
@@ -141,7 +153,10 @@ pub fn resolve(spec: MomentSpec, replay: &DeviceReplay, trace: &[TraceEvent]) ->
             .map(|(i, _)| i as i64)
             .ok_or_else(|| {
                 let found = trace.iter().filter(|e| e.action == Action::Oom).count();
-                format!("device {}: the trace has {found} oom event(s), not {k}", replay.device)
+                format!(
+                    "device {}: the trace has {found} oom event(s), not {k}",
+                    replay.device
+                )
             }),
         MomentSpec::Index(i) if (-1..n).contains(&i) => Ok(i),
         MomentSpec::Index(i) => Err(format!(
@@ -151,7 +166,10 @@ pub fn resolve(spec: MomentSpec, replay: &DeviceReplay, trace: &[TraceEvent]) ->
         )),
         MomentSpec::Time(t) => {
             if trace.iter().all(|e| e.time().is_none()) {
-                return Err(format!("device {}: the trace records no time_us", replay.device));
+                return Err(format!(
+                    "device {}: the trace records no time_us",
+                    replay.device
+                ));
             }
             // Times are non-decreasing; take the last event at or before t.
             let mut at = -1;
@@ -167,7 +185,11 @@ pub fn resolve(spec: MomentSpec, replay: &DeviceReplay, trace: &[TraceEvent]) ->
 }
 
 /// Resolves a window; `None` sides are open.
-pub fn resolve_window(spec: WindowSpec, replay: &DeviceReplay, trace: &[TraceEvent]) -> Result<Window, String> {
+pub fn resolve_window(
+    spec: WindowSpec,
+    replay: &DeviceReplay,
+    trace: &[TraceEvent],
+) -> Result<Window, String> {
     let first = match spec.from {
         Some(m) => resolve(m, replay, trace)?,
         None => -1,

@@ -5,11 +5,18 @@ use crate::input::json_to_pickle;
 use crate::model::build;
 
 fn snap(json: &str) -> Snapshot {
-    build(&json_to_pickle(json.as_bytes()).unwrap(), Default::default()).unwrap()
+    build(
+        &json_to_pickle(json.as_bytes()).unwrap(),
+        Default::default(),
+    )
+    .unwrap()
 }
 
 fn ev(action: &str, addr: u64, size: u64) -> String {
-    format!(r#"{{"action": "{action}", "addr": {addr}, "size": {size}, "stream": 0, "time_us": {}}}"#, 1000 + addr)
+    format!(
+        r#"{{"action": "{action}", "addr": {addr}, "size": {size}, "stream": 0, "time_us": {}}}"#,
+        1000 + addr
+    )
 }
 
 #[test]
@@ -24,7 +31,9 @@ fn alloc_free_pairs_give_the_live_curve_and_peak() {
         ev("free_completed", 2, 50),
     ]
     .join(",");
-    let s = snap(&format!(r#"{{"segments": [], "device_traces": [[{trace}]]}}"#));
+    let s = snap(&format!(
+        r#"{{"segments": [], "device_traces": [[{trace}]]}}"#
+    ));
     // WHEN replayed
     let r = replay(&s);
     // THEN the curve counts pending frees until free_completed, and the peak is the first max
@@ -38,12 +47,19 @@ fn alloc_free_pairs_give_the_live_curve_and_peak() {
 fn orphan_frees_and_unexplained_final_blocks_count_from_the_start() {
     // GIVEN a trace that starts with the free of an allocation made before it, and a final
     // live block the trace never allocated
-    let trace = [ev("free_requested", 7, 300), ev("free_completed", 7, 300), ev("alloc", 8, 10)].join(",");
+    let trace = [
+        ev("free_requested", 7, 300),
+        ev("free_completed", 7, 300),
+        ev("alloc", 8, 10),
+    ]
+    .join(",");
     let segs = r#"[{"device": 0, "address": 0, "total_size": 2097152, "segment_type": "small",
         "blocks": [{"address": 0, "size": 1024, "requested_size": 1000, "state": "active_allocated"},
                    {"address": 8, "size": 512, "requested_size": 10, "state": "active_allocated"},
                    {"address": 1536, "size": 2095616, "requested_size": 0, "state": "inactive"}]}]"#;
-    let s = snap(&format!(r#"{{"segments": {segs}, "device_traces": [[{trace}]]}}"#));
+    let s = snap(&format!(
+        r#"{{"segments": {segs}, "device_traces": [[{trace}]]}}"#
+    ));
     let r = &replay(&s)[0];
     // THEN initial = orphan 300 + unexplained block 1000; the block at 8 is the trace's alloc
     assert_eq!(r.initial_bytes, 1300);
@@ -51,7 +67,10 @@ fn orphan_frees_and_unexplained_final_blocks_count_from_the_start() {
     assert_eq!(r.peak, -1);
     assert_eq!(r.peak_bytes, 1300);
     let origins: Vec<Origin> = r.allocations.iter().map(|a| a.origin).collect();
-    assert_eq!(origins, vec![Origin::OrphanFree, Origin::FinalBlock, Origin::Trace]);
+    assert_eq!(
+        origins,
+        vec![Origin::OrphanFree, Origin::FinalBlock, Origin::Trace]
+    );
     assert_eq!(r.unconfirmed_at_end, 0);
 }
 
@@ -67,7 +86,9 @@ fn reserved_is_replayed_backwards_from_the_final_segments() {
     let segs = r#"[{"device": 0, "address": 0, "total_size": 2097152, "segment_type": "small",
         "blocks": [{"address": 0, "size": 512, "requested_size": 10, "state": "active_allocated"},
                    {"address": 512, "size": 2096640, "requested_size": 0, "state": "inactive"}]}]"#;
-    let s = snap(&format!(r#"{{"segments": {segs}, "device_traces": [[{trace}]]}}"#));
+    let s = snap(&format!(
+        r#"{{"segments": {segs}, "device_traces": [[{trace}]]}}"#
+    ));
     let r = &replay(&s)[0];
     assert_eq!(r.initial_reserved, 0);
     assert_eq!(r.reserved, vec![2097152, 2097152, 23068672, 2097152]);
@@ -76,7 +97,12 @@ fn reserved_is_replayed_backwards_from_the_final_segments() {
 
 #[test]
 fn moments_resolve() {
-    let trace = [ev("alloc", 1, 100), ev("oom", 0, 4096), ev("free_completed", 1, 100)].join(",");
+    let trace = [
+        ev("alloc", 1, 100),
+        ev("oom", 0, 4096),
+        ev("free_completed", 1, 100),
+    ]
+    .join(",");
     let s = snap(&format!(r#"{{"device_traces": [[{trace}]]}}"#));
     let r = &replay(&s)[0];
     let t = s.device_trace(&s.devices[0]);
@@ -94,12 +120,24 @@ fn moments_resolve() {
     assert_eq!("peak".parse::<MomentSpec>(), Ok(Peak));
     assert_eq!("oom:3".parse::<MomentSpec>(), Ok(Oom(3)));
     assert_eq!("42".parse::<MomentSpec>(), Ok(Index(42)));
-    assert_eq!("1732950000000000".parse::<MomentSpec>(), Ok(Time(1732950000000000)));
+    assert_eq!(
+        "1732950000000000".parse::<MomentSpec>(),
+        Ok(Time(1732950000000000))
+    );
     assert_eq!("t:5".parse::<MomentSpec>(), Ok(Time(5)));
     assert!("soon".parse::<MomentSpec>().is_err());
     let w: WindowSpec = "3:".parse().unwrap();
-    assert_eq!(w, WindowSpec { from: Some(Index(3)), to: None });
-    assert_eq!(resolve_window(":1".parse().unwrap(), r, t), Ok(Window { first: -1, last: 1 }));
+    assert_eq!(
+        w,
+        WindowSpec {
+            from: Some(Index(3)),
+            to: None
+        }
+    );
+    assert_eq!(
+        resolve_window(":1".parse().unwrap(), r, t),
+        Ok(Window { first: -1, last: 1 })
+    );
     assert!(resolve_window("2:1".parse().unwrap(), r, t).is_err());
 }
 

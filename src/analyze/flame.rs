@@ -1,0 +1,161 @@
+//! `memlens flame`: the chosen cost per whole stack, root first, ready for a flamegraph.
+
+use super::sites;
+use super::top::{self, Selection, TopOptions};
+use crate::model::{Snapshot, StackId};
+use crate::replay::{self, DeviceReplay, Moment};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// A frame as a flamegraph shows it: `name (path:line)`, the path shortened after
+/// `site-packages/` (or to its last two components), so the function name stays readable.
+pub fn flame_label(snap: &Snapshot, f: crate::model::FrameId) -> String {
+    let fr = snap.frames.get(f);
+    let file = snap.strings.get(fr.filename);
+    let short = match file.rfind("-packages/") {
+        Some(i) => &file[i + "-packages/".len()..],
+        None => {
+            let mut cut = file.len();
+            for _ in 0..2 {
+                match file[..cut].rfind('/') {
+                    Some(i) => cut = i,
+                    None => {
+                        cut = 0;
+                        break;
+                    }
+                }
+            }
+            file[cut..].trim_start_matches('/')
+        }
+    };
+    format!("{} ({short}:{})", snap.strings.get(fr.name), fr.line)
+}
+
+/// One stack and its weight.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WeightedStack {
+    /// Frames, outermost first ([`flame_label`]); `<no frames>` alone when none.
+    pub frames: Vec<String>,
+    /// The cost.
+    pub weight: u64,
+}
+
+/// One device's stacks.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DeviceFlame {
+    /// Device index.
+    pub device: u32,
+    /// The moment of a live cost.
+    pub at: Moment,
+    /// Unit of the weights.
+    pub unit: &'static str,
+    /// Σ weights.
+    pub total: u64,
+    /// Stacks, heaviest first (ties by frames).
+    pub stacks: Vec<WeightedStack>,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FlameReport {
+    /// Always [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The moment asked for.
+    pub moment: String,
+    /// Devices with a trace.
+    pub devices: Vec<DeviceFlame>,
+}
+
+fn device_flame(
+    snap: &Snapshot,
+    device: u32,
+    at: Moment,
+    unit: &'static str,
+    per_stack: FxHashMap<StackId, u64>,
+) -> DeviceFlame {
+    let mut merged: FxHashMap<Vec<String>, u64> = FxHashMap::default();
+    for (stack, w) in per_stack {
+        let mut frames: Vec<String> = sites::filtered_frames(snap, stack)
+            .into_iter()
+            .rev()
+            .map(|f| flame_label(snap, f))
+            .collect();
+        if frames.is_empty() {
+            frames.push(sites::NO_FRAMES.to_string());
+        }
+        *merged.entry(frames).or_default() += w;
+    }
+    let mut stacks: Vec<WeightedStack> = merged
+        .into_iter()
+        .map(|(frames, weight)| WeightedStack { frames, weight })
+        .collect();
+    stacks.sort_by(|a, b| {
+        b.weight
+            .cmp(&a.weight)
+            .then_with(|| a.frames.cmp(&b.frames))
+    });
+    DeviceFlame {
+        device,
+        at,
+        unit,
+        total: stacks.iter().map(|s| s.weight).sum(),
+        stacks,
+    }
+}
+
+/// Collects the weighted stacks of every replayed device (`opts.by`/`limit` are ignored), and
+/// the final live blocks of devices without a trace.
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &TopOptions,
+) -> Result<FlameReport, String> {
+    let mut devices = Vec::new();
+    for r in replays {
+        let dev = snap.device(r.device).expect("replayed device exists");
+        let trace = snap.device_trace(dev);
+        let Selection {
+            at, items, unit, ..
+        } = top::select(r, trace, opts)?;
+        let mut per_stack: FxHashMap<StackId, u64> = FxHashMap::default();
+        for it in items {
+            *per_stack.entry(it.stack).or_default() += it.bytes;
+        }
+        devices.push(device_flame(
+            snap,
+            r.device,
+            replay::moment(trace, at),
+            unit,
+            per_stack,
+        ));
+    }
+    // Devices without a trace: only the final state exists.
+    for dev in snap.devices.iter().filter(|d| d.trace.is_empty()) {
+        let mut per_stack: FxHashMap<StackId, u64> = FxHashMap::default();
+        for b in snap
+            .device_segments(dev)
+            .iter()
+            .flat_map(|s| snap.segment_blocks(s))
+        {
+            if b.state != crate::model::BlockState::Inactive {
+                *per_stack.entry(b.stack).or_default() += b.requested_size;
+            }
+        }
+        devices.push(device_flame(
+            snap,
+            dev.id,
+            Moment {
+                event_index: -1,
+                time_us: None,
+            },
+            "bytes",
+            per_stack,
+        ));
+    }
+    devices.sort_by_key(|d| d.device);
+    Ok(FlameReport {
+        schema_version: super::SCHEMA_VERSION,
+        moment: opts.at.to_string(),
+        devices,
+    })
+}

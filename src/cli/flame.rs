@@ -1,0 +1,87 @@
+//! `memlens flame FILE`
+
+use super::{load, output, Outcome};
+use memlens::analyze::flame;
+use memlens::analyze::sites::SiteOptions;
+use memlens::analyze::top::{Cost, TopOptions};
+use memlens::replay::{self, MomentSpec, WindowSpec};
+use memlens::{render, Error};
+use std::path::PathBuf;
+
+/// Arguments of `memlens flame`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot file.
+    file: PathBuf,
+    /// Moment: peak, end, start, oom, oom:K, an event index, or a time_us.
+    #[arg(long, default_value = "peak", value_parser = |s: &str| s.parse::<MomentSpec>())]
+    at: MomentSpec,
+    /// Limit the cost to events A:B.
+    #[arg(long, value_parser = |s: &str| s.parse::<WindowSpec>())]
+    window: Option<WindowSpec>,
+    /// What to weigh stacks by.
+    #[arg(long, value_enum, default_value_t = CostArg::Live)]
+    cost: CostArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = FlameFormat::Svg)]
+    format: FlameFormat,
+    /// Only this device.
+    #[arg(long)]
+    device: Option<u32>,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum FlameFormat {
+    Svg,
+    Folded,
+    Speedscope,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum CostArg {
+    Live,
+    Allocated,
+    Lifetime,
+    NeverFreed,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<Outcome, Error> {
+    let snap = load(&args.file)?;
+    let mut replays = replay::replay(&snap);
+    if let Some(d) = args.device {
+        replays.retain(|r| r.device == d);
+    }
+    let opts = TopOptions {
+        at: args.at,
+        window: args.window.unwrap_or_default(),
+        cost: match args.cost {
+            CostArg::Live => Cost::Live,
+            CostArg::Allocated => Cost::Allocated,
+            CostArg::Lifetime => Cost::Lifetime,
+            CostArg::NeverFreed => Cost::NeverFreed,
+        },
+        sites: SiteOptions::default(),
+        ..TopOptions::default()
+    };
+    let mut report = flame::run(&snap, &replays, &opts)
+        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+    if let Some(d) = args.device {
+        report.devices.retain(|x| x.device == d);
+    }
+    let title = args.file.display().to_string();
+    output::emit(args.output.as_deref(), args.force, |out| {
+        match args.format {
+            FlameFormat::Svg => render::flame::svg(out, &title, &report),
+            FlameFormat::Folded => render::flame::folded(out, &report),
+            FlameFormat::Speedscope => render::flame::speedscope(out, &title, &report),
+        }
+    })?;
+    Ok(Outcome::Ok)
+}
