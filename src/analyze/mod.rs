@@ -6,6 +6,7 @@ pub mod summary;
 /// Version of every JSON report's schema; fields are only ever added.
 pub const SCHEMA_VERSION: u32 = 1;
 pub mod flame;
+pub mod frag;
 pub mod sites;
 pub mod timeline;
 pub mod top;

@@ -12,6 +12,7 @@
 //! ```
 
 mod moment;
+pub mod state;
 
 pub use moment::{resolve, resolve_window, Moment, MomentSpec, Window, WindowSpec};
 

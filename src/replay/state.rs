@@ -1,0 +1,309 @@
+//! The allocator's segments and blocks at any moment, rebuilt from the final state by undoing
+//! the trace backwards (as PyTorch's "Allocator State History" view does).
+//!
+//! Exact at the end of the trace. Earlier, a block re-created by undoing its free gets
+//! `round_size(requested)` bytes (the trace records requested sizes only), so its size is an
+//! estimate: `BlockAt::estimated` says which.
+
+use super::round_size;
+use crate::model::{Action, BlockState, Device, PoolKind, Snapshot, StackId};
+use std::collections::BTreeMap;
+
+/// A block in a rebuilt state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockAt {
+    /// Address.
+    pub address: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Requested bytes (0 for free blocks).
+    pub requested: u64,
+    /// State.
+    pub state: BlockState,
+    /// Allocation stack.
+    pub stack: StackId,
+    /// True when `size` is estimated from the requested size.
+    pub estimated: bool,
+}
+
+/// A segment (or mapped range of an expandable segment) in a rebuilt state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentAt {
+    /// Base address.
+    pub address: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Stream handle.
+    pub stream: u64,
+    /// Pool kind.
+    pub pool: PoolKind,
+    /// Private pool id.
+    pub pool_id: (u64, u64),
+    /// Part of an expandable segment.
+    pub expandable: bool,
+    /// Blocks in address order, tiling the segment.
+    pub blocks: Vec<BlockAt>,
+}
+
+/// The allocator state of one device after event `at`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocatorState {
+    /// Device index.
+    pub device: u32,
+    /// The moment (-1: before the first event).
+    pub at: i64,
+    /// True when this is the final state (nothing undone).
+    pub exact: bool,
+    /// Segments by address.
+    pub segments: Vec<SegmentAt>,
+    /// Trace events that could not be undone consistently (a wrapped trace, racing threads).
+    pub inconsistencies: usize,
+}
+
+type Blocks = BTreeMap<u64, BlockAt>;
+
+struct Seg {
+    size: u64,
+    stream: u64,
+    pool: PoolKind,
+    pool_id: (u64, u64),
+    expandable: bool,
+    blocks: Blocks,
+}
+
+fn free_block(address: u64, size: u64) -> BlockAt {
+    BlockAt {
+        address,
+        size,
+        requested: 0,
+        state: BlockState::Inactive,
+        stack: StackId::EMPTY,
+        estimated: false,
+    }
+}
+
+/// Merges the free block at `addr` with free neighbours.
+fn merge_free(blocks: &mut Blocks, addr: u64) {
+    let mut start = addr;
+    if let Some((&pa, p)) = blocks.range(..addr).next_back() {
+        if p.state == BlockState::Inactive && pa + p.size == addr {
+            start = pa;
+        }
+    }
+    loop {
+        let cur = blocks[&start];
+        let next = cur.address + cur.size;
+        match blocks.get(&next) {
+            Some(n) if n.state == BlockState::Inactive => {
+                let n = *n;
+                blocks.remove(&next);
+                blocks.get_mut(&start).unwrap().size += n.size;
+            }
+            _ => break,
+        }
+    }
+}
+
+/// Rebuilds the state of `dev` right after event `at`.
+pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
+    let trace = snap.device_trace(dev);
+    let mut segs: BTreeMap<u64, Seg> = BTreeMap::new();
+    for s in snap.device_segments(dev) {
+        let blocks = snap
+            .segment_blocks(s)
+            .iter()
+            .map(|b| {
+                (
+                    b.address,
+                    BlockAt {
+                        address: b.address,
+                        size: b.size,
+                        requested: if b.state == BlockState::Inactive { 0 } else { b.requested_size },
+                        state: b.state,
+                        stack: b.stack,
+                        estimated: false,
+                    },
+                )
+            })
+            .collect();
+        segs.insert(
+            s.address,
+            Seg {
+                size: s.total_size,
+                stream: s.stream,
+                pool: s.pool,
+                pool_id: s.pool_id,
+                expandable: s.expandable,
+                blocks,
+            },
+        );
+    }
+    let mut bad = 0usize;
+    let last = trace.len() as i64 - 1;
+    let mut i = last;
+    while i > at {
+        let e = &trace[i as usize];
+        i -= 1;
+        let owner = segs.range_mut(..=e.addr).next_back().filter(|(&a, s)| e.addr < a + s.size);
+        match e.action {
+            Action::Alloc => match owner {
+                Some((_, s)) => match s.blocks.get_mut(&e.addr) {
+                    Some(b) if b.state != BlockState::Inactive => {
+                        *b = free_block(b.address, b.size);
+                        merge_free(&mut s.blocks, e.addr);
+                    }
+                    _ => bad += 1,
+                },
+                None => bad += 1,
+            },
+            Action::FreeRequested => match owner.and_then(|(_, s)| s.blocks.get_mut(&e.addr)) {
+                Some(b) if b.state == BlockState::ActivePendingFree => b.state = BlockState::ActiveAllocated,
+                Some(b) if b.state == BlockState::ActiveAllocated => {}
+                _ => bad += 1,
+            },
+            Action::FreeCompleted | Action::Free => {
+                let Some((_, s)) = owner else {
+                    bad += 1;
+                    continue;
+                };
+                // The free block that now covers addr.
+                let Some((&fa, f)) = s.blocks.range(..=e.addr).next_back() else {
+                    bad += 1;
+                    continue;
+                };
+                let f = *f;
+                if f.state != BlockState::Inactive || e.addr >= fa + f.size {
+                    bad += 1;
+                    continue;
+                }
+                let end = (e.addr + round_size(e.size)).min(fa + f.size);
+                s.blocks.remove(&fa);
+                if fa < e.addr {
+                    s.blocks.insert(fa, free_block(fa, e.addr - fa));
+                }
+                s.blocks.insert(
+                    e.addr,
+                    BlockAt {
+                        address: e.addr,
+                        size: end - e.addr,
+                        requested: e.size,
+                        state: if e.action == Action::Free { BlockState::ActiveAllocated } else { BlockState::ActivePendingFree },
+                        stack: e.stack,
+                        estimated: true,
+                    },
+                );
+                if end < fa + f.size {
+                    s.blocks.insert(end, free_block(end, fa + f.size - end));
+                }
+            }
+            Action::SegmentAlloc => {
+                if segs.remove(&e.addr).is_none() {
+                    bad += 1;
+                }
+            }
+            Action::SegmentFree => {
+                if owner.is_some() {
+                    bad += 1;
+                    continue;
+                }
+                let mut blocks = Blocks::new();
+                blocks.insert(e.addr, free_block(e.addr, e.size));
+                segs.insert(
+                    e.addr,
+                    Seg {
+                        size: e.size,
+                        stream: e.stream,
+                        pool: if e.size <= 2 << 20 { PoolKind::Small } else { PoolKind::Large },
+                        pool_id: (0, 0),
+                        expandable: false,
+                        blocks,
+                    },
+                );
+            }
+            Action::SegmentMap => {
+                // Before the map, [addr, addr+size) was not mapped: cut it out of its range.
+                let Some((&sa, _)) = owner else {
+                    bad += 1;
+                    continue;
+                };
+                let s = segs.remove(&sa).unwrap();
+                let (lo, hi) = (e.addr, e.addr + e.size);
+                let mut left = Blocks::new();
+                let mut right = Blocks::new();
+                for (_, b) in s.blocks {
+                    let (b0, b1) = (b.address, b.address + b.size);
+                    if b1 <= lo {
+                        left.insert(b0, b);
+                    } else if b0 >= hi {
+                        right.insert(b0, b);
+                    } else {
+                        if b.state != BlockState::Inactive {
+                            bad += 1;
+                        }
+                        if b0 < lo {
+                            left.insert(b0, free_block(b0, lo - b0));
+                        }
+                        if b1 > hi {
+                            right.insert(hi, free_block(hi, b1 - hi));
+                        }
+                    }
+                }
+                for (base, blocks, size) in [(sa, left, lo.saturating_sub(sa)), (hi, right, (sa + s.size).saturating_sub(hi))] {
+                    if size > 0 {
+                        segs.insert(base, Seg { size, stream: s.stream, pool: s.pool, pool_id: s.pool_id, expandable: true, blocks });
+                    }
+                }
+            }
+            Action::SegmentUnmap => {
+                // Before the unmap the range was mapped and free: add it back, joining neighbours.
+                if owner.is_some() {
+                    bad += 1;
+                    continue;
+                }
+                let mut base = e.addr;
+                let mut blocks = Blocks::new();
+                blocks.insert(e.addr, free_block(e.addr, e.size));
+                let mut size = e.size;
+                let (mut stream, mut pool, mut pool_id) = (e.stream, if e.size % (20 << 20) == 0 { PoolKind::Large } else { PoolKind::Small }, (0, 0));
+                if let Some((&pa, p)) = segs.range(..e.addr).next_back() {
+                    if pa + p.size == e.addr && p.expandable && p.stream == e.stream {
+                        let p = segs.remove(&pa).unwrap();
+                        base = pa;
+                        size += p.size;
+                        (stream, pool, pool_id) = (p.stream, p.pool, p.pool_id);
+                        blocks.extend(p.blocks);
+                    }
+                }
+                if let Some(n) = segs.get(&(e.addr + e.size)) {
+                    if n.expandable && n.stream == e.stream {
+                        let n = segs.remove(&(e.addr + e.size)).unwrap();
+                        size += n.size;
+                        (pool, pool_id) = (n.pool, n.pool_id);
+                        blocks.extend(n.blocks);
+                    }
+                }
+                merge_free(&mut blocks, e.addr);
+                segs.insert(base, Seg { size, stream, pool, pool_id, expandable: true, blocks });
+            }
+            _ => {}
+        }
+    }
+    AllocatorState {
+        device: dev.id,
+        at,
+        exact: at >= last,
+        segments: segs
+            .into_iter()
+            .map(|(address, s)| SegmentAt {
+                address,
+                size: s.size,
+                stream: s.stream,
+                pool: s.pool,
+                pool_id: s.pool_id,
+                expandable: s.expandable,
+                blocks: s.blocks.into_values().collect(),
+            })
+            .collect(),
+        inconsistencies: bad,
+    }
+}
