@@ -245,9 +245,9 @@ impl<'a> Facts<'a> {
         }
     }
 
-    /// Reserved-but-unallocated worth acting on: 2% of the capacity, at least 128 MiB.
+    /// Reserved-but-unallocated worth acting on: 2% of the capacity, between 128 MiB and 1 GiB.
     fn material_gap(&self) -> u64 {
-        self.cap.map_or(256 * MIB, |c| (c / 50).max(128 * MIB))
+        self.cap.map_or(256 * MIB, |c| (c / 50).clamp(128 * MIB, GIB))
     }
 
     /// Memory outside PyTorch worth blaming: 10% of the capacity, at least 2 GiB.
@@ -256,10 +256,14 @@ impl<'a> Facts<'a> {
     }
 
     /// Memory held outside this process's PyTorch: the device figure, or the listed processes.
+    /// Listed processes count only once this process is told apart from them (its own entry,
+    /// or PyTorch's reserve to compare against): a lone "Process N" may be this process.
     fn outside(&self) -> Option<u64> {
+        let others_known = self.e.process_bytes.is_some() || self.reserved.is_some();
+        let others = if others_known { self.others } else { 0 };
         match self.non_pt {
-            Some(n) => Some(n.max(self.others)),
-            None if self.others > 0 => Some(self.others),
+            Some(n) => Some(n.max(others)),
+            None if others > 0 => Some(others),
             None => None,
         }
     }
@@ -862,7 +866,7 @@ fn cannot_conclude(f: &Facts, verdict: Verdict) -> Vec<String> {
         v.push("How large the failing request was: no \"Tried to allocate\" figure.".into());
     }
     if f.alloc.is_none() || f.unalloc.is_none() {
-        v.push("How much PyTorch allocated and cached: the \"Of the allocated memory ...\" part is missing (was the message cut off?).".into());
+        v.push("How much PyTorch allocated, and how much it reserved without allocating: the message does not say (was it cut off?).".into());
     }
     if f.free.is_none() {
         v.push("How much the device had free when the allocation failed.".into());

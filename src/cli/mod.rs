@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod explain;
 mod output;
 mod progress;
 mod summary;
@@ -22,6 +23,8 @@ pub struct Cli {
 enum Command {
     /// Per-device totals, pools, trace statistics, settings and data-quality warnings.
     Summary(summary::Args),
+    /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
+    Explain(explain::Args),
 }
 
 /// Output format shared by the report commands.
@@ -55,6 +58,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Summary(a) => summary::run(a),
+        Command::Explain(a) => explain::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,
