@@ -247,7 +247,8 @@ impl<'a> Facts<'a> {
 
     /// Reserved-but-unallocated worth acting on: 2% of the capacity, between 128 MiB and 1 GiB.
     fn material_gap(&self) -> u64 {
-        self.cap.map_or(256 * MIB, |c| (c / 50).clamp(128 * MIB, GIB))
+        self.cap
+            .map_or(256 * MIB, |c| (c / 50).clamp(128 * MIB, GIB))
     }
 
     /// Memory outside PyTorch worth blaming: 10% of the capacity, at least 2 GiB.

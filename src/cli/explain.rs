@@ -72,9 +72,11 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     }
     let text = read_input(&args)?;
     let report = explain::run(&text, &opts)?;
-    output::emit(args.output.as_deref(), args.force, |out| match args.format {
-        Format::Json => render::json::write(out, &report),
-        Format::Text => render::explain::text(out, &report),
+    output::emit(args.output.as_deref(), args.force, |out| {
+        match args.format {
+            Format::Json => render::json::write(out, &report),
+            Format::Text => render::explain::text(out, &report),
+        }
     })?;
     Ok(Outcome::Ok)
 }

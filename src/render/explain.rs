@@ -99,7 +99,7 @@ fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
     }
     writeln!(out, "{t}")?;
 
-    writeln!(out, "\nVerdict: {}. {}", o.verdict.as_str(), o.headline)?;
+    writeln!(out, "\nVerdict: {}", o.headline)?;
     if !o.evidence.is_empty() {
         writeln!(out, "\nEvidence")?;
         for line in &o.evidence {
