@@ -440,7 +440,13 @@ fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
         v.push(format!("Allocated by PyTorch: {}.", size(a)));
     }
     if let (Some(u), Some(r)) = (f.unalloc, f.req) {
-        if u >= r {
+        if u >= r && u < f.material_gap() {
+            v.push(format!(
+                "Reserved but unallocated: {}, more than the {} request but too little to matter: slivers between live tensors.",
+                size(u),
+                size(r)
+            ));
+        } else if u >= r {
             v.push(format!(
                 "Reserved but unallocated: {}, {:.1}× the {} request, yet the allocator found no free block that large.",
                 size(u),
@@ -750,10 +756,19 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         "Offload optimizer state (and parameters) to CPU: DeepSpeed ZeRO `offload_optimizer`, FSDP `CPUOffload(offload_params=True)`",
         format!("moves state that sits idle between steps off the {c} GPU; each step pays PCIe transfers"),
     ));
-    let per_billion = 6 * 1_000_000_000u64; // AdamW: 8 bytes of state per parameter, 8-bit: 2.
+    // AdamW keeps 8 bytes of state per parameter, the 8-bit version 2.
     let params = f
         .shortfall
-        .map(|x| format!(", more than the {short} shortfall once the model has over {:.2} billion parameters", x as f64 / per_billion as f64))
+        .map(|x| {
+            // Parameters whose 6 saved bytes each cover the shortfall.
+            let params = x as f64 / 6.0;
+            let n = if params >= 1e9 {
+                format!("{:.1} billion", params / 1e9)
+            } else {
+                format!("{:.0} million", (params / 1e6).max(1.0))
+            };
+            format!(", more than the {short} shortfall once the model has over {n} parameters")
+        })
         .unwrap_or_default();
     v.push(rec(
         Cost::Results,
