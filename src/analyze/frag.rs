@@ -171,7 +171,15 @@ fn empty_pool(pool: PoolKind, pool_id: (u64, u64), stream: u64) -> PoolFrag {
         stranded_free_bytes: 0,
         releasable_bytes: 0,
         largest_request_without_new_memory_bytes: 0,
-        free_histogram: CLASSES.iter().map(|&(min_bytes, max_bytes)| Bucket { min_bytes, max_bytes, blocks: 0, bytes: 0 }).collect(),
+        free_histogram: CLASSES
+            .iter()
+            .map(|&(min_bytes, max_bytes)| Bucket {
+                min_bytes,
+                max_bytes,
+                blocks: 0,
+                bytes: 0,
+            })
+            .collect(),
     }
 }
 
@@ -209,7 +217,11 @@ fn add_segment(p: &mut PoolFrag, s: &SegmentAt) {
             BlockState::Inactive => {
                 free += b.size;
                 p.largest_free_block_bytes = p.largest_free_block_bytes.max(b.size);
-                if let Some(c) = p.free_histogram.iter_mut().find(|c| b.size >= c.min_bytes && c.max_bytes.is_none_or(|m| b.size < m)) {
+                if let Some(c) = p
+                    .free_histogram
+                    .iter_mut()
+                    .find(|c| b.size >= c.min_bytes && c.max_bytes.is_none_or(|m| b.size < m))
+                {
                     c.blocks += 1;
                     c.bytes += b.size;
                 }
@@ -224,7 +236,11 @@ fn add_segment(p: &mut PoolFrag, s: &SegmentAt) {
 
 fn finish(p: &mut PoolFrag) {
     p.rounding_waste_bytes = p.allocated_bytes.saturating_sub(p.requested_bytes);
-    p.fragmentation = if p.free_bytes == 0 { 0.0 } else { 1.0 - p.largest_free_block_bytes as f64 / p.free_bytes as f64 };
+    p.fragmentation = if p.free_bytes == 0 {
+        0.0
+    } else {
+        1.0 - p.largest_free_block_bytes as f64 / p.free_bytes as f64
+    };
     // Small-pool blocks serve requests of at most 1 MiB.
     p.largest_request_without_new_memory_bytes = if p.pool == PoolKind::Small {
         p.largest_free_block_bytes.min(MIB)
@@ -238,7 +254,10 @@ fn strip(s: &SegmentAt, width: usize) -> String {
     let slice = s.size.div_ceil(width).max(1);
     (0..width)
         .map(|k| {
-            let (lo, hi) = (s.address + k * slice, (s.address + (k + 1) * slice).min(s.address + s.size));
+            let (lo, hi) = (
+                s.address + k * slice,
+                (s.address + (k + 1) * slice).min(s.address + s.size),
+            );
             if lo >= hi {
                 return ' ';
             }
@@ -273,7 +292,12 @@ pub fn analyze_state(st: &AllocatorState, at: Moment, opts: &FragOptions) -> Dev
     let mut pools: BTreeMap<(PoolKind, (u64, u64), u64), PoolFrag> = BTreeMap::new();
     let mut total = empty_pool(PoolKind::Unknown, (0, 0), 0);
     for s in &st.segments {
-        add_segment(pools.entry((s.pool, s.pool_id, s.stream)).or_insert_with(|| empty_pool(s.pool, s.pool_id, s.stream)), s);
+        add_segment(
+            pools
+                .entry((s.pool, s.pool_id, s.stream))
+                .or_insert_with(|| empty_pool(s.pool, s.pool_id, s.stream)),
+            s,
+        );
         add_segment(&mut total, s);
     }
     let mut pools: Vec<PoolFrag> = pools.into_values().collect();
@@ -289,22 +313,42 @@ pub fn analyze_state(st: &AllocatorState, at: Moment, opts: &FragOptions) -> Dev
         .segments
         .iter()
         .map(|s| {
-            let free: u64 = s.blocks.iter().filter(|b| b.state == BlockState::Inactive).map(|b| b.size).sum();
+            let free: u64 = s
+                .blocks
+                .iter()
+                .filter(|b| b.state == BlockState::Inactive)
+                .map(|b| b.size)
+                .sum();
             SegmentMap {
                 address: s.address,
                 size: s.size,
                 pool: s.pool,
                 stream: s.stream,
                 expandable: s.expandable,
-                allocated_bytes: s.blocks.iter().filter(|b| b.state == BlockState::ActiveAllocated).map(|b| b.size).sum(),
+                allocated_bytes: s
+                    .blocks
+                    .iter()
+                    .filter(|b| b.state == BlockState::ActiveAllocated)
+                    .map(|b| b.size)
+                    .sum(),
                 free_bytes: free,
                 stranded_free_bytes: free - releasable(s),
-                largest_free_block_bytes: s.blocks.iter().filter(|b| b.state == BlockState::Inactive).map(|b| b.size).max().unwrap_or(0),
+                largest_free_block_bytes: s
+                    .blocks
+                    .iter()
+                    .filter(|b| b.state == BlockState::Inactive)
+                    .map(|b| b.size)
+                    .max()
+                    .unwrap_or(0),
                 map: strip(s, opts.map_width),
             }
         })
         .collect();
-    maps.sort_by(|a, b| b.stranded_free_bytes.cmp(&a.stranded_free_bytes).then(a.address.cmp(&b.address)));
+    maps.sort_by(|a, b| {
+        b.stranded_free_bytes
+            .cmp(&a.stranded_free_bytes)
+            .then(a.address.cmp(&b.address))
+    });
     maps.retain(|m| m.stranded_free_bytes > 0);
     maps.truncate(opts.worst);
     let mut notes = Vec::new();
@@ -326,7 +370,11 @@ pub fn analyze_state(st: &AllocatorState, at: Moment, opts: &FragOptions) -> Dev
 }
 
 /// Runs `frag` on every device; devices without a trace are analyzed at their final state.
-pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &FragOptions) -> Result<FragReport, String> {
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &FragOptions,
+) -> Result<FragReport, String> {
     let mut devices = Vec::new();
     for dev in &snap.devices {
         let trace = snap.device_trace(dev);
@@ -335,12 +383,21 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &FragOptions) -> Res
                 let at = replay::resolve(opts.at, r, trace)?;
                 (at, replay::moment(trace, at))
             }
-            None => (-1, Moment { event_index: -1, time_us: None }),
+            None => (
+                -1,
+                Moment {
+                    event_index: -1,
+                    time_us: None,
+                },
+            ),
         };
         let st = state::state_at(snap, dev, if trace.is_empty() { -1 } else { at });
         let mut d = analyze_state(&st, moment, opts);
         if trace.is_empty() && opts.at != MomentSpec::End {
-            d.notes.push(format!("device {} has no trace: only the final state is known", dev.id));
+            d.notes.push(format!(
+                "device {} has no trace: only the final state is known",
+                dev.id
+            ));
         }
         devices.push(d);
     }

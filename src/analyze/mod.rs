@@ -1,6 +1,9 @@
 //! Analyses: each takes a [`crate::model::Snapshot`] and returns a plain, serializable report
 //! value. Nothing here formats or prints.
 
+pub mod advice;
+pub mod explain;
+pub mod gpus;
 pub mod summary;
 
 /// Version of every JSON report's schema; fields are only ever added.

@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod explain;
 mod flame;
 mod output;
 mod progress;
@@ -31,6 +32,8 @@ enum Command {
     Timeline(timeline::Args),
     /// A flamegraph of what was live (SVG drawn in-process, folded lines, or speedscope JSON).
     Flame(flame::Args),
+    /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
+    Explain(explain::Args),
 }
 
 /// Output format shared by the report commands.
@@ -67,6 +70,7 @@ pub fn main() -> i32 {
         Command::Top(a) => top::run(a),
         Command::Timeline(a) => timeline::run(a),
         Command::Flame(a) => flame::run(a),
+        Command::Explain(a) => explain::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,

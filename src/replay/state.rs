@@ -118,7 +118,11 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                     BlockAt {
                         address: b.address,
                         size: b.size,
-                        requested: if b.state == BlockState::Inactive { 0 } else { b.requested_size },
+                        requested: if b.state == BlockState::Inactive {
+                            0
+                        } else {
+                            b.requested_size
+                        },
                         state: b.state,
                         stack: b.stack,
                         estimated: false,
@@ -144,7 +148,10 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
     while i > at {
         let e = &trace[i as usize];
         i -= 1;
-        let owner = segs.range_mut(..=e.addr).next_back().filter(|(&a, s)| e.addr < a + s.size);
+        let owner = segs
+            .range_mut(..=e.addr)
+            .next_back()
+            .filter(|(&a, s)| e.addr < a + s.size);
         match e.action {
             Action::Alloc => match owner {
                 Some((_, s)) => match s.blocks.get_mut(&e.addr) {
@@ -157,7 +164,9 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                 None => bad += 1,
             },
             Action::FreeRequested => match owner.and_then(|(_, s)| s.blocks.get_mut(&e.addr)) {
-                Some(b) if b.state == BlockState::ActivePendingFree => b.state = BlockState::ActiveAllocated,
+                Some(b) if b.state == BlockState::ActivePendingFree => {
+                    b.state = BlockState::ActiveAllocated
+                }
                 Some(b) if b.state == BlockState::ActiveAllocated => {}
                 _ => bad += 1,
             },
@@ -187,7 +196,11 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                         address: e.addr,
                         size: end - e.addr,
                         requested: e.size,
-                        state: if e.action == Action::Free { BlockState::ActiveAllocated } else { BlockState::ActivePendingFree },
+                        state: if e.action == Action::Free {
+                            BlockState::ActiveAllocated
+                        } else {
+                            BlockState::ActivePendingFree
+                        },
                         stack: e.stack,
                         estimated: true,
                     },
@@ -213,7 +226,11 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                     Seg {
                         size: e.size,
                         stream: e.stream,
-                        pool: if e.size <= 2 << 20 { PoolKind::Small } else { PoolKind::Large },
+                        pool: if e.size <= 2 << 20 {
+                            PoolKind::Small
+                        } else {
+                            PoolKind::Large
+                        },
                         pool_id: (0, 0),
                         expandable: false,
                         blocks,
@@ -248,9 +265,22 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                         }
                     }
                 }
-                for (base, blocks, size) in [(sa, left, lo.saturating_sub(sa)), (hi, right, (sa + s.size).saturating_sub(hi))] {
+                for (base, blocks, size) in [
+                    (sa, left, lo.saturating_sub(sa)),
+                    (hi, right, (sa + s.size).saturating_sub(hi)),
+                ] {
                     if size > 0 {
-                        segs.insert(base, Seg { size, stream: s.stream, pool: s.pool, pool_id: s.pool_id, expandable: true, blocks });
+                        segs.insert(
+                            base,
+                            Seg {
+                                size,
+                                stream: s.stream,
+                                pool: s.pool,
+                                pool_id: s.pool_id,
+                                expandable: true,
+                                blocks,
+                            },
+                        );
                     }
                 }
             }
@@ -264,7 +294,15 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                 let mut blocks = Blocks::new();
                 blocks.insert(e.addr, free_block(e.addr, e.size));
                 let mut size = e.size;
-                let (mut stream, mut pool, mut pool_id) = (e.stream, if e.size % (20 << 20) == 0 { PoolKind::Large } else { PoolKind::Small }, (0, 0));
+                let (mut stream, mut pool, mut pool_id) = (
+                    e.stream,
+                    if e.size % (20 << 20) == 0 {
+                        PoolKind::Large
+                    } else {
+                        PoolKind::Small
+                    },
+                    (0, 0),
+                );
                 if let Some((&pa, p)) = segs.range(..e.addr).next_back() {
                     if pa + p.size == e.addr && p.expandable && p.stream == e.stream {
                         let p = segs.remove(&pa).unwrap();
@@ -283,7 +321,17 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                     }
                 }
                 merge_free(&mut blocks, e.addr);
-                segs.insert(base, Seg { size, stream, pool, pool_id, expandable: true, blocks });
+                segs.insert(
+                    base,
+                    Seg {
+                        size,
+                        stream,
+                        pool,
+                        pool_id,
+                        expandable: true,
+                        blocks,
+                    },
+                );
             }
             _ => {}
         }

@@ -1,0 +1,331 @@
+//! GPU name → capacity in bytes, and human size strings → bytes.
+//!
+//! In: a GPU name as people type it (`h100`, `A100-80GB`, `a100_40`, `NVIDIA GeForce RTX 4090`)
+//! or a size (`80GiB`, `81920MiB`, `1.5 TiB`, `85899345920`). Out: bytes.
+//!
+//! Capacities are what PyTorch reports as `torch.cuda.get_device_properties(d).total_memory`
+//! and prints as "total capacity" in OOM messages: less than the advertised size, because the
+//! driver and ECC keep part of it. The figure for one model varies by a few hundredths of a GiB
+//! with driver, ECC mode and host (T4: 14.56–14.75 GiB seen); the table holds one typical value,
+//! stored as the two-decimal GiB figure PyTorch prints, and says where it comes from.
+
+use crate::Error;
+
+/// One GPU model of the built-in table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gpu {
+    /// Display name.
+    pub name: &'static str,
+    /// Normalized names that select this GPU (see [`normalize`]).
+    pub keys: &'static [&'static str],
+    /// `total_memory` in bytes.
+    pub capacity_bytes: u64,
+    /// Where the figure comes from.
+    pub source: &'static str,
+}
+
+/// `gib` hundredths of a GiB in bytes, rounded: `gib(7915)` is 79.15 GiB as PyTorch prints it.
+const fn gib(hundredths: u64) -> u64 {
+    (hundredths * (1 << 30) + 50) / 100
+}
+
+const OBSERVED: &str = "observed: \"total capacity\" in public PyTorch OOM messages";
+const BRIEF: &str = "memlens issue #4 (torch total_memory as reported)";
+const NOMINAL: &str = "nominal: advertised size less the usual driver reserve; not measured";
+
+/// The built-in table, in display order.
+pub const GPUS: &[Gpu] = &[
+    Gpu {
+        name: "A100 40GB",
+        keys: &["a10040"],
+        capacity_bytes: gib(3938),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "A100 80GB",
+        keys: &["a10080"],
+        // 79.15 GiB is the usual figure (79.25 GiB seen on some hosts).
+        capacity_bytes: gib(7915),
+        source: OBSERVED,
+    },
+    Gpu {
+        name: "H100 80GB HBM3",
+        keys: &["h100", "h10080"],
+        capacity_bytes: gib(7911),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "H100 NVL 94GB",
+        keys: &["h100nvl", "h100nvl94", "h10094"],
+        // vLLM issue report on 2×H100 NVL: "total capacity of 93.02 GiB".
+        capacity_bytes: gib(9302),
+        source: OBSERVED,
+    },
+    Gpu {
+        name: "H200 141GB",
+        keys: &["h200", "h200141"],
+        capacity_bytes: gib(13970),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "L4",
+        keys: &["l4", "l424"],
+        capacity_bytes: gib(2203),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "L40S",
+        keys: &["l40s", "l40s48", "l40", "l4048"],
+        capacity_bytes: gib(4440),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "A10",
+        keys: &["a10", "a1024", "a10g", "a10g24"],
+        capacity_bytes: gib(2206),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "T4",
+        keys: &["t4", "t416"],
+        capacity_bytes: gib(1458),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "V100 16GB",
+        keys: &["v10016"],
+        capacity_bytes: gib(1577),
+        source: OBSERVED,
+    },
+    Gpu {
+        name: "V100 32GB",
+        keys: &["v10032"],
+        capacity_bytes: gib(3174),
+        source: NOMINAL,
+    },
+    Gpu {
+        name: "RTX 3090",
+        keys: &["rtx3090", "3090", "rtx309024"],
+        capacity_bytes: gib(2357),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "RTX 4090",
+        keys: &["rtx4090", "4090", "rtx409024"],
+        capacity_bytes: gib(2357),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "RTX 5090",
+        keys: &["rtx5090", "5090", "rtx509032"],
+        capacity_bytes: gib(3136),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "RTX A6000",
+        keys: &["a6000", "rtxa6000", "a600048"],
+        capacity_bytes: gib(4740),
+        source: BRIEF,
+    },
+    Gpu {
+        name: "MI250X (one GCD)",
+        keys: &["mi250x", "mi250", "mi250x64"],
+        capacity_bytes: gib(6398),
+        source: NOMINAL,
+    },
+    Gpu {
+        name: "MI300X",
+        keys: &["mi300x", "mi300x192", "mi300"],
+        capacity_bytes: gib(19198),
+        source: BRIEF,
+    },
+];
+
+/// Family names that match several table entries: the user must say which.
+const AMBIGUOUS: &[(&str, &str)] = &[
+    ("a100", "a100-40 or a100-80"),
+    ("v100", "v100-16 or v100-32"),
+];
+
+/// Reduces a GPU name to the form used by [`Gpu::keys`]: lower case, vendor and form-factor
+/// words dropped (`nvidia`, `tesla`, `geforce`, `amd`, `instinct`, `sxm4`, `pcie`, `hbm3`...),
+/// `GB`/`G` dropped after a number, separators removed: `NVIDIA A100-SXM4-80GB` → `a10080`.
+pub fn normalize(name: &str) -> String {
+    const NOISE: &[&str] = &[
+        "nvidia", "tesla", "geforce", "amd", "instinct", "radeon", "sxm", "sxm2", "sxm4", "sxm5",
+        "pcie", "hbm2", "hbm2e", "hbm3", "hbm3e", "gpu",
+    ];
+    let lower = name.to_ascii_lowercase();
+    let mut out = String::new();
+    for token in lower.split(|c: char| !c.is_ascii_alphanumeric()) {
+        if token.is_empty() || NOISE.contains(&token) {
+            continue;
+        }
+        // "80gb" / "80g" / "80gib" → "80"; "a100" stays.
+        let digits_end = token
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(token.len());
+        let t = if digits_end > 0 && matches!(&token[digits_end..], "gb" | "g" | "gib") {
+            &token[..digits_end]
+        } else {
+            token
+        };
+        out.push_str(t);
+    }
+    out
+}
+
+/// Finds a GPU by name, tolerantly (`h100`, `A100-80GB`, `a100_40`, `rtx 4090`).
+pub fn lookup(name: &str) -> Result<&'static Gpu, Error> {
+    let key = normalize(name);
+    if let Some(g) = GPUS.iter().find(|g| g.keys.contains(&key.as_str())) {
+        return Ok(g);
+    }
+    if let Some((_, hint)) = AMBIGUOUS.iter().find(|(k, _)| *k == key) {
+        return Err(Error::Usage(format!(
+            "--gpu {name}: ambiguous, say {hint} (or pass --capacity)"
+        )));
+    }
+    let known: Vec<&str> = GPUS.iter().map(|g| g.name).collect();
+    Err(Error::Usage(format!(
+        "--gpu {name}: unknown GPU; expected one of {} (or pass --capacity SIZE)",
+        known.join(", ")
+    )))
+}
+
+/// Parses a size: plain bytes (`85899345920`), IEC units (`80GiB`, `81920MiB`, `1.5 TiB`,
+/// `512KiB`), SI units (`80GB` = 80·10⁹), or a bare `K`/`M`/`G`/`T` (binary, as PyTorch and
+/// `nvidia-smi` mean them). Case-insensitive; decimals allowed; the result is rounded to a byte.
+pub fn parse_size(s: &str) -> Result<u64, Error> {
+    let bad = |why: &str| {
+        Error::Usage(format!(
+            "size {s:?}: {why}; expected a number of bytes or a number with a unit, e.g. 80GiB, 81920MiB, 1.5TiB, 80GB"
+        ))
+    };
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let (mantissa, scale) = parse_decimal(num).ok_or_else(|| bad("not a number"))?;
+    let multiplier: u128 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" | "byte" | "bytes" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return Err(bad("unknown unit")),
+    };
+    let bytes = scaled(mantissa, scale, multiplier).ok_or_else(|| bad("too large"))?;
+    if bytes == 0 {
+        return Err(bad("must be more than 0"));
+    }
+    Ok(bytes)
+}
+
+/// `"79.15"` → `(7915, 2)`; `None` unless digits with at most one point (and at least one digit).
+pub(crate) fn parse_decimal(num: &str) -> Option<(u128, u32)> {
+    let (int, frac) = match num.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (num, ""),
+    };
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if int.len() + frac.len() > 30 {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    Some((digits.parse().ok()?, frac.len() as u32))
+}
+
+/// `mantissa / 10^scale * multiplier`, rounded half up, exactly; `None` past `u64::MAX`.
+pub(crate) fn scaled(mantissa: u128, scale: u32, multiplier: u128) -> Option<u64> {
+    let div = 10u128.checked_pow(scale)?;
+    let v = mantissa.checked_mul(multiplier)?.checked_add(div / 2)? / div;
+    u64::try_from(v).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_tolerantly() {
+        for (input, want) in [
+            ("h100", "H100 80GB HBM3"),
+            ("NVIDIA H100 80GB HBM3", "H100 80GB HBM3"),
+            ("A100-80GB", "A100 80GB"),
+            ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
+            ("a100_40", "A100 40GB"),
+            ("A100-PCIE-40GB", "A100 40GB"),
+            ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+            ("rtx3090", "RTX 3090"),
+            ("Tesla T4", "T4"),
+            ("NVIDIA L40S", "L40S"),
+            ("AMD Instinct MI300X", "MI300X"),
+            ("H200", "H200 141GB"),
+            ("NVIDIA RTX A6000", "RTX A6000"),
+            ("Tesla V100-SXM2-16GB", "V100 16GB"),
+        ] {
+            assert_eq!(lookup(input).unwrap().name, want, "{input}");
+        }
+    }
+
+    #[test]
+    fn ambiguous_and_unknown_names_are_usage_errors() {
+        let e = lookup("a100").unwrap_err().to_string();
+        assert!(e.contains("a100-40 or a100-80"), "{e}");
+        let e = lookup("gtx 9800").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown GPU") && e.contains("H100 80GB HBM3"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn capacities_are_the_printed_figures() {
+        assert_eq!(lookup("a100-80").unwrap().capacity_bytes, 84_986_665_370);
+        assert_eq!(lookup("h100").unwrap().capacity_bytes, 84_943_715_697);
+        assert_eq!(lookup("l4").unwrap().capacity_bytes, 23_654_532_383);
+        for g in GPUS {
+            assert!(g.capacity_bytes > 10 << 30, "{}", g.name);
+            for k in g.keys {
+                assert_eq!(normalize(k), *k, "key {k} of {} is not normalized", g.name);
+            }
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("80GiB").unwrap(), 80 << 30);
+        assert_eq!(parse_size("80GB").unwrap(), 80_000_000_000);
+        assert_eq!(parse_size("81920MiB").unwrap(), 80 << 30);
+        assert_eq!(parse_size("1.5 TiB").unwrap(), 3 << 39);
+        assert_eq!(parse_size("85899345920").unwrap(), 80 << 30);
+        assert_eq!(parse_size("79.15 GiB").unwrap(), 84_986_665_370);
+        assert_eq!(parse_size("24g").unwrap(), 24 << 30);
+        assert_eq!(parse_size(" 512 b ").unwrap(), 512);
+        for bad in [
+            "",
+            "GiB",
+            "80 parsecs",
+            "1.2.3GB",
+            "0",
+            "-5GB",
+            "99999999999999999999TiB",
+        ] {
+            assert!(
+                matches!(parse_size(bad), Err(Error::Usage(_))),
+                "{bad:?} accepted"
+            );
+        }
+    }
+}

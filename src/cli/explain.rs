@@ -1,0 +1,82 @@
+//! `memlens explain "MESSAGE"` (or `--message-file F`, or standard input).
+
+use super::{output, Format, Outcome};
+use memlens::analyze::{explain, gpus};
+use memlens::{render, Error};
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+
+/// Arguments of `memlens explain`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The OOM message (quoted, or as several words); a whole traceback or log works too.
+    message: Vec<String>,
+    /// Read the message from this file (`-` for standard input) instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "message")]
+    message_file: Option<PathBuf>,
+    /// GPU capacity when the message lacks it, e.g. 80GiB, 81920MiB, 85899345920.
+    #[arg(long, value_name = "SIZE", conflicts_with = "gpu")]
+    capacity: Option<String>,
+    /// GPU model when the message lacks the capacity, e.g. h100, a100-80, rtx4090.
+    #[arg(long, value_name = "NAME")]
+    gpu: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+fn read_input(args: &Args) -> Result<String, Error> {
+    if !args.message.is_empty() {
+        return Ok(args.message.join(" "));
+    }
+    let read_stdin = || {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| Error::io(Path::new("<stdin>"), &e))?;
+        Ok(s)
+    };
+    match &args.message_file {
+        Some(p) if p.as_os_str() == "-" => read_stdin(),
+        Some(p) => {
+            let bytes = std::fs::read(p).map_err(|e| Error::io(p, &e))?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        None if std::io::stdin().is_terminal() => Err(Error::Usage(
+            "explain: expected the OOM message as an argument, with --message-file FILE, or on standard input".into(),
+        )),
+        None => read_stdin(),
+    }
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<Outcome, Error> {
+    let mut opts = explain::Options::default();
+    if let Some(c) = &args.capacity {
+        opts.capacity_bytes = Some(gpus::parse_size(c).map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("--capacity: {m}")),
+            other => other,
+        })?);
+        opts.capacity_source = Some(format!("--capacity {c}"));
+    }
+    if let Some(name) = &args.gpu {
+        let g = gpus::lookup(name)?;
+        opts.capacity_bytes = Some(g.capacity_bytes);
+        opts.capacity_source = Some(format!("--gpu {}", g.name));
+    }
+    let text = read_input(&args)?;
+    let report = explain::run(&text, &opts)?;
+    output::emit(args.output.as_deref(), args.force, |out| {
+        match args.format {
+            Format::Json => render::json::write(out, &report),
+            Format::Text => render::explain::text(out, &report),
+        }
+    })?;
+    Ok(Outcome::Ok)
+}

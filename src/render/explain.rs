@@ -1,0 +1,149 @@
+//! Text rendering of [`ExplainReport`]: the four numbers, the verdict, the fixes cheapest
+//! first, and how to record a snapshot. JSON goes through [`super::json::write`].
+
+use super::units::iec;
+use crate::analyze::explain::{ExplainReport, OomExplained, Wording};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use std::io::Write;
+
+fn bytes(v: Option<u64>) -> Cell {
+    Cell::new(v.map_or_else(|| "unknown".to_string(), iec)).set_alignment(CellAlignment::Right)
+}
+
+/// Writes the explanation of every OOM in `r`.
+pub fn text(out: &mut dyn Write, r: &ExplainReport) -> std::io::Result<()> {
+    for (i, o) in r.ooms.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        if r.ooms.len() > 1 {
+            write!(out, "OOM {} of {}: ", i + 1, r.ooms.len())?;
+        }
+        one(out, o)?;
+    }
+    writeln!(out)?;
+    snapshot_recipe(out)
+}
+
+fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
+    let wording = match o.wording {
+        Some(Wording::Parenthesized) => "PyTorch ≤ 2.0 message",
+        Some(Wording::Sentences) => "PyTorch ≥ 2.1 message",
+        Some(Wording::CudaMallocAsync) => "cudaMallocAsync backend",
+        None => "message",
+    };
+    let device = o
+        .device
+        .map_or_else(|| "device ?".to_string(), |d| format!("device {d}"));
+    writeln!(out, "{} out of memory on {device} ({wording})", o.backend)?;
+
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["", "bytes", ""]);
+    let mut row = |name: &str, v: Option<u64>, note: &str| {
+        t.add_row(vec![Cell::new(name), bytes(v), Cell::new(note)]);
+    };
+    row(
+        "requested",
+        o.requested_bytes,
+        "\"Tried to allocate\": the segment it needed",
+    );
+    row(
+        "device free",
+        o.device_free_bytes,
+        "free on the device when it failed",
+    );
+    row("allocated", o.allocated_bytes, "by PyTorch: live tensors");
+    row(
+        "reserved, unallocated",
+        o.reserved_unallocated_bytes,
+        "cached by PyTorch, not in use",
+    );
+    let source = match o.capacity_source.as_deref() {
+        Some("message") => "total, from the message".to_string(),
+        Some(s) => format!("total, from {s}"),
+        None => "total: pass --gpu or --capacity".to_string(),
+    };
+    row("capacity", o.capacity_bytes, &source);
+    if o.non_pytorch_bytes.is_some() {
+        row(
+            "outside PyTorch",
+            o.non_pytorch_bytes,
+            "capacity − free − reserved",
+        );
+    }
+    if o.process_bytes.is_some() {
+        row(
+            "this process",
+            o.process_bytes,
+            if o.process_bytes_inferred {
+                "NVML (listed under another PID); includes the CUDA context"
+            } else {
+                "NVML; includes the CUDA context"
+            },
+        );
+    }
+    if o.private_pool_bytes.is_some() {
+        row(
+            "in private pools",
+            o.private_pool_bytes,
+            "CUDA graphs; part of allocated",
+        );
+    }
+    if o.allowed_bytes.is_some() {
+        row(
+            "allowed",
+            o.allowed_bytes,
+            "per-process limit (set_per_process_memory_fraction)",
+        );
+    }
+    writeln!(out, "{t}")?;
+
+    writeln!(out, "\nVerdict: {}", o.headline)?;
+    if !o.evidence.is_empty() {
+        writeln!(out, "\nEvidence")?;
+        for line in &o.evidence {
+            writeln!(out, "  - {line}")?;
+        }
+    }
+    writeln!(out, "\nWhat to change, cheapest first")?;
+    if o.recommendations.is_empty() {
+        writeln!(
+            out,
+            "  Nothing these numbers justify; record a snapshot (below)."
+        )?;
+    }
+    for (i, r) in o.recommendations.iter().enumerate() {
+        writeln!(out, "  {}. [{}] {}", i + 1, r.cost.as_str(), r.action)?;
+        writeln!(out, "     Why: {}.", r.why)?;
+    }
+    if !o.notes.is_empty() {
+        writeln!(out, "\nNotes")?;
+        for n in &o.notes {
+            writeln!(out, "  - {n}")?;
+        }
+    }
+    if !o.cannot_conclude.is_empty() {
+        writeln!(out, "\nWhat the message cannot tell")?;
+        for c in &o.cannot_conclude {
+            writeln!(out, "  - {c}")?;
+        }
+    }
+    Ok(())
+}
+
+fn snapshot_recipe(out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "What a snapshot would add: the largest free block, which tensors (with the code that\n\
+         allocated them) make up the live set, and how memory grew up to the failure. Record one:\n\
+         \n    import torch\n    \
+         torch.cuda.memory._record_memory_history(max_entries=100000)  # before the workload\n    \
+         try:\n        \
+         run()  # your training or inference\n    \
+         except torch.cuda.OutOfMemoryError:\n        \
+         torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")\n        \
+         raise\n\
+         \nthen: memlens oom snapshot.pickle"
+    )
+}
