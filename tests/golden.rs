@@ -86,3 +86,13 @@ fn timeline_csv() {
 fn flame_folded() {
     run_golden(&["flame", "--format", "folded"], "flame.folded");
 }
+
+#[test]
+fn frag_text() {
+    run_golden(&["frag"], "frag.txt");
+}
+
+#[test]
+fn oom_text() {
+    run_golden(&["oom", "--capacity", "24GiB"], "oom.txt");
+}

@@ -220,7 +220,7 @@ fn add_segment(p: &mut PoolFrag, s: &SegmentAt) {
                 if let Some(c) = p
                     .free_histogram
                     .iter_mut()
-                    .find(|c| b.size >= c.min_bytes && c.max_bytes.is_none_or(|m| b.size < m))
+                    .find(|c| b.size >= c.min_bytes && c.max_bytes.map_or(true, |m| b.size < m))
                 {
                     c.blocks += 1;
                     c.bytes += b.size;

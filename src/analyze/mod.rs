@@ -4,6 +4,7 @@
 pub mod advice;
 pub mod explain;
 pub mod gpus;
+pub mod oom;
 pub mod summary;
 
 /// Version of every JSON report's schema; fields are only ever added.

@@ -5,6 +5,8 @@
 
 mod explain;
 mod flame;
+mod frag;
+mod oom;
 mod output;
 mod progress;
 mod summary;
@@ -32,6 +34,10 @@ enum Command {
     Timeline(timeline::Args),
     /// A flamegraph of what was live (SVG drawn in-process, folded lines, or speedscope JSON).
     Flame(flame::Args),
+    /// Fragmentation of the caching allocator at a moment: per pool, stream and segment.
+    Frag(frag::Args),
+    /// Every OOM in a snapshot: the four numbers, the cause, and what to change first.
+    Oom(oom::Args),
     /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
     Explain(explain::Args),
 }
@@ -71,6 +77,8 @@ pub fn main() -> i32 {
         Command::Timeline(a) => timeline::run(a),
         Command::Flame(a) => flame::run(a),
         Command::Explain(a) => explain::run(a),
+        Command::Frag(a) => frag::run(a),
+        Command::Oom(a) => oom::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -201,6 +201,24 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
     }
     out.extend(orphans.into_warning());
     out.extend(time.into_warning());
+    // Allocations the trace leaves live must be live blocks of the final state (§9 trap 11).
+    if !live.is_empty() && !snap.device_segments(dev).is_empty() {
+        let final_live: FxHashSet<u64> = snap
+            .device_segments(dev)
+            .iter()
+            .flat_map(|s| snap.segment_blocks(s))
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| b.address)
+            .collect();
+        let missing = live.iter().filter(|a| !final_live.contains(a)).count();
+        if missing > 0 {
+            out.push(Warning {
+                code: "trace_state_mismatch",
+                device: d,
+                message: format!("{missing} allocations the trace leaves live have no live block in the final segments (trace and segments were captured apart, or segments were filtered); replayed figures near the end of the trace may be off"),
+            });
+        }
+    }
     if allocs > 0 && allocs_without_frames == allocs {
         out.push(Warning {
             code: "trace_without_frames",

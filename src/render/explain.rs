@@ -25,12 +25,13 @@ pub fn text(out: &mut dyn Write, r: &ExplainReport) -> std::io::Result<()> {
     snapshot_recipe(out)
 }
 
-fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
+/// Writes one explained OOM: the numbers, the verdict, the evidence and the fixes.
+pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
     let wording = match o.wording {
         Some(Wording::Parenthesized) => "PyTorch ≤ 2.0 message",
         Some(Wording::Sentences) => "PyTorch ≥ 2.1 message",
         Some(Wording::CudaMallocAsync) => "cudaMallocAsync backend",
-        None => "message",
+        None => "from the snapshot",
     };
     let device = o
         .device
@@ -64,6 +65,13 @@ fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
         Some(s) => format!("total, from {s}"),
         None => "total: pass --gpu or --capacity".to_string(),
     };
+    if o.largest_free_block_bytes.is_some() {
+        row(
+            "largest free block",
+            o.largest_free_block_bytes,
+            "in the pool and stream the request needed",
+        );
+    }
     row("capacity", o.capacity_bytes, &source);
     if o.non_pytorch_bytes.is_some() {
         row(

@@ -3,7 +3,9 @@
 
 pub mod explain;
 pub mod flame;
+pub mod frag;
 pub mod json;
+pub mod oom;
 pub mod summary;
 pub use crate::units;
 pub mod timeline;

@@ -210,9 +210,8 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                 }
             }
             Action::SegmentAlloc => {
-                if segs.remove(&e.addr).is_none() {
-                    bad += 1;
-                }
+                let removed = segs.remove(&e.addr);
+                bad += removed.is_none() as usize;
             }
             Action::SegmentFree => {
                 if owner.is_some() {

@@ -1,0 +1,279 @@
+//! `memlens oom`: every `oom` event of a snapshot, with the state rebuilt at it, the four
+//! numbers of the error message, the verdict and the fixes cheapest first.
+
+use super::advice::{self, Evidence};
+use super::explain::OomExplained;
+use super::frag::{self, FragOptions};
+use super::top::{self, SiteRow, TopOptions};
+use crate::model::{Action, BlockState, PoolKind, SettingValue, Snapshot};
+use crate::replay::state::{self, AllocatorState};
+use crate::replay::{self, DeviceReplay, MomentSpec};
+use serde::Serialize;
+
+/// Options of `oom`.
+#[derive(Clone, Debug, Default)]
+pub struct OomOptions {
+    /// Device capacity (`--capacity` or `--gpu`); snapshots do not record it.
+    pub capacity_bytes: Option<u64>,
+    /// Where the capacity came from, in words.
+    pub capacity_source: Option<String>,
+    /// Sites listed per OOM.
+    pub sites: usize,
+}
+
+/// One OOM found in a snapshot.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnapshotOom {
+    /// The message-shaped fields shared with `memlens explain` (contract fields first).
+    #[serde(flatten)]
+    pub explained: OomExplained,
+    /// `time_us` of the oom event.
+    pub time_us: Option<i64>,
+    /// The request as the allocator rounded it (`oom.size`); `requested_bytes` is the segment
+    /// size it then needed, as "Tried to allocate" prints it.
+    pub request_rounded_bytes: u64,
+    /// Live requested bytes at the OOM.
+    pub live_requested_bytes: u64,
+    /// Cached free bytes in the pool the request needed.
+    pub pool_free_bytes: u64,
+    /// What was live at the OOM, by call site.
+    pub live_sites: Vec<SiteRow>,
+}
+
+/// Headroom of a device, reported when it had no OOM.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Headroom {
+    /// Device index.
+    pub device: u32,
+    /// Highest live requested bytes over the trace (final allocated bytes without a trace).
+    pub peak_live_bytes: u64,
+    /// Highest reserved bytes over the trace (final reserved without a trace).
+    pub peak_reserved_bytes: u64,
+    /// Reserved at the end.
+    pub reserved_bytes: u64,
+    /// Largest free cached block at the end.
+    pub largest_free_block_bytes: u64,
+    /// capacity − peak reserved, when the capacity is known.
+    pub headroom_bytes: Option<i64>,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct OomReport {
+    /// Always [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Every oom event, by device then event index.
+    pub ooms: Vec<SnapshotOom>,
+    /// Per device, how close it came (all devices).
+    pub headroom: Vec<Headroom>,
+    /// Device capacity used.
+    pub capacity_bytes: Option<u64>,
+    /// Remarks about the whole file.
+    pub notes: Vec<String>,
+}
+
+const MIB: u64 = 1 << 20;
+
+/// `get_allocation_size`: the segment a request of `rounded` bytes needs (snapshot-format.md §8).
+pub fn segment_size_for(rounded: u64) -> u64 {
+    if rounded <= MIB {
+        2 * MIB
+    } else if rounded < 10 * MIB {
+        20 * MIB
+    } else {
+        rounded.div_ceil(2 * MIB) * 2 * MIB
+    }
+}
+
+fn expandable_setting(snap: &Snapshot) -> Option<bool> {
+    match snap.setting("expandable_segments") {
+        Some(SettingValue::Bool(b)) => Some(*b),
+        _ => match snap.setting("PYTORCH_CUDA_ALLOC_CONF") {
+            Some(SettingValue::Text(t)) => {
+                Some(t.replace(' ', "").contains("expandable_segments:True"))
+            }
+            _ => snap.segments.iter().any(|s| s.expandable).then_some(true),
+        },
+    }
+}
+
+/// Finds and explains every OOM.
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &OomOptions,
+) -> Result<OomReport, String> {
+    let expandable = expandable_setting(snap);
+    let mut ooms = Vec::new();
+    let mut headroom = Vec::new();
+    for dev in &snap.devices {
+        let trace = snap.device_trace(dev);
+        let replay = replays.iter().find(|r| r.device == dev.id);
+        for (k, (i, e)) in trace
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.action == Action::Oom)
+            .enumerate()
+        {
+            let i = i as i64;
+            let st = state::state_at(snap, dev, i);
+            let rounded = e.size;
+            let pool = if rounded <= MIB {
+                PoolKind::Small
+            } else {
+                PoolKind::Large
+            };
+            let (allocated, reserved, pool_free, largest) = numbers(&st, pool, e.stream);
+            let ev = Evidence {
+                requested_bytes: Some(segment_size_for(rounded)),
+                device_free_bytes: e.device_free(),
+                capacity_bytes: opts.capacity_bytes,
+                allocated_bytes: Some(allocated),
+                reserved_unallocated_bytes: Some(reserved - allocated),
+                largest_free_block_bytes: Some(largest),
+                expandable_segments: expandable,
+                expandable_segments_available: Some(true),
+                ..Evidence::default()
+            };
+            let d = advice::diagnose(&ev);
+            let live_sites = match replay {
+                Some(r) => {
+                    let t = top::run(
+                        snap,
+                        std::slice::from_ref(r),
+                        &TopOptions {
+                            at: MomentSpec::Oom(k + 1),
+                            limit: opts.sites,
+                            ..TopOptions::default()
+                        },
+                    )?;
+                    t.devices
+                        .into_iter()
+                        .next()
+                        .map(|d| d.sites)
+                        .unwrap_or_default()
+                }
+                None => Vec::new(),
+            };
+            let mut notes = d.notes;
+            if !st.exact {
+                notes.push("state rebuilt at the oom event by undoing the later trace; block sizes freed afterwards are estimates".into());
+            }
+            if opts.capacity_bytes.is_none() {
+                notes.push("the snapshot does not record the GPU's capacity: pass --gpu NAME or --capacity SIZE to weigh real shortage against fragmentation".into());
+            }
+            ooms.push(SnapshotOom {
+                explained: OomExplained {
+                    device: Some(dev.id),
+                    event_index: Some(i as u64),
+                    requested_bytes: ev.requested_bytes,
+                    device_free_bytes: ev.device_free_bytes,
+                    reserved_bytes: Some(reserved),
+                    allocated_bytes: Some(allocated),
+                    largest_free_block_bytes: Some(largest),
+                    capacity_bytes: opts.capacity_bytes,
+                    process_bytes: None,
+                    verdict: d.verdict,
+                    recommendations: d.recommendations,
+                    reserved_unallocated_bytes: Some(reserved - allocated),
+                    non_pytorch_bytes: d.non_pytorch_bytes,
+                    shortfall_bytes: d.shortfall_bytes,
+                    allowed_bytes: None,
+                    private_pool_bytes: None,
+                    other_processes: Vec::new(),
+                    process_bytes_inferred: false,
+                    backend: "CUDA".into(),
+                    wording: None,
+                    capacity_source: opts.capacity_source.clone(),
+                    headline: d.headline,
+                    evidence: d.evidence_lines,
+                    notes,
+                    cannot_conclude: d.cannot_conclude,
+                },
+                time_us: e.time(),
+                request_rounded_bytes: rounded,
+                live_requested_bytes: replay.map_or(0, |r| r.live_at(i)),
+                pool_free_bytes: pool_free,
+                live_sites,
+            });
+        }
+        let end = state::state_at(snap, dev, trace.len() as i64 - 1);
+        let f = frag::analyze_state(
+            &end,
+            replay::moment(trace, trace.len() as i64 - 1),
+            &FragOptions::default(),
+        );
+        let (peak_live, peak_reserved) = match replay {
+            Some(r) => (
+                r.peak_bytes,
+                r.reserved
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(r.initial_reserved)
+                    .max(r.initial_reserved),
+            ),
+            None => (f.total.allocated_bytes, f.total.reserved_bytes),
+        };
+        headroom.push(Headroom {
+            device: dev.id,
+            peak_live_bytes: peak_live,
+            peak_reserved_bytes: peak_reserved,
+            reserved_bytes: f.total.reserved_bytes,
+            largest_free_block_bytes: f.total.largest_free_block_bytes,
+            headroom_bytes: opts.capacity_bytes.map(|c| c as i64 - peak_reserved as i64),
+        });
+    }
+    let mut notes = Vec::new();
+    if ooms.is_empty() {
+        notes.push(if snap.events.is_empty() {
+            "no trace recorded, so no oom event can be found; record history with torch.cuda.memory._record_memory_history(max_entries=100000) and dump the snapshot in the except handler of torch.cuda.OutOfMemoryError".into()
+        } else {
+            "no oom event in the trace: the snapshot was not taken at an out-of-memory error (or the ring buffer dropped it)".into()
+        });
+    }
+    Ok(OomReport {
+        schema_version: super::SCHEMA_VERSION,
+        ooms,
+        headroom,
+        capacity_bytes: opts.capacity_bytes,
+        notes,
+    })
+}
+
+/// (allocated as the message counts it, reserved, free in the request's pool, largest free
+/// block in that pool) of a state; the pool is the default one on `stream`.
+fn numbers(st: &AllocatorState, pool: PoolKind, stream: u64) -> (u64, u64, u64, u64) {
+    let (mut allocated, mut reserved, mut pool_free, mut largest) = (0, 0, 0, 0);
+    for s in &st.segments {
+        reserved += s.size;
+        let private = s.pool_id != (0, 0);
+        for b in &s.blocks {
+            match b.state {
+                BlockState::ActiveAllocated => allocated += b.size,
+                // Inactive blocks of private pools count as allocated in the message (§8).
+                BlockState::Inactive if private => allocated += b.size,
+                BlockState::Inactive if s.pool == pool && s.stream == stream => {
+                    pool_free += b.size;
+                    largest = largest.max(b.size);
+                }
+                _ => {}
+            }
+        }
+    }
+    (allocated, reserved, pool_free, largest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_sizes_follow_the_allocator() {
+        assert_eq!(segment_size_for(512), 2 * MIB);
+        assert_eq!(segment_size_for(MIB), 2 * MIB);
+        assert_eq!(segment_size_for(1536 * 1024), 20 * MIB);
+        assert_eq!(segment_size_for(10 * MIB), 10 * MIB);
+        assert_eq!(segment_size_for(11 * MIB + 1), 12 * MIB);
+    }
+}

@@ -1,0 +1,79 @@
+//! Text rendering of [`OomReport`] (the per-OOM part is shared with `explain`).
+
+use super::explain;
+use crate::analyze::oom::OomReport;
+use crate::units::iec;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use std::io::Write;
+
+/// Writes the report.
+pub fn text(out: &mut dyn Write, title: &str, r: &OomReport) -> std::io::Result<()> {
+    writeln!(out, "{title}")?;
+    if r.ooms.is_empty() {
+        for n in &r.notes {
+            writeln!(out, "\n{n}")?;
+        }
+    }
+    for (k, o) in r.ooms.iter().enumerate() {
+        writeln!(
+            out,
+            "\nOOM {} of {} — event {}{}",
+            k + 1,
+            r.ooms.len(),
+            o.explained.event_index.unwrap_or(0),
+            o.time_us
+                .map(|t| format!(", time_us {t}"))
+                .unwrap_or_default()
+        )?;
+        explain::one(out, &o.explained)?;
+        writeln!(
+            out,
+            "\nLive at the OOM: {} requested (request rounded to {}, {} cached free in its pool)",
+            iec(o.live_requested_bytes),
+            iec(o.request_rounded_bytes),
+            iec(o.pool_free_bytes)
+        )?;
+        if !o.live_sites.is_empty() {
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header(vec!["live", "share", "count", "site"]);
+            for s in &o.live_sites {
+                t.add_row(vec![
+                    Cell::new(iec(s.bytes)).set_alignment(CellAlignment::Right),
+                    Cell::new(format!("{:.1}%", s.share * 100.0))
+                        .set_alignment(CellAlignment::Right),
+                    Cell::new(s.count).set_alignment(CellAlignment::Right),
+                    Cell::new(&s.site),
+                ]);
+            }
+            writeln!(out, "{t}")?;
+        }
+    }
+    writeln!(out, "\nHeadroom")?;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "device",
+        "peak live",
+        "peak reserved",
+        "reserved now",
+        "largest free block",
+        "headroom",
+    ]);
+    for h in &r.headroom {
+        let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+        t.add_row(vec![
+            right(h.device.to_string()),
+            right(iec(h.peak_live_bytes)),
+            right(iec(h.peak_reserved_bytes)),
+            right(iec(h.reserved_bytes)),
+            right(iec(h.largest_free_block_bytes)),
+            right(match h.headroom_bytes {
+                Some(v) if v < 0 => format!("−{} (over)", iec(v.unsigned_abs())),
+                Some(v) => iec(v as u64),
+                None => "pass --gpu or --capacity".into(),
+            }),
+        ]);
+    }
+    writeln!(out, "{t}")
+}
