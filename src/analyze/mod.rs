@@ -2,8 +2,10 @@
 //! value. Nothing here formats or prints.
 
 pub mod advice;
+pub mod categories;
 pub mod explain;
 pub mod gpus;
+pub mod leaks;
 pub mod oom;
 pub mod summary;
 

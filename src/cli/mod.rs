@@ -3,9 +3,11 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod categories;
 mod explain;
 mod flame;
 mod frag;
+mod leaks;
 mod oom;
 mod output;
 mod progress;
@@ -38,6 +40,10 @@ enum Command {
     Frag(frag::Args),
     /// Every OOM in a snapshot: the four numbers, the cause, and what to change first.
     Oom(oom::Args),
+    /// Memory that grows step after step: leaks and retained autograd graphs (exit 1 if any).
+    Leaks(leaks::Args),
+    /// Live memory by kind: parameters, optimizer state, gradients, activations, temporaries...
+    Categories(categories::Args),
     /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
     Explain(explain::Args),
 }
@@ -57,7 +63,6 @@ pub enum Outcome {
     /// Exit 0.
     Ok,
     /// Exit 1: findings or a broken budget.
-    #[allow(dead_code)]
     Findings,
 }
 
@@ -79,6 +84,8 @@ pub fn main() -> i32 {
         Command::Explain(a) => explain::run(a),
         Command::Frag(a) => frag::run(a),
         Command::Oom(a) => oom::run(a),
+        Command::Leaks(a) => leaks::run(a),
+        Command::Categories(a) => categories::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -1,10 +1,12 @@
 //! Renderers: report values → text, tables or JSON. Renderers never compute numbers; a missing
 //! number belongs in the report.
 
+pub mod categories;
 pub mod explain;
 pub mod flame;
 pub mod frag;
 pub mod json;
+pub mod leaks;
 pub mod oom;
 pub mod summary;
 pub use crate::units;
