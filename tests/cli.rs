@@ -28,7 +28,12 @@ fn json_output_has_schema_version_and_integer_sizes() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema_version"], 1);
     let d = &v["devices"][0];
-    for k in ["reserved_bytes", "allocated_bytes", "requested_bytes", "trace_entries"] {
+    for k in [
+        "reserved_bytes",
+        "allocated_bytes",
+        "requested_bytes",
+        "trace_entries",
+    ] {
         assert!(d[k].is_u64(), "{k} is {:?}", d[k]);
     }
     assert!(v["warnings"].is_array());
@@ -46,7 +51,10 @@ fn several_files_give_one_json_document() {
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["files"].as_array().unwrap().len(), 2);
-    assert!(v["files"][1]["file"].as_str().unwrap().ends_with("bare_list.pickle"));
+    assert!(v["files"][1]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("bare_list.pickle"));
 }
 
 #[test]
@@ -129,5 +137,8 @@ fn standard_input_is_read_with_a_dash() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["devices"], summary_json(&sample("train_small.pickle"))["devices"]);
+    assert_eq!(
+        v["devices"],
+        summary_json(&sample("train_small.pickle"))["devices"]
+    );
 }

@@ -23,8 +23,14 @@ fn assert_refused(path: &Path, needle: &str) {
 fn code_naming_opcodes_are_refused_by_the_binary() {
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&str, &[u8])] = &[
-        ("GLOBAL", b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03."),
-        ("STACK_GLOBAL", b"\x80\x04\x8c\x02os\x8c\x06system\x93\x8c\x02id\x85R."),
+        (
+            "GLOBAL",
+            b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03.",
+        ),
+        (
+            "STACK_GLOBAL",
+            b"\x80\x04\x8c\x02os\x8c\x06system\x93\x8c\x02id\x85R.",
+        ),
         ("REDUCE", b"\x80\x04N)R."),
         ("INST", b"(S'id'\nios\nsystem\n."),
         ("OBJ", b"(N)o."),
@@ -44,26 +50,45 @@ fn structural_attacks_are_refused_quickly() {
     let dir = tempfile::tempdir().unwrap();
     let mut nested = vec![0x80, 4];
     nested.extend(std::iter::repeat(b"](").take(1_000_000).flatten());
-    assert_refused(&write(dir.path(), "nested.pickle", &nested), "nested deeper");
+    assert_refused(
+        &write(dir.path(), "nested.pickle", &nested),
+        "nested deeper",
+    );
     let mut long = vec![0x80, 4, 0x8b];
     long.extend_from_slice(&i32::MAX.to_le_bytes());
     assert_refused(&write(dir.path(), "long4.pickle", &long), "exceeds");
     let mut s8 = vec![0x80, 4, 0x8d];
     s8.extend_from_slice(&(1u64 << 60).to_le_bytes());
     assert_refused(&write(dir.path(), "unicode8.pickle", &s8), "exceeds");
-    assert_refused(&write(dir.path(), "memo.pickle", b"\x80\x04j\xff\xff\x00\x00."), "memo reference");
-    assert_refused(&write(dir.path(), "mark.pickle", b"\x80\x04](K\x01."), "STOP");
+    assert_refused(
+        &write(dir.path(), "memo.pickle", b"\x80\x04j\xff\xff\x00\x00."),
+        "memo reference",
+    );
+    assert_refused(
+        &write(dir.path(), "mark.pickle", b"\x80\x04](K\x01."),
+        "STOP",
+    );
     let mut frame = vec![0x80, 4, 0x95];
     frame.extend_from_slice(&(1u64 << 50).to_le_bytes());
     assert_refused(&write(dir.path(), "frame.pickle", &frame), "FRAME");
-    assert_refused(&write(dir.path(), "int.pickle", b"\x80\x04K\x05."), "expected a snapshot dict");
     assert_refused(
-        &write(dir.path(), "intseg.pickle", b"\x80\x04}(\x8c\x08segments](K\x01eu."),
+        &write(dir.path(), "int.pickle", b"\x80\x04K\x05."),
+        "expected a snapshot dict",
+    );
+    assert_refused(
+        &write(
+            dir.path(),
+            "intseg.pickle",
+            b"\x80\x04}(\x8c\x08segments](K\x01eu.",
+        ),
         "segments[0]",
     );
     let run = vec![b'N'; 80 << 20];
     let start = std::time::Instant::now();
-    assert_refused(&write(dir.path(), "run.pickle", &run), "pending on the pickle stack");
+    assert_refused(
+        &write(dir.path(), "run.pickle", &run),
+        "pending on the pickle stack",
+    );
     assert!(start.elapsed().as_secs() < 5);
 }
 
@@ -72,16 +97,43 @@ fn wrong_types_name_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&str, &str)] = &[
         (r#"{"segments": 5}"#, "key segments: expected a list"),
-        (r#"{"device_traces": [[{"action": 5}]]}"#, "key 'action': expected a string"),
-        (r#"{"device_traces": [[{"action": "alloc", "size": "big"}]]}"#, "key 'size'"),
-        (r#"{"device_traces": [[{"action": "alloc", "size": -4}]]}"#, "expected a size"),
-        (r#"{"device_traces": [[7]]}"#, "key device_traces[0][0]: expected a dict"),
+        (
+            r#"{"device_traces": [[{"action": 5}]]}"#,
+            "key 'action': expected a string",
+        ),
+        (
+            r#"{"device_traces": [[{"action": "alloc", "size": "big"}]]}"#,
+            "key 'size'",
+        ),
+        (
+            r#"{"device_traces": [[{"action": "alloc", "size": -4}]]}"#,
+            "expected a size",
+        ),
+        (
+            r#"{"device_traces": [[7]]}"#,
+            "key device_traces[0][0]: expected a dict",
+        ),
         (r#"{"device_traces": 3}"#, "key device_traces"),
-        (r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "weird"}]}]}"#, "key 'state'"),
-        (r#"{"segments": [{"total_size": 512}]}"#, "without key 'blocks'"),
-        (r#"{"segments": [{"total_size": 512, "blocks": 4}]}"#, "key 'blocks'"),
-        (r#"{"segments": [{"device": -1, "total_size": 0, "blocks": []}]}"#, "key 'device'"),
-        (r#"{"device_traces": [[{"action": "alloc", "frames": [1, 2]}]]}"#, "key 'frames'"),
+        (
+            r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "weird"}]}]}"#,
+            "key 'state'",
+        ),
+        (
+            r#"{"segments": [{"total_size": 512}]}"#,
+            "without key 'blocks'",
+        ),
+        (
+            r#"{"segments": [{"total_size": 512, "blocks": 4}]}"#,
+            "key 'blocks'",
+        ),
+        (
+            r#"{"segments": [{"device": -1, "total_size": 0, "blocks": []}]}"#,
+            "key 'device'",
+        ),
+        (
+            r#"{"device_traces": [[{"action": "alloc", "frames": [1, 2]}]]}"#,
+            "key 'frames'",
+        ),
         (r#"[1, 2]"#, "expected a dict"),
         (r#"{"segments": [}"#, "invalid JSON"),
     ];
@@ -108,7 +160,11 @@ fn small_pickle() -> Vec<u8> {
 #[test]
 fn truncation_at_every_offset_is_an_error_never_a_panic() {
     let mut files = vec![small_pickle()];
-    for name in ["train_small.pickle", "legacy_2_0.pickle", "cpp_proto2.pickle"] {
+    for name in [
+        "train_small.pickle",
+        "legacy_2_0.pickle",
+        "cpp_proto2.pickle",
+    ] {
         if let Ok(b) = std::fs::read(sample(name)) {
             files.push(b);
         }
@@ -120,7 +176,11 @@ fn truncation_at_every_offset_is_an_error_never_a_panic() {
             match memlens::model::build(&bytes[..cut], Default::default()) {
                 Ok(_) => panic!("truncated at {cut} of {} still parsed", bytes.len()),
                 Err(memlens::model::BuildError::Decode(e)) => {
-                    assert!(e.offset as usize <= cut, "offset {} past cut {cut}", e.offset)
+                    assert!(
+                        e.offset as usize <= cut,
+                        "offset {} past cut {cut}",
+                        e.offset
+                    )
                 }
                 Err(e) => panic!("truncation at {cut} gave a shape error: {e}"),
             }

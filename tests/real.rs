@@ -34,7 +34,9 @@ fn project(devices: &serde_json::Value) -> Vec<serde_json::Value> {
 
 #[test]
 fn real_snapshots_parse_hold_invariants_and_match_the_oracle() {
-    let Some(files) = real_snapshots() else { return };
+    let Some(files) = real_snapshots() else {
+        return;
+    };
     let python = have_python();
     for f in &files {
         let snap = load(f);
@@ -68,7 +70,9 @@ fn real_snapshots_parse_hold_invariants_and_match_the_oracle() {
 
 #[test]
 fn real_snapshot_shapes_are_recognized() {
-    let Some(files) = real_snapshots() else { return };
+    let Some(files) = real_snapshots() else {
+        return;
+    };
     use memlens::model::Layout;
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
@@ -86,7 +90,9 @@ fn real_snapshot_shapes_are_recognized() {
 
 #[test]
 fn real_multi_gpu_expandable_oom_file_is_read_per_device() {
-    let Some(files) = real_snapshots() else { return };
+    let Some(files) = real_snapshots() else {
+        return;
+    };
     let Some(f) = files
         .iter()
         .find(|f| f.ends_with("Constructor-Sun__code_location__memory_snapshot.pickle"))
@@ -108,7 +114,9 @@ fn real_multi_gpu_expandable_oom_file_is_read_per_device() {
 
 #[test]
 fn line_numbers_of_2_pow_64_minus_1_mean_no_line() {
-    let Some(files) = real_snapshots() else { return };
+    let Some(files) = real_snapshots() else {
+        return;
+    };
     let Some(f) = files
         .iter()
         .find(|f| f.to_string_lossy().contains("drisspg__transformer_nuggets"))

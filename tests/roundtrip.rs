@@ -76,7 +76,13 @@ fn every_protocol_and_container_gives_the_same_report() {
             }
         }
         for v in variants {
-            assert_eq!(summary_json(&v), expected, "{} vs {}", v.display(), src.display());
+            assert_eq!(
+                summary_json(&v),
+                expected,
+                "{} vs {}",
+                v.display(),
+                src.display()
+            );
         }
     }
 }

@@ -216,7 +216,7 @@ fn trace_summary(snap: &Snapshot, dev: &crate::model::Device) -> TraceSummary {
     let mut with_frames = 0;
     for e in trace {
         counts[e.action as usize] += 1;
-        with_frames += (snap.stacks.get(e.stack).len() > 0) as usize;
+        with_frames += (!snap.stacks.get(e.stack).is_empty()) as usize;
     }
     let by_action = ALL_ACTIONS
         .iter()

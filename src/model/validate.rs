@@ -187,10 +187,8 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
                     allocs_without_frames += 1;
                 }
             }
-            Action::FreeCompleted | Action::Free => {
-                if !live.remove(&e.addr) {
-                    orphans.hit(|| format!("entry {i}, addr 0x{:x}", e.addr));
-                }
+            Action::FreeCompleted | Action::Free if !live.remove(&e.addr) => {
+                orphans.hit(|| format!("entry {i}, addr 0x{:x}", e.addr));
             }
             _ => {}
         }

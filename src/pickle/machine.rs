@@ -6,6 +6,7 @@
 //! generic tree of the whole file is ever kept.
 
 use super::ops::{self, op};
+use super::scan::{Chunk, Defs};
 use super::value::{Heap, ListData, ObjData, ObjId, Value};
 
 /// A decoding failure at a byte offset of the (decompressed) input.
@@ -43,6 +44,11 @@ pub trait Hooks {
     ) -> Result<Value, String>;
     /// Called about every 16 MiB of input with the current offset.
     fn on_progress(&mut self, _offset: u64) {}
+    /// Only with [`decode_planned`]: the elements of chunk `index` (decoded elsewhere) are
+    /// needed now; returns `(kind, first id, count)` of the `Ext` handles that stand for them.
+    fn on_skip(&mut self, _heap: &mut Heap, _index: usize) -> Result<(u8, u32, u32), String> {
+        Err("unexpected chunk".into())
+    }
 }
 
 /// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).
@@ -84,19 +90,65 @@ pub fn decode<'a, H: Hooks>(
     hooks: &mut H,
     limits: Limits,
 ) -> Result<(Heap<'a>, Value), DecodeError> {
-    let mut m = Machine {
-        heap: Heap::new(buf),
-        buf,
-        pos: 0,
-        op_at: 0,
-        stack: Vec::new(),
-        marks: Vec::new(),
-        limits,
-        prev_memoize: false,
-        next_progress: PROGRESS_STEP,
-    };
+    let mut m = Machine::new(buf, limits);
     let top = m.run(hooks)?;
     Ok((m.heap, top))
+}
+
+/// Decodes the whole pickle like [`decode`], except that the element ranges of `chunks`
+/// (pass 1's plan) are not decoded: [`Hooks::on_skip`] supplies handles for them. Memo
+/// entries defined inside skipped ranges are decoded on demand from `defs`.
+pub fn decode_planned<'a, H: Hooks>(
+    buf: &'a [u8],
+    hooks: &mut H,
+    limits: Limits,
+    chunks: &'a [Chunk],
+    defs: &'a Defs,
+) -> Result<(Heap<'a>, Value), DecodeError> {
+    let mut m = Machine::new(buf, limits);
+    m.defs = Some(defs);
+    m.chunks = chunks;
+    m.next_skip = chunks.first().map_or(usize::MAX, |c| c.start as usize);
+    let top = m.run(hooks)?;
+    Ok((m.heap, top))
+}
+
+/// Decodes the elements of one chunk into a fresh list (returned with the heap). Memo
+/// entries defined before the chunk are decoded on demand from `defs`.
+pub fn decode_chunk<'a, H: Hooks>(
+    buf: &'a [u8],
+    hooks: &mut H,
+    limits: Limits,
+    chunk: &Chunk,
+    defs: &'a Defs,
+) -> Result<(Heap<'a>, Value), DecodeError> {
+    let mut m = Machine::new(buf, limits);
+    m.defs = Some(defs);
+    m.heap.memo_base = chunk.memo_base;
+    m.pos = chunk.start as usize;
+    m.end = (chunk.end as usize).min(buf.len());
+    m.ranged = true;
+    m.next_progress = u64::MAX;
+    let list = m.heap.alloc(ObjData::List(ListData::Items(Vec::new())));
+    let Value::Obj(id) = list else { unreachable!() };
+    m.stack.push(list);
+    if chunk.mark_open {
+        m.marks.push(1);
+    }
+    if m.run_inner(hooks)?.is_some() {
+        return m.err("STOP inside a chunk");
+    }
+    m.op_at = m.pos;
+    let floor = m.marks.last().copied().unwrap_or(1);
+    if floor < 1 || m.marks.len() > 1 {
+        return m.err("chunk ends inside a container");
+    }
+    m.fill_list(hooks, id, floor)?;
+    m.marks.clear();
+    if m.stack.len() != 1 {
+        return m.err("chunk leaves values on the stack");
+    }
+    Ok((m.heap, list))
 }
 
 struct Machine<'a> {
@@ -109,11 +161,154 @@ struct Machine<'a> {
     limits: Limits,
     prev_memoize: bool,
     next_progress: u64,
+    /// Decoding stops at this offset (the end of the input, a chunk or a definition).
+    end: usize,
+    /// True when reaching `end` is a normal stop rather than a truncation.
+    ranged: bool,
+    /// Explicit counter for implicit MEMOIZE ids (after a skip, inside a definition).
+    memo_next: Option<u64>,
+    /// Where memo entries defined outside the decoded ranges lie.
+    defs: Option<&'a Defs>,
+    /// Chunks to skip, and the offset of the next one.
+    chunks: &'a [Chunk],
+    skip_idx: usize,
+    next_skip: usize,
+    /// Nesting of on-demand definition decodes.
+    depth: u32,
 }
+
+/// Deepest chain of definitions decoded on demand (a frames list holding a frame dict...).
+const MAX_DEF_DEPTH: u32 = 64;
 
 type R<T> = Result<T, DecodeError>;
 
 impl<'a> Machine<'a> {
+    fn new(buf: &'a [u8], limits: Limits) -> Self {
+        Machine {
+            heap: Heap::new(buf),
+            buf,
+            pos: 0,
+            op_at: 0,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            limits,
+            prev_memoize: false,
+            next_progress: PROGRESS_STEP,
+            end: buf.len(),
+            ranged: false,
+            memo_next: None,
+            defs: None,
+            chunks: &[],
+            skip_idx: 0,
+            next_skip: usize::MAX,
+            depth: 0,
+        }
+    }
+
+    /// Decodes the definition of memo entry `index` (outside the ranges decoded here) and
+    /// returns its value; the memo then holds it for later references.
+    fn resolve_external<H: Hooks>(&mut self, hooks: &mut H, index: u64) -> R<Option<Value>> {
+        let Some(def) = self.defs.and_then(|d| d.get(index)) else {
+            return Ok(None);
+        };
+        if self.depth >= MAX_DEF_DEPTH {
+            return self.err("memo definitions nested too deeply");
+        }
+        let end = def
+            .start
+            .checked_add(def.len)
+            .filter(|&e| e <= self.buf.len() as u64);
+        let Some(end) = end else {
+            return self.err("memo definition outside the input");
+        };
+        let saved = (
+            self.pos,
+            self.op_at,
+            self.end,
+            self.ranged,
+            self.memo_next,
+            self.next_skip,
+            self.prev_memoize,
+        );
+        if self.marks.len() >= self.limits.max_marks {
+            return self.err("containers nested too deeply");
+        }
+        let barrier = self.stack.len();
+        self.marks.push(barrier);
+        let marks = self.marks.len();
+        self.pos = def.start as usize;
+        self.end = end as usize;
+        self.ranged = true;
+        self.memo_next = Some(def.base);
+        self.next_skip = usize::MAX;
+        self.prev_memoize = false;
+        self.depth += 1;
+        let r = self.run_inner(hooks);
+        self.depth -= 1;
+        let ok =
+            matches!(r, Ok(None)) && self.marks.len() == marks && self.stack.len() == barrier + 1;
+        (
+            self.pos,
+            self.op_at,
+            self.end,
+            self.ranged,
+            self.memo_next,
+            self.next_skip,
+            self.prev_memoize,
+        ) = saved;
+        r?;
+        if !ok {
+            return self.err(format!(
+                "memo entry {index}: its definition is not one value"
+            ));
+        }
+        self.marks.pop();
+        self.stack.pop();
+        Ok(self.memo_lookup(index))
+    }
+
+    fn memo_store(&mut self, index: u64, v: Value) {
+        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+        if index >= self.heap.memo_base && rel < self.heap.memo.len() {
+            self.heap.memo[rel] = v;
+        } else if let Some(slot) = self.heap.sparse_memo.get_mut(&index) {
+            *slot = v;
+        }
+    }
+
+    fn memo_lookup(&self, index: u64) -> Option<Value> {
+        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+        if index >= self.heap.memo_base && rel < self.heap.memo.len() {
+            Some(self.heap.memo[rel])
+        } else {
+            self.heap.sparse_memo.get(&index).copied()
+        }
+    }
+
+    fn do_skip<H: Hooks>(&mut self, hooks: &mut H) -> R<()> {
+        let i = self.skip_idx;
+        let c = self.chunks[i];
+        self.skip_idx += 1;
+        self.next_skip = self
+            .chunks
+            .get(self.skip_idx)
+            .map_or(usize::MAX, |c| c.start as usize);
+        let (kind, start, n) = match hooks.on_skip(&mut self.heap, i) {
+            Ok(r) => r,
+            Err(e) => return self.err(e),
+        };
+        for k in 0..n {
+            self.push(Value::Ext {
+                kind,
+                id: start + k,
+            })?;
+        }
+        self.pos = c.end as usize;
+        self.memo_next = Some(c.memo_end);
+        self.prev_memoize = false;
+        Ok(())
+    }
+
     fn err<T>(&self, message: impl Into<String>) -> R<T> {
         Err(DecodeError {
             offset: self.op_at as u64,
@@ -246,10 +441,11 @@ impl<'a> Machine<'a> {
 
     fn memo_put(&mut self, index: u64, v: Value) -> R<()> {
         let memo_len = self.heap.memo.len() as u64;
-        if index == memo_len {
+        let base = self.heap.memo_base;
+        if index >= base && index - base == memo_len {
             self.heap.memo.push(v);
-        } else if index < memo_len {
-            self.heap.memo[index as usize] = v;
+        } else if index >= base && index - base < memo_len {
+            self.heap.memo[(index - base) as usize] = v;
         } else {
             if self.heap.sparse_memo.len() as u64 >= (self.buf.len() as u64) / 2 + 1024 {
                 return self.err("too many memo entries");
@@ -260,11 +456,16 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
-    fn memo_get(&mut self, index: u64) -> R<Value> {
-        let v = if (index as usize) < self.heap.memo.len() {
-            self.heap.memo[index as usize]
-        } else if let Some(v) = self.heap.sparse_memo.get(&index) {
-            *v
+    fn memo_get<H: Hooks>(&mut self, hooks: &mut H, index: u64) -> R<Value> {
+        let v = if let Some(v) = self.memo_lookup(index) {
+            let r = self.heap.resolve(v);
+            if r != v && !matches!(r, Value::Obj(_)) {
+                // Point the memo entry at the converted value: later references skip the heap.
+                self.memo_store(index, r);
+            }
+            v
+        } else if let Some(v) = self.resolve_external(hooks, index)? {
+            v
         } else {
             return self.err(format!(
                 "memo reference {index} before any object was stored there ({} stored)",
@@ -276,7 +477,7 @@ impl<'a> Machine<'a> {
         Ok(v)
     }
 
-    fn container<'h>(&self, heap: &'h Heap, v: Value, what: &str, want_list: bool) -> R<ObjId> {
+    fn container(&self, heap: &Heap, v: Value, what: &str, want_list: bool) -> R<ObjId> {
         if let Value::Obj(id) = v {
             match (heap.data(id), want_list) {
                 (ObjData::List(_), true) | (ObjData::Dict(_), false) => return Ok(id),
@@ -310,7 +511,9 @@ impl<'a> Machine<'a> {
     /// container value to the hooks first.
     fn fill_dict<H: Hooks>(&mut self, hooks: &mut H, dict: ObjId, m: usize, what: &str) -> R<()> {
         if (self.stack.len() - m) % 2 != 0 {
-            return self.err(format!("{what} needs key/value pairs but found an odd count"));
+            return self.err(format!(
+                "{what} needs key/value pairs but found an odd count"
+            ));
         }
         for pair in self.stack[m..].chunks_exact_mut(2) {
             if let Value::Obj(_) = pair[1] {
@@ -355,6 +558,11 @@ impl<'a> Machine<'a> {
         Value::Huge(negative)
     }
 
+    fn text_int(&mut self, what: &str) -> R<Value> {
+        let l = self.line(what)?;
+        self.decimal_int(l, what)
+    }
+
     fn decimal_int(&self, text: &[u8], what: &str) -> R<Value> {
         let s = std::str::from_utf8(text).unwrap_or("");
         let s = s.trim().trim_end_matches('L');
@@ -383,13 +591,28 @@ impl<'a> Machine<'a> {
         if self.buf.is_empty() {
             return self.err("file is empty: expected a pickle (the dump probably crashed)");
         }
+        match self.run_inner(hooks)? {
+            Some(v) => Ok(v),
+            None => self.eof("the pickle: no STOP opcode"),
+        }
+    }
+
+    /// Runs opcodes until STOP (`Some(top)`) or until `end` (`None`).
+    fn run_inner<H: Hooks>(&mut self, hooks: &mut H) -> R<Option<Value>> {
         loop {
             self.op_at = self.pos;
+            if self.pos == self.next_skip {
+                self.do_skip(hooks)?;
+                continue;
+            }
             if self.pos as u64 >= self.next_progress {
                 hooks.on_progress(self.pos as u64);
-                self.next_progress += PROGRESS_STEP;
+                self.next_progress = (self.pos as u64 / PROGRESS_STEP + 1) * PROGRESS_STEP;
             }
-            if self.pos >= self.buf.len() {
+            if self.pos >= self.end {
+                if self.ranged {
+                    return Ok(None);
+                }
                 return self.eof("the pickle: no STOP opcode");
             }
             let code = self.buf[self.pos];
@@ -418,6 +641,9 @@ impl<'a> Machine<'a> {
                     }
                 }
                 op::STOP => {
+                    if self.ranged {
+                        return self.err("STOP inside a planned range");
+                    }
                     if !self.marks.is_empty() {
                         return self.err(format!(
                             "STOP with {} MARK(s) never closed; the pickle is malformed",
@@ -431,7 +657,7 @@ impl<'a> Machine<'a> {
                             self.stack.len()
                         ));
                     }
-                    return Ok(v);
+                    return Ok(Some(v));
                 }
                 op::MARK => {
                     if self.marks.len() >= self.limits.max_marks {
@@ -632,7 +858,13 @@ impl<'a> Machine<'a> {
                         return self.err("MEMOIZE twice in a row on one object; not a snapshot");
                     }
                     let v = self.top("MEMOIZE")?;
-                    let index = self.heap.memo.len() as u64;
+                    let index = match self.memo_next.as_mut() {
+                        Some(n) => {
+                            *n += 1;
+                            *n - 1
+                        }
+                        None => self.heap.memo_base + self.heap.memo.len() as u64,
+                    };
                     self.memo_put(index, v)?;
                     self.prev_memoize = true;
                 }
@@ -640,10 +872,7 @@ impl<'a> Machine<'a> {
                     let index = match code {
                         op::BINPUT => self.u8("BINPUT")? as u64,
                         op::LONG_BINPUT => self.u32le("LONG_BINPUT")? as u64,
-                        _ => match {
-                            let l = self.line("PUT")?;
-                            self.decimal_int(l, "PUT")?
-                        } {
+                        _ => match self.text_int("PUT")? {
                             Value::Int(i) if i >= 0 => i as u64,
                             _ => return self.err("PUT: expected a non-negative memo index"),
                         },
@@ -660,9 +889,13 @@ impl<'a> Machine<'a> {
                         } else {
                             self.u32le("LONG_BINGET")? as u64
                         };
-                        let v = match self.heap.memo.get(index as usize) {
+                        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+                        let v = match self.heap.memo.get(rel) {
                             Some(v) if !matches!(v, Value::Obj(_)) => *v,
-                            _ => self.memo_get(index)?,
+                            _ => match self.heap.sparse_memo.get(&index) {
+                                Some(v) if !matches!(v, Value::Obj(_)) => *v,
+                                _ => self.memo_get(hooks, index)?,
+                            },
                         };
                         self.push(v)?;
                         match self.buf.get(self.pos) {
@@ -676,11 +909,11 @@ impl<'a> Machine<'a> {
                     }
                 }
                 op::GET => {
-                    let index = match { let l = self.line("GET")?; self.decimal_int(l, "GET")? } {
+                    let index = match self.text_int("GET")? {
                         Value::Int(i) if i >= 0 => i as u64,
                         _ => return self.err("GET: expected a non-negative memo index"),
                     };
-                    let v = self.memo_get(index)?;
+                    let v = self.memo_get(hooks, index)?;
                     self.push(v)?;
                 }
                 c if ops::names_code(c) => {
@@ -750,7 +983,10 @@ mod tests {
             Value::Float(f) => format!("{f:?}"),
             s @ (Value::Str { .. } | Value::Owned(_)) => format!("{:?}", heap.text(s).unwrap()),
             Value::Bytes { off, len } => {
-                format!("b{:?}", &heap.buf[off as usize..(off + len as u64) as usize])
+                format!(
+                    "b{:?}",
+                    &heap.buf[off as usize..(off + len as u64) as usize]
+                )
             }
             Value::Ext { kind, id } => format!("ext{kind}:{id}"),
             Value::Obj(id) => match heap.data(id) {
@@ -803,17 +1039,35 @@ mod tests {
     #[test]
     fn long_integers_of_every_width() {
         // CUDA address, 6 bytes.
-        assert_eq!(run(&p4(b"\x8a\x06\x00\x00\x00\x00\x20\x7f")).unwrap(), (0x7f2000000000u64).to_string());
+        assert_eq!(
+            run(&p4(b"\x8a\x06\x00\x00\x00\x00\x20\x7f")).unwrap(),
+            (0x7f2000000000u64).to_string()
+        );
         // 2^64-1 needs 9 bytes in two's complement (line numbers of the Python path).
-        assert_eq!(run(&p4(b"\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00")).unwrap(), u64::MAX.to_string());
+        assert_eq!(
+            run(&p4(b"\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00")).unwrap(),
+            u64::MAX.to_string()
+        );
         // XPU address >= 2^63.
-        assert_eq!(run(&p4(b"\x8a\x09\x00\x00\x00\x00\x00\xff\xff\xff\x00")).unwrap(), "18446742974197923840");
+        assert_eq!(
+            run(&p4(b"\x8a\x09\x00\x00\x00\x00\x00\xff\xff\xff\x00")).unwrap(),
+            "18446742974197923840"
+        );
         // -1 from the C++ pickler, 8 bytes.
-        assert_eq!(run(&p4(b"\x8a\x08\xff\xff\xff\xff\xff\xff\xff\xff")).unwrap(), "-1");
-        assert_eq!(run(&p4(b"\x8a\x08\0\0\0\0\0\0\0\x80")).unwrap(), i64::MIN.to_string());
+        assert_eq!(
+            run(&p4(b"\x8a\x08\xff\xff\xff\xff\xff\xff\xff\xff")).unwrap(),
+            "-1"
+        );
+        assert_eq!(
+            run(&p4(b"\x8a\x08\0\0\0\0\0\0\0\x80")).unwrap(),
+            i64::MIN.to_string()
+        );
         assert_eq!(run(&p4(b"\x8a\x00")).unwrap(), "0");
         assert_eq!(run(&p4(b"\x8a\x0a\0\0\0\0\0\0\0\0\0\x01")).unwrap(), "huge");
-        assert_eq!(run(&p4(b"\x8a\x0a\0\0\0\0\0\0\0\0\0\x80")).unwrap(), "-huge");
+        assert_eq!(
+            run(&p4(b"\x8a\x0a\0\0\0\0\0\0\0\0\0\x80")).unwrap(),
+            "-huge"
+        );
         assert_eq!(run(&p4(b"\x8b\x02\0\0\0\x01\x01")).unwrap(), "257");
     }
 
@@ -827,7 +1081,10 @@ mod tests {
         assert_eq!(run(&p4(b"B\x01\0\0\0\x07")).unwrap(), "b[7]");
         assert_eq!(run(&p4(b"\x8e\x01\0\0\0\0\0\0\0\x09")).unwrap(), "b[9]");
         // A lone surrogate written with surrogatepass decodes leniently.
-        assert_eq!(run(&p4(b"\x8c\x04a\xed\xa0\x80")).unwrap(), "\"a\u{fffd}\u{fffd}\u{fffd}\"");
+        assert_eq!(
+            run(&p4(b"\x8c\x04a\xed\xa0\x80")).unwrap(),
+            "\"a\u{fffd}\u{fffd}\u{fffd}\""
+        );
     }
 
     #[test]
@@ -838,7 +1095,10 @@ mod tests {
         assert_eq!(run(&p4(b"]K\x01a")).unwrap(), "[1]");
         assert_eq!(run(&p4(b"](K\x01K\x02e")).unwrap(), "[1, 2]");
         assert_eq!(run(&p4(b"}\x8c\x01aK\x01s")).unwrap(), "{\"a\": 1}");
-        assert_eq!(run(&p4(b"}(\x8c\x01aK\x01\x8c\x01bK\x02u")).unwrap(), "{\"a\": 1, \"b\": 2}");
+        assert_eq!(
+            run(&p4(b"}(\x8c\x01aK\x01\x8c\x01bK\x02u")).unwrap(),
+            "{\"a\": 1, \"b\": 2}"
+        );
         assert_eq!(run(&p4(b"(K\x01K\x02l")).unwrap(), "[1, 2]");
         assert_eq!(run(&p4(b"(\x8c\x01aK\x01d")).unwrap(), "{\"a\": 1}");
         assert_eq!(run(&p4(b"(K\x01K\x02t")).unwrap(), "(1, 2)");
@@ -861,9 +1121,15 @@ mod tests {
         assert_eq!(run(&p4(body)).unwrap(), "[{\"a\": 1}, {\"a\": 1}]");
         // Explicit ids of protocols 2-3 (BINPUT/LONG_BINPUT, BINGET/LONG_BINGET, PUT/GET).
         assert_eq!(run(b"\x80\x02](K\x07q\x05h\x05e.").unwrap(), "[7, 7]");
-        assert_eq!(run(b"\x80\x02](K\x07r\x00\x01\x00\x00j\x00\x01\x00\x00e.").unwrap(), "[7, 7]");
+        assert_eq!(
+            run(b"\x80\x02](K\x07r\x00\x01\x00\x00j\x00\x01\x00\x00e.").unwrap(),
+            "[7, 7]"
+        );
         // Protocol 0 text forms.
-        assert_eq!(run(b"(lp0\nI3\na(lp1\nI4\naag1\na.").unwrap(), "[3, [4], [4]]");
+        assert_eq!(
+            run(b"(lp0\nI3\na(lp1\nI4\naag1\na.").unwrap(),
+            "[3, [4], [4]]"
+        );
     }
 
     #[test]
@@ -893,7 +1159,11 @@ mod tests {
         ] {
             let e = err(bytes);
             assert!(e.message.contains(name), "{name}: {}", e.message);
-            assert!(e.message.contains("never runs code"), "{name}: {}", e.message);
+            assert!(
+                e.message.contains("never runs code"),
+                "{name}: {}",
+                e.message
+            );
             assert!(!e.truncated);
         }
     }
@@ -918,7 +1188,12 @@ mod tests {
         let e = err(b"\x80\x04K\x01K\x02a.");
         assert!(e.message.contains("needs a list"), "{}", e.message);
         let e = err(b"\x80\x04]K\x01s.");
-        assert!(e.message.contains("SETITEM needs a dict, a key and a value"), "{}", e.message);
+        assert!(
+            e.message
+                .contains("SETITEM needs a dict, a key and a value"),
+            "{}",
+            e.message
+        );
         let e = err(b"\x80\x04}(K\x01u.");
         assert!(e.message.contains("odd count"));
         let e = err(b"\x80\x04N\x94\x94.");
@@ -961,7 +1236,11 @@ mod tests {
         let mut v = vec![0x80, 4];
         v.extend(std::iter::repeat(b'N').take(1_000_000));
         let e = err(&v);
-        assert!(e.message.contains("pending on the pickle stack"), "{}", e.message);
+        assert!(
+            e.message.contains("pending on the pickle stack"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

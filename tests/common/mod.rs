@@ -32,7 +32,11 @@ pub fn samples() -> Vec<PathBuf> {
 
 /// The real snapshots in `../shared/samples/real`, or `None` (with a message) when absent.
 pub fn real_snapshots() -> Option<Vec<PathBuf>> {
-    let dir = root().join("..").join("shared").join("samples").join("real");
+    let dir = root()
+        .join("..")
+        .join("shared")
+        .join("samples")
+        .join("real");
     let Ok(rd) = std::fs::read_dir(&dir) else {
         eprintln!("skipped: {} is absent", dir.display());
         return None;
