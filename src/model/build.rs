@@ -96,10 +96,17 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
         0 => default_threads(),
         n => n,
     };
+    // MEMLENS_STRATEGY=parallel|sequential overrides Auto (benchmarks of one path).
+    let forced = match std::env::var("MEMLENS_STRATEGY").as_deref() {
+        Ok("parallel") => Some(true),
+        Ok("sequential") => Some(false),
+        _ => None,
+    };
     let parallel = match options.strategy {
         Strategy::Sequential => false,
         Strategy::Parallel => true,
-        Strategy::Auto => threads > 1 && buf.len() >= 16 << 20,
+        // Two cores measured slower than the sequential decoder (docs/performance.md).
+        Strategy::Auto => forced.unwrap_or(threads > 2 && buf.len() >= 16 << 20),
     };
     if parallel {
         let chunk = match options.chunk_bytes {
@@ -113,6 +120,7 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
         }
     }
     let mut b = Builder::new(options.progress);
+    b.release = options.release;
     let (heap, top) = pickle::decode(buf, &mut b, pickle::Limits::for_input(buf.len()))
         .map_err(BuildError::Decode)?;
     b.finish(&heap, top)
@@ -181,18 +189,29 @@ pub(crate) fn build_chunk(
 /// reaches each chunk (`next` blocks until chunk `i` is ready; `None` aborts).
 pub(crate) fn build_planned(
     buf: &[u8],
-    plan: &pickle::scan::Plan,
+    chunks: &[pickle::scan::Chunk],
+    defs: &pickle::scan::Defs,
     progress: Option<&mut dyn FnMut(u64)>,
     next: &mut dyn FnMut(usize) -> Option<ChunkOut>,
 ) -> Option<Snapshot> {
     let mut b = Builder::new(progress);
+    let items = |t| {
+        chunks
+            .iter()
+            .filter(|c| c.target == t)
+            .map(|c| c.items as usize)
+            .sum::<usize>()
+    };
+    b.events.reserve_exact(items(pickle::scan::Target::Trace));
+    b.segments
+        .reserve_exact(items(pickle::scan::Target::Segments));
     let mut skipper = Skipper { b: &mut b, next };
     let (heap, top) = pickle::decode_planned(
         buf,
         &mut skipper,
         pickle::Limits::for_input(buf.len()),
-        &plan.chunks,
-        &plan.defs,
+        chunks,
+        defs,
     )
     .ok()?;
     b.finish(&heap, top).ok()
@@ -238,6 +257,9 @@ struct Builder<'p> {
     legacy_blocks: u64,
     progress: Option<&'p mut dyn FnMut(u64)>,
     last_text: [(Vec<u8>, StrId); 2],
+    /// Input pages behind the decoder are handed back (sequential path), up to `released`.
+    release: Option<&'p (dyn Fn(usize, usize) + Sync)>,
+    released: u64,
 }
 
 fn shape<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, BuildError> {
@@ -344,6 +366,8 @@ impl<'p> Builder<'p> {
             legacy_blocks: 0,
             progress,
             last_text: [(Vec::new(), StrId::EMPTY), (Vec::new(), StrId::EMPTY)],
+            release: None,
+            released: 0,
         }
     }
 
@@ -1195,6 +1219,14 @@ impl Hooks for Builder<'_> {
     fn on_progress(&mut self, offset: u64) {
         if let Some(p) = self.progress.as_mut() {
             p(offset)
+        }
+        // Keep 16 MiB behind the decoder mapped; strings read again later fault back in.
+        let upto = offset.saturating_sub(16 << 20);
+        if let Some(r) = self.release {
+            if upto >= self.released + (64 << 20) {
+                r(self.released as usize, (upto - self.released) as usize);
+                self.released = upto;
+            }
         }
     }
 }

@@ -175,7 +175,15 @@ struct Machine<'a> {
     next_skip: usize,
     /// Nesting of on-demand definition decodes.
     depth: u32,
+    /// Direct-mapped cache of converted memo values (planned decoding only).
+    ext_cache: Vec<(u64, Value)>,
 }
+
+const EXT_CACHE: usize = 1 << 14;
+/// Definitions decoded on demand, and their bytes (for `MEMLENS_TIMING`).
+pub static EXT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Bytes of the definitions decoded on demand.
+pub static EXT_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Deepest chain of definitions decoded on demand (a frames list holding a frame dict...).
 const MAX_DEF_DEPTH: u32 = 64;
@@ -202,6 +210,7 @@ impl<'a> Machine<'a> {
             skip_idx: 0,
             next_skip: usize::MAX,
             depth: 0,
+            ext_cache: Vec::new(),
         }
     }
 
@@ -211,6 +220,8 @@ impl<'a> Machine<'a> {
         let Some(def) = self.defs.and_then(|d| d.get(index)) else {
             return Ok(None);
         };
+        EXT_COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        EXT_BYTES.fetch_add(def.len, std::sync::atomic::Ordering::Relaxed);
         if self.depth >= MAX_DEF_DEPTH {
             return self.err("memo definitions nested too deeply");
         }
@@ -892,10 +903,27 @@ impl<'a> Machine<'a> {
                         let rel = index.wrapping_sub(self.heap.memo_base) as usize;
                         let v = match self.heap.memo.get(rel) {
                             Some(v) if !matches!(v, Value::Obj(_)) => *v,
-                            _ => match self.heap.sparse_memo.get(&index) {
-                                Some(v) if !matches!(v, Value::Obj(_)) => *v,
-                                _ => self.memo_get(hooks, index)?,
-                            },
+                            _ if self.defs.is_none() => self.memo_get(hooks, index)?,
+                            _ => {
+                                // Entries from outside the decoded range (shared frame dicts):
+                                // a direct-mapped cache in front of the sparse memo.
+                                let slot = (index as usize) & (EXT_CACHE - 1);
+                                match self.ext_cache.get(slot) {
+                                    Some(&(i, v)) if i == index => v,
+                                    _ => {
+                                        let v = self.memo_get(hooks, index)?;
+                                        let v = self.heap.resolve(v);
+                                        if !matches!(v, Value::Obj(_)) {
+                                            if self.ext_cache.is_empty() {
+                                                self.ext_cache =
+                                                    vec![(u64::MAX, Value::None); EXT_CACHE];
+                                            }
+                                            self.ext_cache[slot] = (index, v);
+                                        }
+                                        v
+                                    }
+                                }
+                            }
                         };
                         self.push(v)?;
                         match self.buf.get(self.pos) {

@@ -12,6 +12,8 @@
 
 use super::ops::op;
 use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 /// Which big list a chunk belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,28 +54,77 @@ pub struct MemoDef {
     pub base: u64,
 }
 
-/// Definitions of the memo entries that are referenced at least once, sorted by memo id.
-#[derive(Debug, Default)]
+/// Where each memo entry is defined, filled by pass 1 while workers already read it (a
+/// chunk is handed out only after every definition before it is complete).
+///
+/// One word per memo id, allocated zeroed for the most ids the input could hold (pages never
+/// written cost nothing): start (40 bits) | len (21 bits) | flags.
+#[derive(Debug)]
 pub struct Defs {
-    ids: Vec<u32>,
-    defs: Vec<MemoDef>,
+    table: Vec<AtomicU64>,
+    /// Lengths of 2 MiB or more, and memo bases that differ from the id.
+    extra: Mutex<FxHashMap<u32, (u64, u64)>>,
+    count: AtomicU64,
 }
 
 impl Defs {
-    /// The definition of memo entry `idx`, if it is referenced and known.
+    /// A table for an input of `len` bytes.
+    pub fn for_input(len: usize) -> Self {
+        let cap = len / 8 + 4096;
+        // Zeroed allocation: pages are mapped only when pass 1 writes them.
+        let mut zeroed = std::mem::ManuallyDrop::new(vec![0u64; cap]);
+        // SAFETY: AtomicU64 has the same size, alignment and bit validity as u64, and the
+        // vector's ownership moves into the new one (the old one is never dropped).
+        let table = unsafe {
+            Vec::from_raw_parts(
+                zeroed.as_mut_ptr() as *mut AtomicU64,
+                zeroed.len(),
+                zeroed.capacity(),
+            )
+        };
+        Defs {
+            table,
+            extra: Mutex::new(FxHashMap::default()),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// The definition of memo entry `idx`, if it is known and complete.
     pub fn get(&self, idx: u64) -> Option<MemoDef> {
-        let idx = u32::try_from(idx).ok()?;
-        self.ids.binary_search(&idx).ok().map(|i| self.defs[i])
+        let e = self.table.get(usize::try_from(idx).ok()?)?.load(Relaxed);
+        if e & BIG_BIT != 0 {
+            return None;
+        }
+        let len = (e >> LEN_SHIFT) & LEN_MAX;
+        if len == 0 {
+            return None;
+        }
+        let (mut len_out, mut base) = (len, idx);
+        if len == LEN_MAX || e & BASE_BIT != 0 {
+            let extra = self.extra.lock().unwrap_or_else(|e| e.into_inner());
+            let (l, b) = *extra.get(&(idx as u32))?;
+            if len == LEN_MAX {
+                len_out = l;
+            }
+            if e & BASE_BIT != 0 {
+                base = b;
+            }
+        }
+        Some(MemoDef {
+            start: e & START_MASK,
+            len: len_out,
+            base,
+        })
     }
 
-    /// Number of definitions kept.
+    /// Number of memo entries defined.
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.count.load(Relaxed) as usize
     }
 
-    /// True when no definition is kept.
+    /// True when no memo entry is defined.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len() == 0
     }
 }
 
@@ -118,12 +169,13 @@ struct Open {
     last_fill_memo: u64,
 }
 
-/// Table entry: start (40 bits) | len (22 bits) | big (1 bit) | referenced (1 bit).
+/// Table entry: start (40 bits) | len (21 bits) | base differs | big | referenced.
 /// len 0 = not complete; big = the top-level dict or a big list (never decoded on demand).
 const LEN_SHIFT: u32 = 40;
-const LEN_MAX: u64 = (1 << 22) - 1;
+const LEN_MAX: u64 = (1 << 21) - 1;
 const REF_BIT: u64 = 1 << 63;
 const BIG_BIT: u64 = 1 << 62;
+const BASE_BIT: u64 = 1 << 61;
 const START_MASK: u64 = (1 << LEN_SHIFT) - 1;
 
 struct Scanner<'a> {
@@ -132,64 +184,50 @@ struct Scanner<'a> {
     stack: Vec<Ent>,
     marks: Vec<Mark>,
     memo_next: u64,
-    table: Vec<u64>,
-    long_len: FxHashMap<u32, u64>,
-    other_base: FxHashMap<u32, u64>,
-    chunks: Vec<Chunk>,
+    defs: &'a Defs,
+    defined: usize,
+    emit: &'a mut dyn FnMut(Chunk),
     open: Option<Open>,
     chunk_bytes: u64,
 }
 
 type S<T> = Option<T>;
 
-/// Runs pass 1 over `buf`. `chunk_bytes` is the target size of a chunk. `None`: the layout is
-/// not one the parallel path handles (the sequential decoder must be used).
+/// Runs pass 1 over `buf` and returns the whole plan. `chunk_bytes` is the target size of a
+/// chunk. `None`: the layout is not one the parallel path handles (use the sequential decoder).
 pub fn scan(buf: &[u8], chunk_bytes: usize) -> Option<Plan> {
+    let defs = Defs::for_input(buf.len());
+    let mut chunks = Vec::new();
+    scan_into(buf, chunk_bytes, &defs, &mut |c| chunks.push(c))?;
+    Some(Plan { chunks, defs })
+}
+
+/// Runs pass 1, filling `defs` and handing each chunk to `emit` as soon as it is complete
+/// (every memo definition before its end is then recorded in `defs`).
+pub fn scan_into(
+    buf: &[u8],
+    chunk_bytes: usize,
+    defs: &Defs,
+    emit: &mut dyn FnMut(Chunk),
+) -> Option<()> {
+    if buf.len() as u64 > START_MASK {
+        return None;
+    }
     let mut s = Scanner {
         buf,
         pos: 0,
         stack: Vec::new(),
         marks: Vec::new(),
         memo_next: 0,
-        table: Vec::new(),
-        long_len: FxHashMap::default(),
-        other_base: FxHashMap::default(),
-        chunks: Vec::new(),
+        defs,
+        defined: 0,
+        emit,
         open: None,
         chunk_bytes: chunk_bytes.max(1) as u64,
     };
     s.run()?;
-    if buf.len() as u64 > START_MASK {
-        return None;
-    }
-    // Keep only referenced, complete definitions.
-    let mut defs = Defs::default();
-    for (i, &e) in s.table.iter().enumerate() {
-        if e & REF_BIT == 0 {
-            continue;
-        }
-        if e & BIG_BIT != 0 {
-            return None;
-        }
-        let mut len = (e >> LEN_SHIFT) & LEN_MAX;
-        if len == 0 {
-            return None;
-        }
-        if len == LEN_MAX {
-            len = *s.long_len.get(&(i as u32))?;
-        }
-        let base = s.other_base.get(&(i as u32)).copied().unwrap_or(i as u64);
-        defs.ids.push(i as u32);
-        defs.defs.push(MemoDef {
-            start: e & START_MASK,
-            len,
-            base,
-        });
-    }
-    Some(Plan {
-        chunks: s.chunks,
-        defs,
-    })
+    defs.count.store(s.defined as u64, Relaxed);
+    Some(())
 }
 
 /// The bytes of a string defined by the opcode at `off`, if it is one.
@@ -316,12 +354,14 @@ impl Scanner<'_> {
         }
         if e.memo != NONE && e.tag != T_REF {
             let len = e.end - e.start;
-            let slot = &mut self.table[e.memo as usize];
+            let slot = &self.defs.table[e.memo as usize];
+            let v = slot.load(Relaxed);
             if len >= LEN_MAX {
-                *slot |= LEN_MAX << LEN_SHIFT;
-                self.long_len.insert(e.memo, len);
+                let mut extra = self.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
+                extra.entry(e.memo).or_insert((0, e.memo as u64)).0 = len;
+                slot.store(v | LEN_MAX << LEN_SHIFT, Relaxed);
             } else {
-                *slot |= len.max(1) << LEN_SHIFT;
+                slot.store(v | len.max(1) << LEN_SHIFT, Relaxed);
             }
         }
         Some(())
@@ -340,7 +380,7 @@ impl Scanner<'_> {
             let mut c = o.chunk;
             c.end = o.last_fill_end;
             c.memo_end = o.last_fill_memo;
-            self.chunks.push(c);
+            (self.emit)(c);
         }
     }
 
@@ -351,7 +391,7 @@ impl Scanner<'_> {
         if e.tag == T_REF {
             return None;
         }
-        if e.memo != NONE && self.table[e.memo as usize] & REF_BIT != 0 {
+        if e.memo != NONE && self.defs.table[e.memo as usize].load(Relaxed) & REF_BIT != 0 {
             return None;
         }
         self.stack[t].end = self.pos as u64;
@@ -425,19 +465,21 @@ impl Scanner<'_> {
         if e.memo != NONE || e.tag == T_REF {
             return None;
         }
-        if idx != self.table.len() as u64
-            || self.table.len() >= self.buf.len() / 4 + (1 << 20)
-            || idx >= NONE as u64
+        if idx != self.defined as u64 || self.defined >= self.defs.table.len() || idx >= NONE as u64
         {
             return None;
         }
-        self.table.push(e.start & START_MASK);
+        let mut v = e.start & START_MASK;
         if e.memo_at != idx {
-            self.other_base.insert(idx as u32, e.memo_at);
+            let mut extra = self.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
+            extra.entry(idx as u32).or_insert((0, 0)).1 = e.memo_at;
+            v |= BASE_BIT;
         }
         if matches!(e.tag, T_TOP_DICT | T_TRACES | T_SEG_LIST | T_TRACE_LIST) {
-            *self.table.last_mut()? |= BIG_BIT;
+            v |= BIG_BIT;
         }
+        self.defs.table[self.defined].store(v, Relaxed);
+        self.defined += 1;
         let ent = &mut self.stack[top];
         ent.memo = idx as u32;
         ent.end = self.pos as u64;
@@ -445,10 +487,16 @@ impl Scanner<'_> {
     }
 
     fn get(&mut self, idx: u64, op_at: usize) -> S<()> {
-        let slot = self.table.get_mut(usize::try_from(idx).ok()?)?;
-        *slot |= REF_BIT;
-        let start = (*slot & START_MASK) as usize;
-        if *slot & BIG_BIT != 0 {
+        if idx >= self.defined as u64 {
+            return None;
+        }
+        let slot = &self.defs.table[idx as usize];
+        let v = slot.load(Relaxed);
+        if v & REF_BIT == 0 {
+            slot.store(v | REF_BIT, Relaxed);
+        }
+        let start = (v & START_MASK) as usize;
+        if v & BIG_BIT != 0 {
             return None;
         }
         let tag = if self.top_dict_slot() == Some(false) {
@@ -496,11 +544,17 @@ impl Scanner<'_> {
                 p += 5;
                 u32::from_le_bytes(buf[p - 4..p].try_into().ok()?) as usize
             };
-            let slot = self.table.get_mut(idx)?;
-            if *slot & BIG_BIT != 0 {
+            if idx >= self.defined {
                 return None;
             }
-            *slot |= REF_BIT;
+            let slot = &self.defs.table[idx];
+            let v = slot.load(Relaxed);
+            if v & BIG_BIT != 0 {
+                return None;
+            }
+            if v & REF_BIT == 0 {
+                slot.store(v | REF_BIT, Relaxed);
+            }
         }
         self.pos = end + 1;
         self.marks.pop();
@@ -716,7 +770,7 @@ mod tests {
             .iter()
             .all(|c| c.target == Target::Trace && c.items == 1));
         assert_eq!(plan.chunks[0].end, plan.chunks[1].start);
-        assert_eq!(plan.defs.len(), 1);
+        assert_eq!(plan.defs.len(), 8);
         let d = plan.defs.get(5).unwrap();
         assert_eq!(
             &body[d.start as usize..(d.start + d.len) as usize],
