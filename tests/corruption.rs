@@ -55,7 +55,8 @@ fn byte_flips_through_the_binary_exit_0_or_2() {
             b[pos] ^= 1 << rng.below(8);
             std::fs::write(&path, &b).unwrap();
             for cmd in ["summary", "top"] {
-                let code = run_with_timeout(&[cmd.as_ref(), path.as_os_str()], Duration::from_secs(10));
+                let code =
+                    run_with_timeout(&[cmd.as_ref(), path.as_os_str()], Duration::from_secs(10));
                 assert!(
                     matches!(code, Some(0) | Some(2)),
                     "{cmd} on {} flipped at byte {pos}: exit {code:?} (101 = panic, None = signal)",
@@ -69,7 +70,10 @@ fn byte_flips_through_the_binary_exit_0_or_2() {
 #[test]
 fn library_survives_many_mutations() {
     let mut rng = Rng(0x0dd_ba11);
-    for s in samples().into_iter().filter(|p| p.extension().is_some_and(|e| e == "pickle")) {
+    for s in samples()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+    {
         let bytes = std::fs::read(&s).unwrap();
         for _ in 0..300 {
             let mut b = bytes.clone();
