@@ -32,6 +32,8 @@ pub struct Input {
     pub container: Container,
     /// Size of the file on disk.
     pub file_len: u64,
+    /// With salvage: why decompression stopped early (the bytes before are kept).
+    pub cut: Option<String>,
 }
 
 enum Data {
@@ -82,6 +84,12 @@ pub fn sniff(head: &[u8]) -> Container {
 
 /// Reads `path` (opened read-only) into pickle bytes.
 pub fn read(path: &Path) -> Result<Input, Error> {
+    read_with(path, false)
+}
+
+/// Like [`read`]; with `salvage`, a compressed stream that breaks off keeps the bytes
+/// decompressed before the break.
+pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
     let raw = if path.as_os_str() == "-" {
         let mut v = Vec::new();
         std::io::stdin()
@@ -129,18 +137,29 @@ pub fn read(path: &Path) -> Result<Input, Error> {
         ));
     }
     let container = sniff(&bytes[..bytes.len().min(64)]);
+    let mut cut = None;
+    let mut keep = |r: Result<Vec<u8>, (Vec<u8>, Error)>| -> Result<Vec<u8>, Error> {
+        match r {
+            Ok(v) => Ok(v),
+            Err((partial, e)) if salvage && !partial.is_empty() => {
+                cut = Some(e.to_string());
+                Ok(partial)
+            }
+            Err((_, e)) => Err(e),
+        }
+    };
     let data = match container {
         Container::Pickle => raw,
-        Container::Gzip => Data::Owned(decompress(
+        Container::Gzip => Data::Owned(keep(decompress(
             path,
             flate2::read::MultiGzDecoder::new(bytes),
             "gzip",
             file_len,
-        )?),
+        ))?),
         Container::Zstd => {
             let dec = zstd::stream::read::Decoder::with_buffer(bytes)
                 .map_err(|e| Error::at_byte(path, 0, format!("zstd stream: {e}")))?;
-            Data::Owned(decompress(path, dec, "zstd", file_len)?)
+            Data::Owned(keep(decompress(path, dec, "zstd", file_len))?)
         }
         Container::Json => Data::Owned(json_to_pickle(bytes).map_err(|e| Error::Input {
             path: path.to_path_buf(),
@@ -153,19 +172,29 @@ pub fn read(path: &Path) -> Result<Input, Error> {
         data,
         container,
         file_len,
+        cut,
     })
 }
 
-fn decompress(path: &Path, mut r: impl Read, what: &str, file_len: u64) -> Result<Vec<u8>, Error> {
+/// Decompresses everything; on failure, the bytes decompressed so far and the error.
+fn decompress(
+    path: &Path,
+    mut r: impl Read,
+    what: &str,
+    file_len: u64,
+) -> Result<Vec<u8>, (Vec<u8>, Error)> {
     let mut out = Vec::with_capacity((file_len as usize).saturating_mul(4));
     match r.read_to_end(&mut out) {
         Ok(_) => Ok(out),
-        Err(e) => Err(Error::Input {
-            path: path.to_path_buf(),
-            location: format!("decompressed byte {}", out.len()),
-            message: format!("{what} stream is broken: {e}"),
-            truncated: e.kind() == std::io::ErrorKind::UnexpectedEof,
-        }),
+        Err(e) => {
+            let err = Error::Input {
+                path: path.to_path_buf(),
+                location: format!("decompressed byte {}", out.len()),
+                message: format!("{what} stream is broken: {e}"),
+                truncated: e.kind() == std::io::ErrorKind::UnexpectedEof,
+            };
+            Err((out, err))
+        }
     }
 }
 
@@ -181,13 +210,25 @@ pub fn build_input(
     input: &Input,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Snapshot, Error> {
+    build_input_with(path, input, progress, false)
+}
+
+/// Like [`build_input`]; with `salvage`, keeps what was complete before a truncation or
+/// corruption (see [`crate::model::BuildOptions::salvage`]).
+pub fn build_input_with(
+    path: &Path,
+    input: &Input,
+    progress: &mut dyn FnMut(u64),
+    salvage: bool,
+) -> Result<Snapshot, Error> {
     let located = |location: String| location;
     let release = |start: usize, len: usize| input.release(start, len);
-    model::build(
+    let mut snap = model::build(
         input.bytes(),
         BuildOptions {
             progress: Some(progress),
             release: Some(&release),
+            salvage,
             ..Default::default()
         },
     )
@@ -208,7 +249,20 @@ pub fn build_input(
             message,
             truncated: false,
         },
-    })
+    })?;
+    if let Some(why) = &input.cut {
+        snap.warnings.insert(
+            0,
+            crate::model::Warning {
+                code: "salvaged",
+                device: None,
+                message: format!(
+                    "the compressed stream breaks off ({why}); kept what decompressed before it"
+                ),
+            },
+        );
+    }
+    Ok(snap)
 }
 
 /// Transcodes a JSON document into a protocol-4 pickle of the same value (no memo).

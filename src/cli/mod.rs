@@ -22,6 +22,10 @@ use memlens::Error;
 #[derive(Parser, Debug)]
 #[command(name = "memlens", version, about, long_about = None)]
 pub struct Cli {
+    /// Keep what was complete before a truncation or corruption (a dump that died) instead of
+    /// failing; a `salvaged` warning names the offset.
+    #[arg(long, global = true)]
+    salvage: bool,
     /// Decoder threads (default: number of cores; 1 = the sequential decoder).
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
@@ -79,6 +83,7 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     if let Some(n) = cli.threads {
         if n == 0 {
             eprintln!("memlens: --threads must be at least 1");
@@ -110,11 +115,16 @@ pub fn main() -> i32 {
     }
 }
 
+/// `--salvage`, set once from the command line.
+static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Loads one snapshot, with a progress bar when it is large.
 pub fn load(path: &std::path::Path) -> Result<memlens::model::Snapshot, Error> {
-    let inp = memlens::input::read(path)?;
+    let salvage = SALVAGE.load(std::sync::atomic::Ordering::Relaxed);
+    let inp = memlens::input::read_with(path, salvage)?;
     let bar = progress::bytes_bar(inp.bytes().len() as u64, &path.display().to_string());
-    let snap = memlens::input::build_input(path, &inp, &mut |pos| bar.set_position(pos));
+    let snap =
+        memlens::input::build_input_with(path, &inp, &mut |pos| bar.set_position(pos), salvage);
     bar.finish_and_clear();
     snap
 }

@@ -73,6 +73,9 @@ pub struct BuildOptions<'p> {
     /// drop them from memory, e.g. `madvise(DONTNEED)` on a file mapping; reading them again
     /// must still work).
     pub release: Option<&'p (dyn Fn(usize, usize) + Sync)>,
+    /// Keep what was complete before a truncation or corruption instead of failing
+    /// (`--salvage`); a `salvaged` warning names the offset.
+    pub salvage: bool,
 }
 
 static DEFAULT_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -102,12 +105,13 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
         Ok("sequential") => Some(false),
         _ => None,
     };
-    let parallel = match options.strategy {
-        Strategy::Sequential => false,
-        Strategy::Parallel => true,
-        // Two cores measured slower than the sequential decoder (docs/performance.md).
-        Strategy::Auto => forced.unwrap_or(threads > 2 && buf.len() >= 16 << 20),
-    };
+    let parallel = !options.salvage
+        && match options.strategy {
+            Strategy::Sequential => false,
+            Strategy::Parallel => true,
+            // Two cores measured slower than the sequential decoder (docs/performance.md).
+            Strategy::Auto => forced.unwrap_or(threads > 2 && buf.len() >= 16 << 20),
+        };
     if parallel {
         let chunk = match options.chunk_bytes {
             0 => 8 << 20,
@@ -121,6 +125,32 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
     }
     let mut b = Builder::new(options.progress);
     b.release = options.release;
+    if options.salvage {
+        let (heap, top, failure) =
+            pickle::decode_salvage(buf, &mut b, pickle::Limits::for_input(buf.len()))
+                .map_err(BuildError::Decode)?;
+        let mut snap = b.finish(&heap, top)?;
+        if let Some(e) = failure {
+            let kept = snap.events.len();
+            snap.warnings.insert(
+                0,
+                Warning {
+                    code: "salvaged",
+                    device: None,
+                    message: format!(
+                        "{} at byte {} of {} ({}); kept what was complete before it: {} segments, {} trace events",
+                        if e.truncated { "the file ends early" } else { "the file is corrupt" },
+                        e.offset,
+                        buf.len(),
+                        e.message,
+                        snap.segments.len(),
+                        kept
+                    ),
+                },
+            );
+        }
+        return Ok(snap);
+    }
     let (heap, top) = pickle::decode(buf, &mut b, pickle::Limits::for_input(buf.len()))
         .map_err(BuildError::Decode)?;
     b.finish(&heap, top)

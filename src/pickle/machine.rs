@@ -95,6 +95,26 @@ pub fn decode<'a, H: Hooks>(
     Ok((m.heap, top))
 }
 
+/// Decodes like [`decode`], but when the input is cut short or corrupt, keeps everything
+/// that was complete before the failure: open containers are closed, partly built dicts
+/// (an event whose fields were still being written) are dropped, lists keep the items they
+/// had. Returns the failure alongside the salvaged top-level value.
+pub fn decode_salvage<'a, H: Hooks>(
+    buf: &'a [u8],
+    hooks: &mut H,
+    limits: Limits,
+) -> Result<(Heap<'a>, Value, Option<DecodeError>), DecodeError> {
+    let mut m = Machine::new(buf, limits);
+    m.salvage = true;
+    match m.run(hooks) {
+        Ok(top) => Ok((m.heap, top, None)),
+        Err(e) => match m.close_open(hooks) {
+            Some(top) => Ok((m.heap, top, Some(e))),
+            None => Err(e),
+        },
+    }
+}
+
 /// Decodes the whole pickle like [`decode`], except that the element ranges of `chunks`
 /// (pass 1's plan) are not decoded: [`Hooks::on_skip`] supplies handles for them. Memo
 /// entries defined inside skipped ranges are decoded on demand from `defs`.
@@ -177,6 +197,8 @@ struct Machine<'a> {
     depth: u32,
     /// Direct-mapped cache of converted memo values (planned decoding only).
     ext_cache: Vec<(u64, Value)>,
+    /// Salvaging: a FRAME that runs past the end is not an error (decode up to the cut).
+    salvage: bool,
 }
 
 const EXT_CACHE: usize = 1 << 14;
@@ -211,6 +233,7 @@ impl<'a> Machine<'a> {
             next_skip: usize::MAX,
             depth: 0,
             ext_cache: Vec::new(),
+            salvage: false,
         }
     }
 
@@ -504,6 +527,80 @@ impl<'a> Machine<'a> {
 
     /// Moves the values above stack position `m` into `list`; each container among them is
     /// first offered to the hooks, which may replace it (scalars are never offered).
+    /// Closes every open MARK after a failure (see [`decode_salvage`]); returns the
+    /// outermost container, if there is one.
+    fn close_open<H: Hooks>(&mut self, hooks: &mut H) -> Option<Value> {
+        let partial: Vec<ObjId> = self
+            .marks
+            .iter()
+            .filter_map(|&m| match m.checked_sub(1).map(|i| self.stack[i]) {
+                Some(Value::Obj(id)) => Some(id),
+                _ => None,
+            })
+            .collect();
+        let incomplete = |heap: &Heap, v: &Value| match v {
+            Value::Obj(id) => match heap.data(*id) {
+                ObjData::Dict(d) => d.is_empty() || partial.contains(id),
+                _ => false,
+            },
+            _ => false,
+        };
+        while let Some(m) = self.marks.pop() {
+            if m == 0 {
+                self.stack.truncate(0);
+                break;
+            }
+            let Value::Obj(target) = self.stack[m - 1] else {
+                self.stack.truncate(m);
+                continue;
+            };
+            let mut items: Vec<Value> = self.stack.split_off(m);
+            match self.heap.data(target) {
+                ObjData::List(_) => {
+                    items.retain(|v| !incomplete(&self.heap, v));
+                    self.stack.extend(items);
+                    self.fill_list(hooks, target, m).ok()?;
+                }
+                ObjData::Dict(_) => {
+                    // Keys then values; a container where a key belongs was being appended to
+                    // the value before it (a pending one-item APPEND).
+                    let mut pairs: Vec<Value> = Vec::new();
+                    for v in items {
+                        if pairs.len() % 2 == 0 && self.heap.str_bytes(v).is_none() {
+                            if let Some(Value::Obj(prev)) = pairs.last().copied() {
+                                if matches!(self.heap.data(prev), ObjData::List(_))
+                                    && !incomplete(&self.heap, &v)
+                                {
+                                    self.stack.push(v);
+                                    let at = self.stack.len() - 1;
+                                    let _ = self.fill_list(hooks, prev, at);
+                                }
+                            }
+                            continue;
+                        }
+                        pairs.push(v);
+                    }
+                    if pairs.len() % 2 == 1 {
+                        pairs.pop();
+                    }
+                    let mut kept = Vec::with_capacity(pairs.len());
+                    for p in pairs.chunks_exact(2) {
+                        if !incomplete(&self.heap, &p[1]) {
+                            kept.extend_from_slice(p);
+                        }
+                    }
+                    self.stack.extend(kept);
+                    self.fill_dict(hooks, target, m, "salvage").ok()?;
+                }
+                _ => {}
+            }
+        }
+        match self.stack.first() {
+            Some(v @ Value::Obj(_)) => Some(*v),
+            _ => None,
+        }
+    }
+
     fn fill_list<H: Hooks>(&mut self, hooks: &mut H, list: ObjId, m: usize) -> R<()> {
         for item in self.stack[m..].iter_mut() {
             if let Value::Obj(_) = item {
@@ -645,7 +742,7 @@ impl<'a> Machine<'a> {
                 op::FRAME => {
                     let len = self.u64le("FRAME")?;
                     let left = (self.buf.len() - self.pos) as u64;
-                    if len > left {
+                    if len > left && !self.salvage {
                         return Err(DecodeError {
                             offset: self.op_at as u64,
                             message: format!(

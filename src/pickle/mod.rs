@@ -10,5 +10,7 @@ pub mod ops;
 pub mod scan;
 pub mod value;
 
-pub use machine::{decode, decode_chunk, decode_planned, DecodeError, Hooks, Limits, NoHooks};
+pub use machine::{
+    decode, decode_chunk, decode_planned, decode_salvage, DecodeError, Hooks, Limits, NoHooks,
+};
 pub use value::{Heap, ListData, ObjData, ObjId, Value};
