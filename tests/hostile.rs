@@ -4,6 +4,19 @@ mod common;
 use common::*;
 use std::path::Path;
 
+/// Peak RSS of `memlens summary FILE` in bytes, via GNU time (None when it is absent).
+fn peak_rss(path: &Path) -> Option<u64> {
+    let o = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(env!("CARGO_BIN_EXE_memlens"))
+        .arg("summary")
+        .arg(path)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&o.stderr);
+    text.lines().last()?.trim().parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
@@ -11,7 +24,22 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
 }
 
 fn assert_refused(path: &Path, needle: &str) {
+    let start = std::time::Instant::now();
     let o = memlens(["summary".as_ref(), path.as_os_str()]);
+    let took = start.elapsed();
+    let size = std::fs::metadata(path).unwrap().len();
+    assert!(
+        took.as_secs_f64() < 1.0 + size as f64 / 50e6,
+        "{}: took {took:?}",
+        path.display()
+    );
+    if let Some(rss) = peak_rss(path) {
+        assert!(
+            rss < 8 * size + (48 << 20),
+            "{}: peak RSS {rss} for a {size}-byte input",
+            path.display()
+        );
+    }
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{}: {err}", path.display());
     assert_eq!(err.lines().count(), 1, "one line expected: {err}");
@@ -136,6 +164,18 @@ fn wrong_types_name_the_key() {
         ),
         (r#"[1, 2]"#, "expected a dict"),
         (r#"{"segments": [}"#, "invalid JSON"),
+        (r#"{"segments": [{"total_size": 512, "blocks": [5]}]}"#, "blocks[0]: expected a block dict"),
+        (r#"{"segments": [{"total_size": 512, "frames": 5, "blocks": []}]}"#, "key 'frames'"),
+        (r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "inactive", "frames": [5]}]}]}"#, "key 'frames'"),
+        (r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "inactive", "frames": 5}]}]}"#, "key 'frames'"),
+        (r#"{"segments": [{"total_size": 512, "segment_pool_id": 5, "blocks": []}]}"#, "segment_pool_id"),
+        (r#"{"device_traces": [5]}"#, "device_traces[0]: expected a list"),
+        (r#"{"device_traces": [[{"action": "alloc", "frames": [{"filename": 5}]}]]}"#, "key 'filename'"),
+        (r#"{"device_traces": [[{"action": "alloc", "frames": [{"filename": "a", "line": "x"}]}]]}"#, "key 'line'"),
+        (r#"{"device_traces": [[{"action": "alloc", "addr": [1]}]]}"#, "key 'addr'"),
+        (r#"{"device_traces": [[{"action": "alloc", "time_us": "now"}]]}"#, "key 'time_us'"),
+        (r#"{"external_annotations": 5}"#, "key external_annotations: expected a list"),
+        (r#"{"external_annotations": [5]}"#, "external_annotations[0]: expected a dict"),
     ];
     for (i, (json, needle)) in cases.iter().enumerate() {
         let p = write(dir.path(), &format!("case{i}.json"), json.as_bytes());
