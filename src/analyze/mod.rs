@@ -2,9 +2,11 @@
 //! value. Nothing here formats or prints.
 
 pub mod advice;
+pub mod diff;
 pub mod explain;
 pub mod gpus;
 pub mod oom;
+pub mod profile;
 pub mod summary;
 
 /// Version of every JSON report's schema; fields are only ever added.

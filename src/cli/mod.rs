@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod diff;
 mod explain;
 mod flame;
 mod frag;
@@ -40,6 +41,8 @@ enum Command {
     Oom(oom::Args),
     /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
     Explain(explain::Args),
+    /// Compare two snapshots by normalized call site: new, removed, grown and shrunk sites.
+    Diff(diff::Args),
 }
 
 /// Output format shared by the report commands.
@@ -57,7 +60,6 @@ pub enum Outcome {
     /// Exit 0.
     Ok,
     /// Exit 1: findings or a broken budget.
-    #[allow(dead_code)]
     Findings,
 }
 
@@ -79,6 +81,7 @@ pub fn main() -> i32 {
         Command::Explain(a) => explain::run(a),
         Command::Frag(a) => frag::run(a),
         Command::Oom(a) => oom::run(a),
+        Command::Diff(a) => diff::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,
