@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod check;
 mod diff;
 mod explain;
 mod flame;
@@ -43,6 +44,8 @@ enum Command {
     Explain(explain::Args),
     /// Compare two snapshots by normalized call site: new, removed, grown and shrunk sites.
     Diff(diff::Args),
+    /// Budgets on snapshots (peak, reserved, fragmentation, leaked, growth over a baseline).
+    Check(check::Args),
 }
 
 /// Output format shared by the report commands.
@@ -82,6 +85,7 @@ pub fn main() -> i32 {
         Command::Frag(a) => frag::run(a),
         Command::Oom(a) => oom::run(a),
         Command::Diff(a) => diff::run(a),
+        Command::Check(a) => check::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,
