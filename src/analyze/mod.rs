@@ -2,6 +2,7 @@
 //! value. Nothing here formats or prints.
 
 pub mod advice;
+pub mod batch;
 pub mod check;
 pub mod diff;
 pub mod explain;

@@ -127,16 +127,22 @@ impl Profile {
         self.devices.iter().rev().max_by_key(|d| d.live_bytes)
     }
 
-    /// The biggest keys, bytes descending then key ascending.
+    /// The biggest keys (see [`sorted_sites`]).
     pub fn top_sites(&self, n: usize) -> Vec<(String, SiteTotal)> {
         sorted_sites(&self.sites, n)
     }
 }
 
-/// The biggest entries of a site map, bytes descending then key ascending.
+/// The biggest entries of a site map: bytes descending, then named sites before
+/// `<no frames>`, then key ascending.
 pub fn sorted_sites(map: &BTreeMap<String, SiteTotal>, n: usize) -> Vec<(String, SiteTotal)> {
     let mut v: Vec<(String, SiteTotal)> = map.iter().map(|(k, t)| (k.clone(), *t)).collect();
-    v.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then_with(|| a.0.cmp(&b.0)));
+    v.sort_by(|a, b| {
+        b.1.bytes
+            .cmp(&a.1.bytes)
+            .then_with(|| (a.0 == NO_FRAMES).cmp(&(b.0 == NO_FRAMES)))
+            .then_with(|| a.0.cmp(&b.0))
+    });
     v.truncate(n);
     v
 }

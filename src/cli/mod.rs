@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod batch;
 mod check;
 mod diff;
 mod explain;
@@ -46,6 +47,8 @@ enum Command {
     Diff(diff::Args),
     /// Budgets on snapshots (peak, reserved, fragmentation, leaked, growth over a baseline).
     Check(check::Args),
+    /// Many snapshots in parallel: one row each, and the imbalance of a rank set.
+    Batch(batch::Args),
 }
 
 /// Output format shared by the report commands.
@@ -64,6 +67,8 @@ pub enum Outcome {
     Ok,
     /// Exit 1: findings or a broken budget.
     Findings,
+    /// Exit 2 after the report: some inputs could not be read (each already said why).
+    InputErrors,
 }
 
 /// Runs the command line and returns the exit code.
@@ -86,10 +91,12 @@ pub fn main() -> i32 {
         Command::Oom(a) => oom::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Check(a) => check::run(a),
+        Command::Batch(a) => batch::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::Findings) => 1,
+        Ok(Outcome::InputErrors) => 2,
         Err(e) => {
             if is_broken_pipe(&e) {
                 return 0;

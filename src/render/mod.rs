@@ -1,6 +1,7 @@
 //! Renderers: report values → text, tables or JSON. Renderers never compute numbers; a missing
 //! number belongs in the report.
 
+pub mod batch;
 pub mod check;
 pub mod diff;
 pub mod explain;
