@@ -20,10 +20,19 @@ pub fn table(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
     for f in &r.files {
         let rank = f.rank.map(|k| k.to_string()).unwrap_or_default();
         if !f.ok {
+            let e = f.error.as_deref().unwrap_or("");
+            let e = e
+                .strip_prefix(f.file.as_str())
+                .and_then(|r| r.strip_prefix(": "))
+                .unwrap_or(e);
             t.add_row(vec![
                 Cell::new(&f.file),
                 right(rank),
-                Cell::new(format!("error: {}", f.error.as_deref().unwrap_or(""))),
+                right("-".into()),
+                right("-".into()),
+                right("-".into()),
+                Cell::new("-"),
+                Cell::new(format!("error: {e}")),
             ]);
             continue;
         }
