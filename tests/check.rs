@@ -51,8 +51,8 @@ fn each_budget_broken_says_which_and_by_how_much() {
             "FAIL max_frag: fragmentation 23.7% on device 0 exceeds 10.0% by 13.7 points",
         ),
         (
-            &[CAND, "--max-leaked", "600MiB"],
-            "FAIL max_leaked: leaked 768.03 MiB exceeds 600.00 MiB by 168.03 MiB",
+            &["samples/list_leak.pickle", "--max-leaked", "10MiB"],
+            "FAIL max_leaked: leaked 49.08 MiB exceeds 10.00 MiB by 39.08 MiB",
         ),
         (
             &[CAND, "--baseline", BASE],
@@ -199,8 +199,8 @@ fn junit_is_well_formed() {
         CAND,
         "--max-peak",
         "1GiB",
-        "--max-leaked",
-        "600MiB",
+        "--max-reserved",
+        "1GiB",
         "--format",
         "junit",
     ]);
@@ -216,6 +216,30 @@ fn junit_is_well_formed() {
     );
     assert!(out.contains("&lt;no frames&gt;"), "{out}");
     assert!(out.contains("exceeds 1.00 GiB by 288.07 MiB"), "{out}");
+}
+
+#[test]
+fn leaked_is_the_leak_findings_live_bytes() {
+    let t: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sample("truth/list_leak.json")).unwrap()).unwrap();
+    let (code, out, _) = check(&[
+        "samples/list_leak.pickle",
+        "--max-leaked",
+        "1GiB",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let b = &r["files"][0]["budgets"][0];
+    assert_eq!(b["budget"], "max_leaked");
+    assert_eq!(b["actual_bytes"], t["finding"]["leaked_bytes_at_end"]);
+    // A cache that fills once and a single step are not leaks.
+    assert_eq!(
+        check(&["samples/kv_cache.pickle", "--max-leaked", "1MiB"]).0,
+        0
+    );
+    assert_eq!(check(&[CAND, "--max-leaked", "1MiB"]).0, 0);
 }
 
 #[test]

@@ -12,8 +12,9 @@
 //!   without a trace);
 //! - `max_frag`: the worst device's fragmentation index (1 − largest free block / free) at the
 //!   moment;
-//! - `max_leaked`: bytes allocated and never freed by the end of the trace (`top --cost
-//!   never_freed`), summed over devices — until the leaks analysis lands;
+//! - `max_leaked`: the live bytes at the end of the trace of every finding of the leaks
+//!   analysis (sites that grow step after step: leaks and retained graphs), summed over
+//!   devices;
 //! - `baseline`: the peak (summed over devices) against the baseline's, failing when it grew by
 //!   at least `min_growth` and by at least `min_abs_bytes` (`diff`'s growth gate).
 
@@ -84,13 +85,15 @@ pub struct Budget {
     pub label: String,
 }
 
-/// Bytes never freed by the end of the trace, per key.
+/// What the leaks analysis found, as `--max-leaked` reads it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Leaked {
-    /// Σ bytes.
+    /// Σ live bytes at the end of the trace over every finding.
     pub bytes: u64,
-    /// Per key.
+    /// Per normalized site (count = findings).
     pub sites: BTreeMap<String, SiteTotal>,
+    /// What limited the leaks analysis.
+    pub notes: Vec<String>,
 }
 
 /// A site behind a budget.
@@ -274,6 +277,7 @@ pub fn evaluate(
                 if p.devices.iter().any(|d| d.basis == "final_state") {
                     notes.push("devices without a trace count no leaked bytes: nothing says what was freed".into());
                 }
+                notes.extend(leaked.notes.iter().cloned());
                 bytes_result(
                     b,
                     limit,
@@ -390,29 +394,34 @@ pub fn report(
     }
 }
 
-/// Bytes allocated and never freed by the end of each device's trace (what `top --cost
-/// never_freed` totals: allocations still live at the end, those from before the trace
-/// included), keyed like the profile.
-///
-/// Stands in for `--max-leaked` until the leaks analysis (steady growth per step) lands.
-pub fn never_freed(
+/// The leaks analysis ([`super::leaks`]) as `--max-leaked` reads it: the live bytes at the
+/// end of every finding (leaks and retained graphs), summed, per normalized site; the leaks
+/// analysis's own remarks (too few steps, ...) become notes.
+pub fn leaked(
     snap: &crate::model::Snapshot,
     replays: &[crate::replay::DeviceReplay],
     opts: &super::profile::ProfileOptions,
 ) -> Leaked {
-    let mut keyer = super::profile::Keyer::new(snap, *opts);
+    let report = super::leaks::run(
+        snap,
+        replays,
+        &super::leaks::LeaksOptions {
+            sites: opts.sites,
+            ..super::leaks::LeaksOptions::default()
+        },
+    );
+    let root = super::profile::snapshot_root(snap);
     let mut out = Leaked::default();
-    for r in replays {
-        for a in r
-            .allocations
-            .iter()
-            .filter(|a| a.end == crate::replay::NEVER)
-        {
-            out.bytes += a.size;
-            let e = out.sites.entry(keyer.key(a.stack).to_string()).or_default();
-            e.bytes += a.size;
-            e.count += 1;
-        }
+    for f in &report.findings {
+        out.bytes += f.live_bytes_at_end;
+        let key = super::profile::normalize_label(&f.site, root.as_deref(), opts.ignore_lines);
+        let e = out.sites.entry(key).or_default();
+        e.bytes += f.live_bytes_at_end;
+        e.count += 1;
+    }
+    for d in &report.devices {
+        out.notes
+            .extend(d.notes.iter().map(|n| format!("leaks: {n}")));
     }
     out
 }

@@ -173,15 +173,60 @@ pub struct DiffReport {
     pub devices: Vec<DeviceDelta>,
     /// Sites per status (unchanged ones counted even without `--all`).
     pub counts: StatusCounts,
-    // CATEGORIES: reserved for the change per category (parameters, optimizer state,
-    // gradients, activations, ...) once `memlens::analyze::categories` lands on main.
-    /// Change per category; `null` until category attribution is available.
-    pub categories: Option<serde_json::Value>,
+    /// Change per category (parameters, optimizer state, gradients, activations, ...; see
+    /// [`super::categories`]), by |delta| descending; `null` when a side has no categories.
+    pub categories: Option<Vec<CategoryDelta>>,
     /// The growth gate, when `--fail-on-growth` or `--min-abs` was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<Gate>,
     /// What limits the answer.
     pub notes: Vec<String>,
+}
+
+/// One category on both sides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CategoryDelta {
+    /// Category name.
+    pub category: String,
+    /// Live bytes in the base.
+    pub base_bytes: u64,
+    /// Live bytes in the candidate.
+    pub cand_bytes: u64,
+    /// cand − base.
+    pub delta_bytes: i64,
+    /// Allocations in the base.
+    pub base_count: u64,
+    /// Allocations in the candidate.
+    pub cand_count: u64,
+}
+
+fn category_deltas(
+    base: &std::collections::BTreeMap<String, SiteTotal>,
+    cand: &std::collections::BTreeMap<String, SiteTotal>,
+) -> Vec<CategoryDelta> {
+    let names: BTreeSet<&String> = base.keys().chain(cand.keys()).collect();
+    let mut v: Vec<CategoryDelta> = names
+        .into_iter()
+        .map(|k| {
+            let b = base.get(k).copied().unwrap_or_default();
+            let c = cand.get(k).copied().unwrap_or_default();
+            CategoryDelta {
+                category: k.clone(),
+                base_bytes: b.bytes,
+                cand_bytes: c.bytes,
+                delta_bytes: c.bytes as i64 - b.bytes as i64,
+                base_count: b.count,
+                cand_count: c.count,
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.delta_bytes
+            .unsigned_abs()
+            .cmp(&a.delta_bytes.unsigned_abs())
+            .then_with(|| a.category.cmp(&b.category))
+    });
+    v
 }
 
 /// The stripped roots.
@@ -350,7 +395,10 @@ pub fn run(
         },
         devices,
         counts,
-        categories: None,
+        categories: match (&base.categories, &cand.categories) {
+            (Some(b), Some(c)) => Some(category_deltas(b, c)),
+            _ => None,
+        },
         gate,
         notes,
     }

@@ -116,7 +116,7 @@ pub fn run(
         let trace = snap.device_trace(dev);
         let Selection {
             at, items, unit, ..
-        } = top::select(r, trace, opts)?;
+        } = top::select(snap, r, trace, opts)?;
         let mut per_stack: FxHashMap<StackId, u64> = FxHashMap::default();
         for it in items {
             *per_stack.entry(it.stack).or_default() += it.bytes;

@@ -3,10 +3,12 @@
 
 pub mod advice;
 pub mod batch;
+pub mod categories;
 pub mod check;
 pub mod diff;
 pub mod explain;
 pub mod gpus;
+pub mod leaks;
 pub mod oom;
 pub mod profile;
 pub mod summary;

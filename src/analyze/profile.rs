@@ -45,6 +45,8 @@ pub struct ProfileOptions {
     pub ignore_lines: bool,
     /// Site attribution.
     pub sites: SiteOptions,
+    /// Also split the live bytes by category ([`super::categories`]; costs a steps pass).
+    pub categories: bool,
 }
 
 impl Default for ProfileOptions {
@@ -54,6 +56,7 @@ impl Default for ProfileOptions {
             key: SiteKey::Site,
             ignore_lines: false,
             sites: SiteOptions::default(),
+            categories: false,
         }
     }
 }
@@ -99,6 +102,8 @@ pub struct Profile {
     pub devices: Vec<DeviceProfile>,
     /// Live bytes per key, summed over devices.
     pub sites: BTreeMap<String, SiteTotal>,
+    /// Live bytes per category summed over traced devices, when asked for and available.
+    pub categories: Option<BTreeMap<String, SiteTotal>>,
     /// What limits the answer.
     pub notes: Vec<String>,
 }
@@ -243,6 +248,24 @@ pub fn normalize_frame(
         format!("{path}:{name}")
     } else {
         format!("{path}:{}:{name}", frame.line)
+    }
+}
+
+/// A site label as other analyses write it (`filename:line:name`, the filename as recorded)
+/// normalized like [`normalize_frame`]; `<no frames>` and other labels without two `:` stay.
+pub fn normalize_label(label: &str, root: Option<&str>, ignore_lines: bool) -> String {
+    let mut parts = label.rsplitn(3, ':');
+    let (Some(name), Some(line), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+        return label.to_string();
+    };
+    if line.parse::<i64>().is_err() {
+        return label.to_string();
+    }
+    let path = normalize_path(file, root);
+    if ignore_lines {
+        format!("{path}:{name}")
+    } else {
+        format!("{path}:{line}:{name}")
     }
 }
 
@@ -400,11 +423,43 @@ pub fn profile(
             e.count += t.count;
         }
     }
+    let categories = if opts.categories {
+        let copts = super::categories::CategoryOptions {
+            at: opts.at,
+            ..Default::default()
+        };
+        let included: Vec<DeviceReplay> = replays
+            .iter()
+            .filter(|r| devices.iter().any(|d| d.device == r.device))
+            .cloned()
+            .collect();
+        match super::categories::run(snap, &included, &copts) {
+            Ok(c) => {
+                let mut m: BTreeMap<String, SiteTotal> = BTreeMap::new();
+                for row in c.devices.iter().flat_map(|d| &d.categories) {
+                    let e = m.entry(row.category.clone()).or_default();
+                    e.bytes += row.bytes;
+                    e.count += row.count;
+                }
+                if devices.iter().any(|d| d.basis == "final_state") {
+                    notes.push("devices without a trace are left out of the categories".into());
+                }
+                Some(m)
+            }
+            Err(m) => {
+                notes.push(format!("categories unavailable: {m}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     Ok(Profile {
         moment: opts.at.to_string(),
         root: keyer.root().map(str::to_string),
         devices,
         sites,
+        categories,
         notes,
     })
 }
@@ -440,6 +495,15 @@ mod tests {
             "proj/a.py"
         );
         assert_eq!(normalize_path("<string>", root), "<string>");
+        assert_eq!(
+            normalize_label("/home/u/proj/serve.py:42:infer_loop", root, false),
+            "serve.py:42:infer_loop"
+        );
+        assert_eq!(
+            normalize_label("/home/u/proj/serve.py:42:infer_loop", root, true),
+            "serve.py:infer_loop"
+        );
+        assert_eq!(normalize_label(NO_FRAMES, root, false), NO_FRAMES);
     }
 
     #[test]

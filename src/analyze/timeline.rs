@@ -5,7 +5,7 @@ use crate::replay::{self, DeviceReplay, Moment, Window, WindowSpec};
 use serde::Serialize;
 
 /// Options of `timeline`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct TimelineOptions {
     /// Most points per device (0 = all); local maxima are kept exactly.
     pub points: usize,
@@ -96,7 +96,7 @@ pub fn run(
     for r in replays {
         let dev = snap.device(r.device).expect("replayed device exists");
         let trace = snap.device_trace(dev);
-        let window = replay::resolve_window(opts.window, r, trace)?;
+        let window = replay::resolve_window_in(snap, &opts.window, r, trace)?;
         let point = |i: i64| Point {
             event_index: i,
             time_us: replay::moment(trace, i).time_us,

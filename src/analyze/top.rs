@@ -37,7 +37,7 @@ pub enum Cost {
 }
 
 /// Options of `top`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct TopOptions {
     /// The moment for `Cost::Live`.
     pub at: MomentSpec,
@@ -198,11 +198,12 @@ pub fn run(
 
 /// The allocations `opts.cost` counts on one device, at `opts.at` within `opts.window`.
 pub fn select(
+    snap: &Snapshot,
     r: &DeviceReplay,
     trace: &[TraceEvent],
     opts: &TopOptions,
 ) -> Result<Selection, String> {
-    let window = replay::resolve_window(opts.window, r, trace)?;
+    let window = replay::resolve_window_in(snap, &opts.window, r, trace)?;
     let at = match opts.at {
         MomentSpec::Peak => r.peak_in(window),
         spec => replay::resolve(spec, r, trace)?,
@@ -292,7 +293,7 @@ fn device_top(
         window,
         items,
         unit,
-    } = select(r, trace, opts)?;
+    } = select(snap, r, trace, opts)?;
     let mut d = group(snap, items, opts, r.live_at(at), unit);
     d.device = r.device;
     d.at = replay::moment(trace, at);

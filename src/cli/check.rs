@@ -29,8 +29,8 @@ pub struct Args {
     /// Budget on the fragmentation index (1 − largest free block / free) at the moment, e.g. 30%.
     #[arg(long, value_name = "PCT")]
     max_frag: Option<String>,
-    /// Budget on bytes allocated and never freed by the end of the trace: a size or a
-    /// percentage of the capacity.
+    /// Budget on leaked bytes (live at the end in sites that grow every step, as `memlens
+    /// leaks` finds them): a size or a percentage of the capacity.
     #[arg(long, value_name = "SIZE|PCT")]
     max_leaked: Option<String>,
     /// Compare each FILE's peak with this snapshot's (see --fail-on-growth, --min-abs).
@@ -173,7 +173,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         let p = profile::profile(&snap, &replays, &popts)
             .map_err(|m| Error::Usage(format!("{}: {m}", path.display())))?;
         let leaked = if want_leaks {
-            check::never_freed(&snap, &replays, &popts)
+            check::leaked(&snap, &replays, &popts)
         } else {
             check::Leaked::default()
         };

@@ -114,6 +114,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         sites: SiteOptions {
             keep_torch: args.keep.iter().any(|k| k == "torch"),
         },
+        categories: true,
     };
     let (base, cand) = rayon::join(
         || profile_file(&args.base, &popts),

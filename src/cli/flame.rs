@@ -19,6 +19,12 @@ pub struct Args {
     /// Limit the cost to events A:B.
     #[arg(long, value_parser = |s: &str| s.parse::<WindowSpec>())]
     window: Option<WindowSpec>,
+    /// Only step N (1-based) of the loop (ProfilerStep annotations, optimizer steps, ...).
+    #[arg(long)]
+    step: Option<usize>,
+    /// Only the span of this annotation, e.g. `ProfilerStep#3` or `Optimizer.step#AdamW.step`.
+    #[arg(long)]
+    phase: Option<String>,
     /// What to weigh stacks by.
     #[arg(long, value_enum, default_value_t = CostArg::Live)]
     cost: CostArg,
@@ -60,7 +66,11 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     }
     let opts = TopOptions {
         at: args.at,
-        window: args.window.unwrap_or_default(),
+        window: memlens::replay::WindowSpec {
+            step: args.step,
+            phase: args.phase.clone(),
+            ..args.window.unwrap_or_default()
+        },
         cost: match args.cost {
             CostArg::Live => Cost::Live,
             CostArg::Allocated => Cost::Allocated,

@@ -4,11 +4,13 @@
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
 mod batch;
+mod categories;
 mod check;
 mod diff;
 mod explain;
 mod flame;
 mod frag;
+mod leaks;
 mod oom;
 mod output;
 mod progress;
@@ -41,6 +43,10 @@ enum Command {
     Frag(frag::Args),
     /// Every OOM in a snapshot: the four numbers, the cause, and what to change first.
     Oom(oom::Args),
+    /// Memory that grows step after step: leaks and retained autograd graphs (exit 1 if any).
+    Leaks(leaks::Args),
+    /// Live memory by kind: parameters, optimizer state, gradients, activations, temporaries...
+    Categories(categories::Args),
     /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
     Explain(explain::Args),
     /// Compare two snapshots by normalized call site: new, removed, grown and shrunk sites.
@@ -92,6 +98,8 @@ pub fn main() -> i32 {
         Command::Diff(a) => diff::run(a),
         Command::Check(a) => check::run(a),
         Command::Batch(a) => batch::run(a),
+        Command::Leaks(a) => leaks::run(a),
+        Command::Categories(a) => categories::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,

@@ -20,6 +20,12 @@ pub struct Args {
     /// Only events A:B (indices or time_us; either side may be empty).
     #[arg(long, value_parser = |s: &str| s.parse::<WindowSpec>())]
     window: Option<WindowSpec>,
+    /// Only step N (1-based) of the loop (ProfilerStep annotations, optimizer steps, ...).
+    #[arg(long)]
+    step: Option<usize>,
+    /// Only the span of this annotation, e.g. `ProfilerStep#3` or `Optimizer.step#AdamW.step`.
+    #[arg(long)]
+    phase: Option<String>,
     /// Only this device.
     #[arg(long)]
     device: Option<u32>,
@@ -53,7 +59,11 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     }
     let opts = TimelineOptions {
         points: args.points,
-        window: args.window.unwrap_or_default(),
+        window: memlens::replay::WindowSpec {
+            step: args.step,
+            phase: args.phase.clone(),
+            ..args.window.unwrap_or_default()
+        },
     };
     let report = timeline::run(&snap, &replays, &opts)
         .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;

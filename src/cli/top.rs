@@ -18,6 +18,12 @@ pub struct Args {
     /// Limit every cost to events A:B (indices or time_us; either side may be empty).
     #[arg(long, value_parser = parse_window)]
     window: Option<WindowSpec>,
+    /// Only step N (1-based) of the loop (ProfilerStep annotations, optimizer steps, ...).
+    #[arg(long)]
+    step: Option<usize>,
+    /// Only the span of this annotation, e.g. `ProfilerStep#3` or `Optimizer.step#AdamW.step`.
+    #[arg(long)]
+    phase: Option<String>,
     /// Group by call site, whole stack, file or function.
     #[arg(long, value_enum, default_value_t = By::Site)]
     by: By,
@@ -86,7 +92,11 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     }
     let opts = TopOptions {
         at: args.at,
-        window: args.window.unwrap_or_default(),
+        window: memlens::replay::WindowSpec {
+            step: args.step,
+            phase: args.phase.clone(),
+            ..args.window.unwrap_or_default()
+        },
         by: match args.by {
             By::Site => GroupBy::Site,
             By::Stack => GroupBy::Stack,

@@ -60,6 +60,21 @@ pub fn text(
         right(String::new()),
     ]);
     writeln!(out, "{t}")?;
+    if let Some(cats) = r.categories.as_ref().filter(|c| !c.is_empty()) {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec!["category", "base", "candidate", "change", "count"]);
+        for c in cats {
+            t.add_row(vec![
+                Cell::new(&c.category),
+                right(iec(c.base_bytes)),
+                right(iec(c.cand_bytes)),
+                right(signed_iec(c.delta_bytes)),
+                right(format!("{} → {}", c.base_count, c.cand_count)),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
     if r.devices.len() > 1 {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);

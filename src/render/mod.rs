@@ -2,12 +2,14 @@
 //! number belongs in the report.
 
 pub mod batch;
+pub mod categories;
 pub mod check;
 pub mod diff;
 pub mod explain;
 pub mod flame;
 pub mod frag;
 pub mod json;
+pub mod leaks;
 pub mod oom;
 pub mod summary;
 pub use crate::units;

@@ -13,8 +13,11 @@
 
 mod moment;
 pub mod state;
+pub mod steps;
 
-pub use moment::{resolve, resolve_window, Moment, MomentSpec, Window, WindowSpec};
+pub use moment::{
+    resolve, resolve_window, resolve_window_in, Moment, MomentSpec, Window, WindowSpec,
+};
 
 use crate::model::{Action, BlockState, Device, Snapshot, StackId, TraceEvent};
 use rustc_hash::FxHashMap;

@@ -100,13 +100,18 @@ impl Window {
     }
 }
 
-/// A window as the user names it: `A:B` with either side empty for open.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// A window as the user names it: `A:B` with either side empty for open, or a step
+/// (`--step N`) or an annotated phase (`--phase NAME`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct WindowSpec {
     /// Start, if bounded.
     pub from: Option<MomentSpec>,
     /// End, if bounded.
     pub to: Option<MomentSpec>,
+    /// Only this step (1-based) of the loop.
+    pub step: Option<usize>,
+    /// Only the span of this annotation (first START to last END).
+    pub phase: Option<String>,
 }
 
 impl std::str::FromStr for WindowSpec {
@@ -130,6 +135,7 @@ impl std::str::FromStr for WindowSpec {
         Ok(WindowSpec {
             from: side(a)?,
             to: side(b)?,
+            ..WindowSpec::default()
         })
     }
 }
@@ -184,9 +190,53 @@ pub fn resolve(
     }
 }
 
-/// Resolves a window; `None` sides are open.
+/// Resolves a window; `None` sides are open; `snap` is needed for steps and phases.
+pub fn resolve_window_in(
+    snap: &crate::model::Snapshot,
+    spec: &WindowSpec,
+    replay: &DeviceReplay,
+    trace: &[TraceEvent],
+) -> Result<Window, String> {
+    let mut w = resolve_window(spec, replay, trace)?;
+    if let Some(n) = spec.step {
+        let steps = super::steps::find(snap, replay);
+        let s = steps.window(n).ok_or_else(|| {
+            format!(
+                "device {}: step {n} does not exist ({} steps found)",
+                replay.device,
+                steps.steps.len()
+            )
+        })?;
+        w = intersect(w, s, replay.device)?;
+    }
+    if let Some(p) = &spec.phase {
+        let s = super::steps::phase_window(snap, replay, p).ok_or_else(|| {
+            format!(
+                "device {}: no annotation named {p:?} spans any event",
+                replay.device
+            )
+        })?;
+        w = intersect(w, s, replay.device)?;
+    }
+    Ok(w)
+}
+
+fn intersect(a: Window, b: Window, device: u32) -> Result<Window, String> {
+    let w = Window {
+        first: a.first.max(b.first),
+        last: a.last.min(b.last),
+    };
+    if w.first > w.last {
+        return Err(format!(
+            "device {device}: the window, step and phase do not overlap"
+        ));
+    }
+    Ok(w)
+}
+
+/// Resolves the `A:B` part of a window; `None` sides are open.
 pub fn resolve_window(
-    spec: WindowSpec,
+    spec: &WindowSpec,
     replay: &DeviceReplay,
     trace: &[TraceEvent],
 ) -> Result<Window, String> {

@@ -131,14 +131,15 @@ fn moments_resolve() {
         w,
         WindowSpec {
             from: Some(Index(3)),
-            to: None
+            to: None,
+            ..WindowSpec::default()
         }
     );
     assert_eq!(
-        resolve_window(":1".parse().unwrap(), r, t),
+        resolve_window(&":1".parse().unwrap(), r, t),
         Ok(Window { first: -1, last: 1 })
     );
-    assert!(resolve_window("2:1".parse().unwrap(), r, t).is_err());
+    assert!(resolve_window(&"2:1".parse().unwrap(), r, t).is_err());
 }
 
 #[test]

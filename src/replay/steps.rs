@@ -1,0 +1,327 @@
+//! Steps of a training or serving loop: from `external_annotations` (`ProfilerStep#N`),
+//! from legacy `user_defined` markers, or from the periodic structure of the trace.
+
+use super::{DeviceReplay, Window};
+use crate::model::{Action, Snapshot, StackId, TraceEvent};
+use serde::Serialize;
+
+/// How the steps were found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepSource {
+    /// `external_annotations` START/END pairs named `ProfilerStep#N`.
+    Annotations,
+    /// Legacy `user_defined` trace markers.
+    UserDefined,
+    /// Repeats of the optimizer's `step` (allocations under `torch/optim`).
+    OptimizerStep,
+    /// Repeats of the first allocation's stack.
+    Periodic,
+}
+
+/// One step.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Step {
+    /// 1-based position among the steps found.
+    pub index: usize,
+    /// Its name (`ProfilerStep#3`, or `step 3`).
+    pub name: String,
+    /// First event inside the step.
+    pub first_event: i64,
+    /// Last event inside the step.
+    pub last_event: i64,
+    /// Live requested bytes before the step's first event.
+    pub live_at_start: u64,
+    /// Live requested bytes after its last event (the step boundary).
+    pub live_at_end: u64,
+    /// Highest live requested bytes inside the step.
+    pub peak_bytes: u64,
+    /// Where that peak is.
+    pub peak_event: i64,
+}
+
+/// The steps of one device.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DeviceSteps {
+    /// Device index.
+    pub device: u32,
+    /// How they were found (`None`: no steps found).
+    pub source: Option<StepSource>,
+    /// The annotation (or frame) that marks the steps, e.g. `ProfilerStep#`.
+    pub marker: Option<String>,
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+}
+
+impl DeviceSteps {
+    /// The events of step `n` (1-based) as a window.
+    pub fn window(&self, n: usize) -> Option<Window> {
+        self.steps.get(n.checked_sub(1)?).map(|s| Window {
+            first: s.first_event,
+            last: s.last_event,
+        })
+    }
+}
+
+fn is_step_name(name: &str) -> bool {
+    name.starts_with("ProfilerStep#")
+}
+
+/// Time spans `(name, start_us, end_us)` of START/END annotation pairs whose name matches.
+pub fn annotation_spans(
+    snap: &Snapshot,
+    device: u32,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Vec<(String, i64, i64)> {
+    let mut open: Vec<(&str, i64)> = Vec::new();
+    let mut out = Vec::new();
+    for a in &snap.annotations {
+        if a.device.is_some_and(|d| d != device as i64) || !wanted(&a.name) {
+            continue;
+        }
+        let Some(t) = a.time_us else { continue };
+        match a.stage.as_str() {
+            "START" => open.push((&a.name, t)),
+            "END" => {
+                if let Some(p) = open.iter().rposition(|(n, _)| *n == a.name) {
+                    let (n, s) = open.remove(p);
+                    out.push((n.to_string(), s, t));
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by_key(|x| x.1);
+    out
+}
+
+/// Event range `[first, last]` inside the time span, if any.
+fn events_in(trace: &[TraceEvent], start: i64, end: i64) -> Option<(i64, i64)> {
+    let first = trace.partition_point(|e| e.time().is_some_and(|t| t < start)) as i64;
+    let last = trace.partition_point(|e| e.time().is_some_and(|t| t <= end)) as i64 - 1;
+    (last >= first).then_some((first, last))
+}
+
+fn has_optim_frame(snap: &Snapshot, stack: StackId) -> bool {
+    snap.stacks.get(stack).iter().any(|&f| {
+        let fr = snap.frames.get(f);
+        let file = snap.strings.get(fr.filename);
+        // Optimizers subclass torch.optim.Optimizer: its `wrapper` frame is on every step.
+        file.contains("torch/optim/")
+    })
+}
+
+/// Finds the steps of a replayed device.
+pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
+    let dev = snap.device(r.device).expect("replayed device exists");
+    let trace = snap.device_trace(dev);
+    let mut ranges: Vec<(String, i64, i64)> = Vec::new();
+    let mut source = None;
+
+    for (name, s, e) in annotation_spans(snap, r.device, &is_step_name) {
+        if let Some((a, b)) = events_in(trace, s, e) {
+            ranges.push((name, a, b));
+        }
+    }
+    let mut marker = None;
+    if !ranges.is_empty() {
+        source = Some(StepSource::Annotations);
+        marker = Some("ProfilerStep#".to_string());
+    }
+    // Other per-iteration annotations: the optimizer's step ends a step; a DataLoader fetch or
+    // zero_grad starts one.
+    for (prefix, ends_step) in [
+        ("Optimizer.step#", true),
+        ("enumerate(DataLoader)#", false),
+        ("Optimizer.zero_grad#", false),
+    ] {
+        if source.is_some() {
+            break;
+        }
+        let spans = annotation_spans(snap, r.device, &|n: &str| n.starts_with(prefix));
+        let n = trace.len() as i64;
+        let cuts: Vec<i64> = spans
+            .iter()
+            .map(|&(_, s, e)| {
+                let t = if ends_step { e } else { s };
+                let idx = trace.partition_point(|ev| {
+                    ev.time()
+                        .is_some_and(|et| if ends_step { et <= t } else { et < t })
+                }) as i64;
+                if ends_step {
+                    idx - 1
+                } else {
+                    idx
+                }
+            })
+            .collect();
+        let mut prev = if ends_step { -1 } else { -2 };
+        for &c in &cuts {
+            if ends_step {
+                if c > prev {
+                    ranges.push((format!("step {}", ranges.len() + 1), prev + 1, c));
+                    prev = c;
+                }
+            } else {
+                if prev >= 0 && c > prev {
+                    ranges.push((format!("step {}", ranges.len() + 1), prev, c - 1));
+                }
+                if c < n {
+                    prev = c;
+                }
+            }
+        }
+        if !ends_step && prev >= 0 && prev < n {
+            ranges.push((format!("step {}", ranges.len() + 1), prev, n - 1));
+        }
+        if !ranges.is_empty() {
+            source = Some(StepSource::Annotations);
+            marker = Some(prefix.to_string());
+        }
+    }
+    if source.is_none() {
+        // Legacy markers: user_defined entries whose frame name is START/END (§4).
+        let mut open: Option<(String, i64)> = None;
+        for (i, e) in trace.iter().enumerate() {
+            if e.action != Action::UserDefined {
+                continue;
+            }
+            let Some(&f) = snap.stacks.get(e.stack).first() else {
+                continue;
+            };
+            let fr = snap.frames.get(f);
+            let (stage, label) = (snap.strings.get(fr.name), snap.strings.get(fr.filename));
+            if !is_step_name(label) {
+                continue;
+            }
+            match stage {
+                "START" => open = Some((label.to_string(), i as i64 + 1)),
+                "END" => {
+                    if let Some((n, a)) = open.take() {
+                        if i as i64 > a {
+                            ranges.push((n, a, i as i64 - 1));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !ranges.is_empty() {
+            source = Some(StepSource::UserDefined);
+            marker = Some("user_defined ProfilerStep#".to_string());
+        }
+    }
+    if source.is_none() {
+        // The optimizer's step: each burst of allocations under torch/optim ends a step.
+        let marks: Vec<i64> = trace
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.action == Action::Alloc && has_optim_frame(snap, e.stack))
+            .map(|(i, _)| i as i64)
+            .collect();
+        let mut ends = Vec::new();
+        for (k, &m) in marks.iter().enumerate() {
+            // The last optimizer allocation before a gap of non-optimizer allocations.
+            let next = marks.get(k + 1).copied();
+            let gap = next.map_or(true, |n| {
+                trace[(m as usize + 1)..(n as usize)]
+                    .iter()
+                    .any(|e| e.action == Action::Alloc && !has_optim_frame(snap, e.stack))
+            });
+            if gap {
+                // Extend to just before the next non-optimizer allocation.
+                let mut end = m;
+                let user_alloc =
+                    |e: &TraceEvent| e.action == Action::Alloc && !has_optim_frame(snap, e.stack);
+                while trace.get(end as usize + 1).is_some_and(|e| !user_alloc(e)) {
+                    end += 1;
+                }
+                ends.push(end);
+            }
+        }
+        if ends.len() >= 2 {
+            let mut start = 0;
+            for (k, &e) in ends.iter().enumerate() {
+                ranges.push((format!("step {}", k + 1), start, e));
+                start = e + 1;
+            }
+            source = Some(StepSource::OptimizerStep);
+            marker = Some("torch/optim frames".to_string());
+        }
+    }
+    if source.is_none() {
+        // Periodic: the first allocation's stack repeating at regular intervals.
+        if let Some((i0, e0)) = trace
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.action == Action::Alloc && snap.stacks.get(e.stack).len() > 1)
+        {
+            let starts: Vec<i64> = trace[i0..]
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| {
+                    e.action == Action::Alloc && e.stack == e0.stack && e.size == e0.size
+                })
+                .map(|(k, _)| (i0 + k) as i64)
+                .collect();
+            if starts.len() >= 3 {
+                let gaps: Vec<f64> = starts.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+                let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+                let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+                if mean >= 4.0 && var.sqrt() / mean < 0.2 {
+                    for (k, w) in starts.windows(2).enumerate() {
+                        ranges.push((format!("step {}", k + 1), w[0], w[1] - 1));
+                    }
+                    let last = *starts.last().unwrap();
+                    ranges.push((
+                        format!("step {}", starts.len()),
+                        last,
+                        trace.len() as i64 - 1,
+                    ));
+                    source = Some(StepSource::Periodic);
+                    marker = Some(format!("stack of event {i0}"));
+                }
+            }
+        }
+    }
+    let steps = ranges
+        .into_iter()
+        .enumerate()
+        .map(|(k, (name, a, b))| {
+            let (mut peak_event, mut peak_bytes) = (a, r.live_at(a));
+            for i in a..=b {
+                if r.live_at(i) > peak_bytes {
+                    peak_bytes = r.live_at(i);
+                    peak_event = i;
+                }
+            }
+            Step {
+                index: k + 1,
+                name,
+                first_event: a,
+                last_event: b,
+                live_at_start: r.live_at(a - 1),
+                live_at_end: r.live_at(b),
+                peak_bytes,
+                peak_event,
+            }
+        })
+        .collect();
+    DeviceSteps {
+        device: r.device,
+        source,
+        marker,
+        steps,
+    }
+}
+
+/// The window of the steps named `phase` (`ProfilerStep#3`, `Optimizer.step#Adam.step`, or
+/// any annotation name) on a device: from the first START to the last END.
+pub fn phase_window(snap: &Snapshot, r: &DeviceReplay, phase: &str) -> Option<Window> {
+    let dev = snap.device(r.device)?;
+    let trace = snap.device_trace(dev);
+    let spans = annotation_spans(snap, r.device, &|n| n == phase);
+    let (a, _) = events_in(trace, spans.first()?.1, spans.first()?.2)?;
+    let (_, b) = events_in(trace, spans.last()?.1, spans.last()?.2)?;
+    Some(Window { first: a, last: b })
+}
