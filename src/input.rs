@@ -40,6 +40,23 @@ enum Data {
 }
 
 impl Input {
+    /// Drops the pages of `start..start+len` from this process's memory when the input is a
+    /// file mapping (reading them again maps them back from the page cache); else nothing.
+    pub fn release(&self, start: usize, len: usize) {
+        if let Data::Mapped(m) = &self.data {
+            const PAGE: usize = 4096;
+            let lo = start.div_ceil(PAGE) * PAGE;
+            let hi = (start.saturating_add(len).min(m.len())) / PAGE * PAGE;
+            if hi > lo {
+                // SAFETY: the map is private and read-only, so DONTNEED discards no data: the
+                // pages are read back from the file on the next access.
+                let _ = unsafe {
+                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, lo, hi - lo)
+                };
+            }
+        }
+    }
+
     /// The uncompressed pickle bytes.
     pub fn bytes(&self) -> &[u8] {
         match &self.data {
@@ -165,10 +182,13 @@ pub fn build_input(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Snapshot, Error> {
     let located = |location: String| location;
+    let release = |start: usize, len: usize| input.release(start, len);
     model::build(
         input.bytes(),
         BuildOptions {
             progress: Some(progress),
+            release: Some(&release),
+            ..Default::default()
         },
     )
     .map_err(|e| match e {

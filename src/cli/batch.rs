@@ -16,7 +16,8 @@ pub struct Args {
     /// (`runs/*/rank*.pickle`, quoted so the shell leaves them).
     #[arg(required = true)]
     paths: Vec<String>,
-    /// Worker threads (default: the number of cores).
+    /// Worker threads, one file each (default: the number of cores). With more than one, each
+    /// file is decoded by the sequential decoder: the parallelism is across files.
     #[arg(long, short = 'j')]
     jobs: Option<usize>,
     /// Output format.
@@ -163,6 +164,10 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
+    if jobs > 1 {
+        // One decoder thread per file: workers already use every core.
+        memlens::model::set_default_threads(1);
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()

@@ -25,6 +25,9 @@ use memlens::Error;
 #[derive(Parser, Debug)]
 #[command(name = "memlens", version, about, long_about = None)]
 pub struct Cli {
+    /// Decoder threads (default: number of cores; 1 = the sequential decoder).
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -87,6 +90,13 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    if let Some(n) = cli.threads {
+        if n == 0 {
+            eprintln!("memlens: --threads must be at least 1");
+            return 2;
+        }
+        memlens::model::set_default_threads(n);
+    }
     let result = match cli.command {
         Command::Summary(a) => summary::run(a),
         Command::Top(a) => top::run(a),

@@ -45,32 +45,203 @@ impl std::fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
+/// Which decoder builds the snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Parallel for inputs of at least 16 MiB when more than one thread is allowed.
+    #[default]
+    Auto,
+    /// The sequential decoder (the reference; handles every input).
+    Sequential,
+    /// The two-pass parallel decoder, falling back to the sequential one when pass 1 finds a
+    /// layout it does not plan for or anything fails.
+    Parallel,
+}
+
 /// Options for building a snapshot.
 #[derive(Default)]
 pub struct BuildOptions<'p> {
     /// Called about every 16 MiB of input with the byte offset reached.
     pub progress: Option<&'p mut dyn FnMut(u64)>,
+    /// Worker threads; 0 = [`default_threads`].
+    pub threads: usize,
+    /// Sequential, parallel or automatic.
+    pub strategy: Strategy,
+    /// Target bytes per parallel chunk; 0 = 8 MiB (tests use tiny chunks).
+    pub chunk_bytes: usize,
+    /// Called with input byte ranges the builder will not read again soon (the caller may
+    /// drop them from memory, e.g. `madvise(DONTNEED)` on a file mapping; reading them again
+    /// must still work).
+    pub release: Option<&'p (dyn Fn(usize, usize) + Sync)>,
+}
+
+static DEFAULT_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the thread count used when [`BuildOptions::threads`] is 0 (0 = number of cores).
+pub fn set_default_threads(n: usize) {
+    DEFAULT_THREADS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The thread count used when [`BuildOptions::threads`] is 0.
+pub fn default_threads() -> usize {
+    match DEFAULT_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
 }
 
 /// Decodes `buf` (an uncompressed pickle) and builds the snapshot.
-pub fn build(buf: &[u8], options: BuildOptions) -> Result<Snapshot, BuildError> {
-    let mut b = Builder {
-        strings: Strings::default(),
-        frames: Frames::default(),
-        stacks: Stacks::default(),
-        events: Vec::new(),
-        blocks: Vec::new(),
-        segments: Vec::new(),
-        annotations: Vec::new(),
-        scratch: Vec::new(),
-        unknown_actions: BTreeMap::new(),
-        legacy_blocks: 0,
-        progress: options.progress,
-        last_text: [(Vec::new(), StrId::EMPTY), (Vec::new(), StrId::EMPTY)],
+pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildError> {
+    let threads = match options.threads {
+        0 => default_threads(),
+        n => n,
     };
+    // MEMLENS_STRATEGY=parallel|sequential overrides Auto (benchmarks of one path).
+    let forced = match std::env::var("MEMLENS_STRATEGY").as_deref() {
+        Ok("parallel") => Some(true),
+        Ok("sequential") => Some(false),
+        _ => None,
+    };
+    let parallel = match options.strategy {
+        Strategy::Sequential => false,
+        Strategy::Parallel => true,
+        // Two cores measured slower than the sequential decoder (docs/performance.md).
+        Strategy::Auto => forced.unwrap_or(threads > 2 && buf.len() >= 16 << 20),
+    };
+    if parallel {
+        let chunk = match options.chunk_bytes {
+            0 => 8 << 20,
+            n => n,
+        };
+        if let Some(snap) =
+            super::parallel::try_build(buf, threads, chunk, &mut options.progress, options.release)
+        {
+            return Ok(snap);
+        }
+    }
+    let mut b = Builder::new(options.progress);
+    b.release = options.release;
     let (heap, top) = pickle::decode(buf, &mut b, pickle::Limits::for_input(buf.len()))
         .map_err(BuildError::Decode)?;
     b.finish(&heap, top)
+}
+
+/// What a worker produced for one chunk: its own interning tables and converted items.
+pub(crate) struct ChunkOut {
+    strings: Strings,
+    frames: Frames,
+    stacks: Stacks,
+    events: Vec<TraceEvent>,
+    blocks: Vec<Block>,
+    segments: Vec<Segment>,
+    unknown_actions: BTreeMap<String, u64>,
+    legacy_blocks: u64,
+}
+
+/// Decodes one planned chunk into a [`ChunkOut`]; `None` when anything is unexpected.
+pub(crate) fn build_chunk(
+    buf: &[u8],
+    chunk: &pickle::scan::Chunk,
+    defs: &pickle::scan::Defs,
+) -> Option<ChunkOut> {
+    let mut b = Builder::new(None);
+    let (heap, list) = pickle::decode_chunk(
+        buf,
+        &mut b,
+        pickle::Limits::for_input(buf.len()),
+        chunk,
+        defs,
+    )
+    .ok()?;
+    let (kind, n) = match chunk.target {
+        pickle::scan::Target::Trace => (EVENT, b.events.len()),
+        pickle::scan::Target::Segments => (SEGMENT, b.segments.len()),
+    };
+    let other = match chunk.target {
+        pickle::scan::Target::Trace => b.segments.len() + b.blocks.len(),
+        pickle::scan::Target::Segments => b.events.len(),
+    };
+    match heap.list(list)? {
+        ListData::Run {
+            kind: k,
+            start: 0,
+            len,
+        } if *k == kind && *len as usize == n && n == chunk.items as usize => {}
+        _ => return None,
+    }
+    if other != 0 || !b.annotations.is_empty() {
+        return None;
+    }
+    drop(heap);
+    Some(ChunkOut {
+        strings: b.strings,
+        frames: b.frames,
+        stacks: b.stacks,
+        events: b.events,
+        blocks: b.blocks,
+        segments: b.segments,
+        unknown_actions: b.unknown_actions,
+        legacy_blocks: b.legacy_blocks,
+    })
+}
+
+/// Builds the snapshot from the skeleton of the file, merging chunk results as the decoder
+/// reaches each chunk (`next` blocks until chunk `i` is ready; `None` aborts).
+pub(crate) fn build_planned(
+    buf: &[u8],
+    chunks: &[pickle::scan::Chunk],
+    defs: &pickle::scan::Defs,
+    progress: Option<&mut dyn FnMut(u64)>,
+    next: &mut dyn FnMut(usize) -> Option<ChunkOut>,
+) -> Option<Snapshot> {
+    let mut b = Builder::new(progress);
+    let items = |t| {
+        chunks
+            .iter()
+            .filter(|c| c.target == t)
+            .map(|c| c.items as usize)
+            .sum::<usize>()
+    };
+    b.events.reserve_exact(items(pickle::scan::Target::Trace));
+    b.segments
+        .reserve_exact(items(pickle::scan::Target::Segments));
+    let mut skipper = Skipper { b: &mut b, next };
+    let (heap, top) = pickle::decode_planned(
+        buf,
+        &mut skipper,
+        pickle::Limits::for_input(buf.len()),
+        chunks,
+        defs,
+    )
+    .ok()?;
+    b.finish(&heap, top).ok()
+}
+
+struct Skipper<'s, 'p> {
+    b: &'s mut Builder<'p>,
+    next: &'s mut dyn FnMut(usize) -> Option<ChunkOut>,
+}
+
+impl Hooks for Skipper<'_, '_> {
+    fn on_append(&mut self, heap: &mut Heap, list: ObjId, item: Value) -> Result<Value, String> {
+        self.b.on_append(heap, list, item)
+    }
+    fn on_setitem(
+        &mut self,
+        heap: &mut Heap,
+        dict: ObjId,
+        key: Value,
+        value: Value,
+    ) -> Result<Value, String> {
+        self.b.on_setitem(heap, dict, key, value)
+    }
+    fn on_progress(&mut self, offset: u64) {
+        self.b.on_progress(offset)
+    }
+    fn on_skip(&mut self, _heap: &mut Heap, index: usize) -> Result<(u8, u32, u32), String> {
+        let out = (self.next)(index).ok_or("chunk failed")?;
+        Ok(self.b.absorb(out))
+    }
 }
 
 struct Builder<'p> {
@@ -86,6 +257,9 @@ struct Builder<'p> {
     legacy_blocks: u64,
     progress: Option<&'p mut dyn FnMut(u64)>,
     last_text: [(Vec<u8>, StrId); 2],
+    /// Input pages behind the decoder are handed back (sequential path), up to `released`.
+    release: Option<&'p (dyn Fn(usize, usize) + Sync)>,
+    released: u64,
 }
 
 fn shape<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, BuildError> {
@@ -177,7 +351,94 @@ fn classify(heap: &Heap, pairs: &[(Value, Value)]) -> Option<u8> {
     }
 }
 
-impl Builder<'_> {
+impl<'p> Builder<'p> {
+    fn new(progress: Option<&'p mut dyn FnMut(u64)>) -> Self {
+        Builder {
+            strings: Strings::default(),
+            frames: Frames::default(),
+            stacks: Stacks::default(),
+            events: Vec::new(),
+            blocks: Vec::new(),
+            segments: Vec::new(),
+            annotations: Vec::new(),
+            scratch: Vec::new(),
+            unknown_actions: BTreeMap::new(),
+            legacy_blocks: 0,
+            progress,
+            last_text: [(Vec::new(), StrId::EMPTY), (Vec::new(), StrId::EMPTY)],
+            release: None,
+            released: 0,
+        }
+    }
+
+    /// Merges a chunk's results into this builder's tables (ids assigned in file order of
+    /// the chunks, so the result does not depend on the thread count); returns the handles.
+    fn absorb(&mut self, out: ChunkOut) -> (u8, u32, u32) {
+        let smap: Vec<StrId> = (0..out.strings.len() as u32)
+            .map(|i| self.strings.intern(out.strings.get(StrId(i))))
+            .collect();
+        let fmap: Vec<FrameId> = (0..out.frames.len() as u32)
+            .map(|i| {
+                let f = out.frames.get(FrameId(i));
+                self.frames.intern(Frame {
+                    filename: smap[f.filename.0 as usize],
+                    name: smap[f.name.0 as usize],
+                    line: f.line,
+                })
+            })
+            .collect();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let stmap: Vec<StackId> = (0..out.stacks.len() as u32)
+            .map(|i| {
+                scratch.clear();
+                scratch.extend(
+                    out.stacks
+                        .get(StackId(i))
+                        .iter()
+                        .map(|f| fmap[f.0 as usize]),
+                );
+                self.stacks.intern(&scratch)
+            })
+            .collect();
+        self.scratch = scratch;
+        let st = |s: StackId| {
+            if s.is_recorded() {
+                stmap[s.0 as usize]
+            } else {
+                s
+            }
+        };
+        let block_base = self.blocks.len() as u32;
+        self.blocks.extend(out.blocks.into_iter().map(|mut b| {
+            b.stack = st(b.stack);
+            b
+        }));
+        for (k, v) in out.unknown_actions {
+            *self.unknown_actions.entry(k).or_default() += v;
+        }
+        self.legacy_blocks += out.legacy_blocks;
+        if out.segments.is_empty() {
+            let start = self.events.len() as u32;
+            let n = out.events.len() as u32;
+            self.events.extend(out.events.into_iter().map(|mut e| {
+                e.stack = st(e.stack);
+                e.compile_context = smap[e.compile_context.0 as usize];
+                e.user_metadata = smap[e.user_metadata.0 as usize];
+                e
+            }));
+            (EVENT, start, n)
+        } else {
+            let start = self.segments.len() as u32;
+            let n = out.segments.len() as u32;
+            self.segments.extend(out.segments.into_iter().map(|mut s| {
+                s.stack = st(s.stack);
+                s.blocks = s.blocks.start + block_base..s.blocks.end + block_base;
+                s
+            }));
+            (SEGMENT, start, n)
+        }
+    }
+
     fn intern_text(&mut self, bytes: &[u8]) -> StrId {
         match std::str::from_utf8(bytes) {
             Ok(s) => self.strings.intern(s),
@@ -868,6 +1129,7 @@ impl Builder<'_> {
 }
 
 impl Hooks for Builder<'_> {
+    // Chunks are only skipped through `Skipper`.
     fn on_append(&mut self, heap: &mut Heap, _list: ObjId, item: Value) -> Result<Value, String> {
         let Value::Obj(id) = item else {
             return Ok(item);
@@ -957,6 +1219,14 @@ impl Hooks for Builder<'_> {
     fn on_progress(&mut self, offset: u64) {
         if let Some(p) = self.progress.as_mut() {
             p(offset)
+        }
+        // Keep 16 MiB behind the decoder mapped; strings read again later fault back in.
+        let upto = offset.saturating_sub(16 << 20);
+        if let Some(r) = self.release {
+            if upto >= self.released + (64 << 20) {
+                r(self.released as usize, (upto - self.released) as usize);
+                self.released = upto;
+            }
         }
     }
 }

@@ -6,10 +6,11 @@
 pub mod build;
 pub mod ids;
 pub mod intern;
+mod parallel;
 pub mod snapshot;
 pub mod validate;
 
-pub use build::{build, BuildError, BuildOptions};
+pub use build::{build, default_threads, set_default_threads, BuildError, BuildOptions, Strategy};
 pub use ids::{FrameId, StackId, StrId};
 pub use intern::{Frame, Frames, Stacks, Strings};
 pub use snapshot::*;

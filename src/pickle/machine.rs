@@ -6,6 +6,7 @@
 //! generic tree of the whole file is ever kept.
 
 use super::ops::{self, op};
+use super::scan::{Chunk, Defs};
 use super::value::{Heap, ListData, ObjData, ObjId, Value};
 
 /// A decoding failure at a byte offset of the (decompressed) input.
@@ -43,6 +44,11 @@ pub trait Hooks {
     ) -> Result<Value, String>;
     /// Called about every 16 MiB of input with the current offset.
     fn on_progress(&mut self, _offset: u64) {}
+    /// Only with [`decode_planned`]: the elements of chunk `index` (decoded elsewhere) are
+    /// needed now; returns `(kind, first id, count)` of the `Ext` handles that stand for them.
+    fn on_skip(&mut self, _heap: &mut Heap, _index: usize) -> Result<(u8, u32, u32), String> {
+        Err("unexpected chunk".into())
+    }
 }
 
 /// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).
@@ -84,19 +90,65 @@ pub fn decode<'a, H: Hooks>(
     hooks: &mut H,
     limits: Limits,
 ) -> Result<(Heap<'a>, Value), DecodeError> {
-    let mut m = Machine {
-        heap: Heap::new(buf),
-        buf,
-        pos: 0,
-        op_at: 0,
-        stack: Vec::new(),
-        marks: Vec::new(),
-        limits,
-        prev_memoize: false,
-        next_progress: PROGRESS_STEP,
-    };
+    let mut m = Machine::new(buf, limits);
     let top = m.run(hooks)?;
     Ok((m.heap, top))
+}
+
+/// Decodes the whole pickle like [`decode`], except that the element ranges of `chunks`
+/// (pass 1's plan) are not decoded: [`Hooks::on_skip`] supplies handles for them. Memo
+/// entries defined inside skipped ranges are decoded on demand from `defs`.
+pub fn decode_planned<'a, H: Hooks>(
+    buf: &'a [u8],
+    hooks: &mut H,
+    limits: Limits,
+    chunks: &'a [Chunk],
+    defs: &'a Defs,
+) -> Result<(Heap<'a>, Value), DecodeError> {
+    let mut m = Machine::new(buf, limits);
+    m.defs = Some(defs);
+    m.chunks = chunks;
+    m.next_skip = chunks.first().map_or(usize::MAX, |c| c.start as usize);
+    let top = m.run(hooks)?;
+    Ok((m.heap, top))
+}
+
+/// Decodes the elements of one chunk into a fresh list (returned with the heap). Memo
+/// entries defined before the chunk are decoded on demand from `defs`.
+pub fn decode_chunk<'a, H: Hooks>(
+    buf: &'a [u8],
+    hooks: &mut H,
+    limits: Limits,
+    chunk: &Chunk,
+    defs: &'a Defs,
+) -> Result<(Heap<'a>, Value), DecodeError> {
+    let mut m = Machine::new(buf, limits);
+    m.defs = Some(defs);
+    m.heap.memo_base = chunk.memo_base;
+    m.pos = chunk.start as usize;
+    m.end = (chunk.end as usize).min(buf.len());
+    m.ranged = true;
+    m.next_progress = u64::MAX;
+    let list = m.heap.alloc(ObjData::List(ListData::Items(Vec::new())));
+    let Value::Obj(id) = list else { unreachable!() };
+    m.stack.push(list);
+    if chunk.mark_open {
+        m.marks.push(1);
+    }
+    if m.run_inner(hooks)?.is_some() {
+        return m.err("STOP inside a chunk");
+    }
+    m.op_at = m.pos;
+    let floor = m.marks.last().copied().unwrap_or(1);
+    if floor < 1 || m.marks.len() > 1 {
+        return m.err("chunk ends inside a container");
+    }
+    m.fill_list(hooks, id, floor)?;
+    m.marks.clear();
+    if m.stack.len() != 1 {
+        return m.err("chunk leaves values on the stack");
+    }
+    Ok((m.heap, list))
 }
 
 struct Machine<'a> {
@@ -109,11 +161,165 @@ struct Machine<'a> {
     limits: Limits,
     prev_memoize: bool,
     next_progress: u64,
+    /// Decoding stops at this offset (the end of the input, a chunk or a definition).
+    end: usize,
+    /// True when reaching `end` is a normal stop rather than a truncation.
+    ranged: bool,
+    /// Explicit counter for implicit MEMOIZE ids (after a skip, inside a definition).
+    memo_next: Option<u64>,
+    /// Where memo entries defined outside the decoded ranges lie.
+    defs: Option<&'a Defs>,
+    /// Chunks to skip, and the offset of the next one.
+    chunks: &'a [Chunk],
+    skip_idx: usize,
+    next_skip: usize,
+    /// Nesting of on-demand definition decodes.
+    depth: u32,
+    /// Direct-mapped cache of converted memo values (planned decoding only).
+    ext_cache: Vec<(u64, Value)>,
 }
+
+const EXT_CACHE: usize = 1 << 14;
+/// Definitions decoded on demand, and their bytes (for `MEMLENS_TIMING`).
+pub static EXT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Bytes of the definitions decoded on demand.
+pub static EXT_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Deepest chain of definitions decoded on demand (a frames list holding a frame dict...).
+const MAX_DEF_DEPTH: u32 = 64;
 
 type R<T> = Result<T, DecodeError>;
 
 impl<'a> Machine<'a> {
+    fn new(buf: &'a [u8], limits: Limits) -> Self {
+        Machine {
+            heap: Heap::new(buf),
+            buf,
+            pos: 0,
+            op_at: 0,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            limits,
+            prev_memoize: false,
+            next_progress: PROGRESS_STEP,
+            end: buf.len(),
+            ranged: false,
+            memo_next: None,
+            defs: None,
+            chunks: &[],
+            skip_idx: 0,
+            next_skip: usize::MAX,
+            depth: 0,
+            ext_cache: Vec::new(),
+        }
+    }
+
+    /// Decodes the definition of memo entry `index` (outside the ranges decoded here) and
+    /// returns its value; the memo then holds it for later references.
+    fn resolve_external<H: Hooks>(&mut self, hooks: &mut H, index: u64) -> R<Option<Value>> {
+        let Some(def) = self.defs.and_then(|d| d.get(index)) else {
+            return Ok(None);
+        };
+        EXT_COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        EXT_BYTES.fetch_add(def.len, std::sync::atomic::Ordering::Relaxed);
+        if self.depth >= MAX_DEF_DEPTH {
+            return self.err("memo definitions nested too deeply");
+        }
+        let end = def
+            .start
+            .checked_add(def.len)
+            .filter(|&e| e <= self.buf.len() as u64);
+        let Some(end) = end else {
+            return self.err("memo definition outside the input");
+        };
+        let saved = (
+            self.pos,
+            self.op_at,
+            self.end,
+            self.ranged,
+            self.memo_next,
+            self.next_skip,
+            self.prev_memoize,
+        );
+        if self.marks.len() >= self.limits.max_marks {
+            return self.err("containers nested too deeply");
+        }
+        let barrier = self.stack.len();
+        self.marks.push(barrier);
+        let marks = self.marks.len();
+        self.pos = def.start as usize;
+        self.end = end as usize;
+        self.ranged = true;
+        self.memo_next = Some(def.base);
+        self.next_skip = usize::MAX;
+        self.prev_memoize = false;
+        self.depth += 1;
+        let r = self.run_inner(hooks);
+        self.depth -= 1;
+        let ok =
+            matches!(r, Ok(None)) && self.marks.len() == marks && self.stack.len() == barrier + 1;
+        (
+            self.pos,
+            self.op_at,
+            self.end,
+            self.ranged,
+            self.memo_next,
+            self.next_skip,
+            self.prev_memoize,
+        ) = saved;
+        r?;
+        if !ok {
+            return self.err(format!(
+                "memo entry {index}: its definition is not one value"
+            ));
+        }
+        self.marks.pop();
+        self.stack.pop();
+        Ok(self.memo_lookup(index))
+    }
+
+    fn memo_store(&mut self, index: u64, v: Value) {
+        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+        if index >= self.heap.memo_base && rel < self.heap.memo.len() {
+            self.heap.memo[rel] = v;
+        } else if let Some(slot) = self.heap.sparse_memo.get_mut(&index) {
+            *slot = v;
+        }
+    }
+
+    fn memo_lookup(&self, index: u64) -> Option<Value> {
+        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+        if index >= self.heap.memo_base && rel < self.heap.memo.len() {
+            Some(self.heap.memo[rel])
+        } else {
+            self.heap.sparse_memo.get(&index).copied()
+        }
+    }
+
+    fn do_skip<H: Hooks>(&mut self, hooks: &mut H) -> R<()> {
+        let i = self.skip_idx;
+        let c = self.chunks[i];
+        self.skip_idx += 1;
+        self.next_skip = self
+            .chunks
+            .get(self.skip_idx)
+            .map_or(usize::MAX, |c| c.start as usize);
+        let (kind, start, n) = match hooks.on_skip(&mut self.heap, i) {
+            Ok(r) => r,
+            Err(e) => return self.err(e),
+        };
+        for k in 0..n {
+            self.push(Value::Ext {
+                kind,
+                id: start + k,
+            })?;
+        }
+        self.pos = c.end as usize;
+        self.memo_next = Some(c.memo_end);
+        self.prev_memoize = false;
+        Ok(())
+    }
+
     fn err<T>(&self, message: impl Into<String>) -> R<T> {
         Err(DecodeError {
             offset: self.op_at as u64,
@@ -246,10 +452,11 @@ impl<'a> Machine<'a> {
 
     fn memo_put(&mut self, index: u64, v: Value) -> R<()> {
         let memo_len = self.heap.memo.len() as u64;
-        if index == memo_len {
+        let base = self.heap.memo_base;
+        if index >= base && index - base == memo_len {
             self.heap.memo.push(v);
-        } else if index < memo_len {
-            self.heap.memo[index as usize] = v;
+        } else if index >= base && index - base < memo_len {
+            self.heap.memo[(index - base) as usize] = v;
         } else {
             if self.heap.sparse_memo.len() as u64 >= (self.buf.len() as u64) / 2 + 1024 {
                 return self.err("too many memo entries");
@@ -260,11 +467,16 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
-    fn memo_get(&mut self, index: u64) -> R<Value> {
-        let v = if (index as usize) < self.heap.memo.len() {
-            self.heap.memo[index as usize]
-        } else if let Some(v) = self.heap.sparse_memo.get(&index) {
-            *v
+    fn memo_get<H: Hooks>(&mut self, hooks: &mut H, index: u64) -> R<Value> {
+        let v = if let Some(v) = self.memo_lookup(index) {
+            let r = self.heap.resolve(v);
+            if r != v && !matches!(r, Value::Obj(_)) {
+                // Point the memo entry at the converted value: later references skip the heap.
+                self.memo_store(index, r);
+            }
+            v
+        } else if let Some(v) = self.resolve_external(hooks, index)? {
+            v
         } else {
             return self.err(format!(
                 "memo reference {index} before any object was stored there ({} stored)",
@@ -394,13 +606,28 @@ impl<'a> Machine<'a> {
         if self.buf.is_empty() {
             return self.err("file is empty: expected a pickle (the dump probably crashed)");
         }
+        match self.run_inner(hooks)? {
+            Some(v) => Ok(v),
+            None => self.eof("the pickle: no STOP opcode"),
+        }
+    }
+
+    /// Runs opcodes until STOP (`Some(top)`) or until `end` (`None`).
+    fn run_inner<H: Hooks>(&mut self, hooks: &mut H) -> R<Option<Value>> {
         loop {
             self.op_at = self.pos;
+            if self.pos == self.next_skip {
+                self.do_skip(hooks)?;
+                continue;
+            }
             if self.pos as u64 >= self.next_progress {
                 hooks.on_progress(self.pos as u64);
-                self.next_progress += PROGRESS_STEP;
+                self.next_progress = (self.pos as u64 / PROGRESS_STEP + 1) * PROGRESS_STEP;
             }
-            if self.pos >= self.buf.len() {
+            if self.pos >= self.end {
+                if self.ranged {
+                    return Ok(None);
+                }
                 return self.eof("the pickle: no STOP opcode");
             }
             let code = self.buf[self.pos];
@@ -429,6 +656,9 @@ impl<'a> Machine<'a> {
                     }
                 }
                 op::STOP => {
+                    if self.ranged {
+                        return self.err("STOP inside a planned range");
+                    }
                     if !self.marks.is_empty() {
                         return self.err(format!(
                             "STOP with {} MARK(s) never closed; the pickle is malformed",
@@ -442,7 +672,7 @@ impl<'a> Machine<'a> {
                             self.stack.len()
                         ));
                     }
-                    return Ok(v);
+                    return Ok(Some(v));
                 }
                 op::MARK => {
                     if self.marks.len() >= self.limits.max_marks {
@@ -643,7 +873,13 @@ impl<'a> Machine<'a> {
                         return self.err("MEMOIZE twice in a row on one object; not a snapshot");
                     }
                     let v = self.top("MEMOIZE")?;
-                    let index = self.heap.memo.len() as u64;
+                    let index = match self.memo_next.as_mut() {
+                        Some(n) => {
+                            *n += 1;
+                            *n - 1
+                        }
+                        None => self.heap.memo_base + self.heap.memo.len() as u64,
+                    };
                     self.memo_put(index, v)?;
                     self.prev_memoize = true;
                 }
@@ -665,9 +901,30 @@ impl<'a> Machine<'a> {
                         } else {
                             self.u32le("LONG_BINGET")? as u64
                         };
-                        let v = match self.heap.memo.get(index as usize) {
+                        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+                        let v = match self.heap.memo.get(rel) {
                             Some(v) if !matches!(v, Value::Obj(_)) => *v,
-                            _ => self.memo_get(index)?,
+                            _ if self.defs.is_none() => self.memo_get(hooks, index)?,
+                            _ => {
+                                // Entries from outside the decoded range (shared frame dicts):
+                                // a direct-mapped cache in front of the sparse memo.
+                                let slot = (index as usize) & (EXT_CACHE - 1);
+                                match self.ext_cache.get(slot) {
+                                    Some(&(i, v)) if i == index => v,
+                                    _ => {
+                                        let v = self.memo_get(hooks, index)?;
+                                        let v = self.heap.resolve(v);
+                                        if !matches!(v, Value::Obj(_)) {
+                                            if self.ext_cache.is_empty() {
+                                                self.ext_cache =
+                                                    vec![(u64::MAX, Value::None); EXT_CACHE];
+                                            }
+                                            self.ext_cache[slot] = (index, v);
+                                        }
+                                        v
+                                    }
+                                }
+                            }
                         };
                         self.push(v)?;
                         match self.buf.get(self.pos) {
@@ -682,7 +939,7 @@ impl<'a> Machine<'a> {
                 }
                 op::GET => {
                     let index = self.text_index("GET")?;
-                    let v = self.memo_get(index)?;
+                    let v = self.memo_get(hooks, index)?;
                     self.push(v)?;
                 }
                 c if ops::names_code(c) => {

@@ -7,7 +7,8 @@
 
 pub mod machine;
 pub mod ops;
+pub mod scan;
 pub mod value;
 
-pub use machine::{decode, DecodeError, Hooks, Limits, NoHooks};
+pub use machine::{decode, decode_chunk, decode_planned, DecodeError, Hooks, Limits, NoHooks};
 pub use value::{Heap, ListData, ObjData, ObjId, Value};

@@ -230,7 +230,9 @@ pub struct Heap<'a> {
     /// Strings that had to be unescaped.
     pub owned: Vec<String>,
     pub(crate) memo: Vec<Value>,
-    pub(crate) sparse_memo: std::collections::HashMap<u64, Value>,
+    /// Memo id of `memo[0]` (non-zero when decoding a chunk of a larger pickle).
+    pub(crate) memo_base: u64,
+    pub(crate) sparse_memo: rustc_hash::FxHashMap<u64, Value>,
 }
 
 impl<'a> Heap<'a> {
@@ -242,6 +244,7 @@ impl<'a> Heap<'a> {
             free: Vec::new(),
             owned: Vec::new(),
             memo: Vec::new(),
+            memo_base: 0,
             sparse_memo: Default::default(),
         }
     }
@@ -385,11 +388,12 @@ impl<'a> Heap<'a> {
             std::mem::replace(&mut obj.data, ObjData::Replaced(to))
         } else {
             if obj.memo != NO_MEMO {
-                let m = obj.memo as usize;
-                if m < self.memo.len() {
-                    self.memo[m] = to;
+                let m = obj.memo as u64;
+                let rel = m.wrapping_sub(self.memo_base) as usize;
+                if m >= self.memo_base && rel < self.memo.len() {
+                    self.memo[rel] = to;
                 } else {
-                    self.sparse_memo.insert(m as u64, to);
+                    self.sparse_memo.insert(m, to);
                 }
             }
             let old = std::mem::replace(&mut obj.data, ObjData::Free);

@@ -1,0 +1,128 @@
+//! The two-pass parallel decoder.
+//!
+//! Pass 1 ([`crate::pickle::scan`]) walks the opcodes on the calling thread, keeping byte
+//! offsets only, and hands out chunks of the big lists as soon as they are complete. Worker
+//! threads decode the chunks into compact structs with their own interning tables
+//! ([`super::build::build_chunk`]) while pass 1 goes on. Then the calling thread decodes the
+//! rest of the file and merges each chunk's results in file order as it reaches it, so ids
+//! (and every report) do not depend on the thread count. Any failure returns `None`, and the
+//! caller runs the sequential decoder, which reports errors with their byte offsets.
+
+use super::build::{build_chunk, build_planned, ChunkOut};
+use super::snapshot::Snapshot;
+use crate::pickle::scan::{self, Chunk, Defs};
+use std::sync::{Condvar, Mutex};
+
+struct State {
+    chunks: Vec<Chunk>,
+    slots: Vec<Option<Option<ChunkOut>>>,
+    next: usize,
+    scanned: bool,
+    abort: bool,
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Builds with `threads` workers; `None` when the plan or any step fails.
+pub(crate) fn try_build(
+    buf: &[u8],
+    threads: usize,
+    chunk_bytes: usize,
+    progress: &mut Option<&mut dyn FnMut(u64)>,
+    release: Option<&(dyn Fn(usize, usize) + Sync)>,
+) -> Option<Snapshot> {
+    let t0 = std::time::Instant::now();
+    let timing = std::env::var_os("MEMLENS_TIMING").is_some();
+    let defs = Defs::for_input(buf.len());
+    let state = Mutex::new(State {
+        chunks: Vec::new(),
+        slots: Vec::new(),
+        next: 0,
+        scanned: false,
+        abort: false,
+    });
+    let cv = Condvar::new();
+    let (state, cv, defs) = (&state, &cv, &defs);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(move || loop {
+                let (i, chunk) = {
+                    let mut st = lock(state);
+                    loop {
+                        if st.abort || (st.scanned && st.next >= st.chunks.len()) {
+                            return;
+                        }
+                        if st.next < st.chunks.len() {
+                            break;
+                        }
+                        st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                    }
+                    st.next += 1;
+                    (st.next - 1, st.chunks[st.next - 1])
+                };
+                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    build_chunk(buf, &chunk, defs)
+                }))
+                .ok()
+                .flatten();
+                if let Some(r) = release {
+                    r(chunk.start as usize, (chunk.end - chunk.start) as usize);
+                }
+                let mut st = lock(state);
+                st.abort |= out.is_none();
+                st.slots[i] = Some(out);
+                cv.notify_all();
+            });
+        }
+        let planned = scan::scan_into(buf, chunk_bytes, defs, &mut |c| {
+            let mut st = lock(state);
+            st.chunks.push(c);
+            st.slots.push(None);
+            cv.notify_one();
+        });
+        let chunks = {
+            let mut st = lock(state);
+            st.scanned = true;
+            st.abort |= planned.is_none() || st.chunks.is_empty();
+            cv.notify_all();
+            if st.abort {
+                return None;
+            }
+            st.chunks.clone()
+        };
+        if timing {
+            eprintln!(
+                "pass 1: {:.3} s, {} chunks",
+                t0.elapsed().as_secs_f64(),
+                chunks.len()
+            );
+        }
+        let mut take = |i: usize| -> Option<ChunkOut> {
+            let mut st = lock(state);
+            loop {
+                if let Some(out) = st.slots.get_mut(i)?.take() {
+                    return out;
+                }
+                if st.abort {
+                    return None;
+                }
+                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let progress = progress.as_mut().map(|p| &mut **p as &mut dyn FnMut(u64));
+        let snap = build_planned(buf, &chunks, defs, progress, &mut take);
+        lock(state).abort = true;
+        cv.notify_all();
+        if timing {
+            eprintln!(
+                "total: {:.3} s; {} definitions decoded on demand ({} bytes)",
+                t0.elapsed().as_secs_f64(),
+                crate::pickle::machine::EXT_COUNT.load(std::sync::atomic::Ordering::Relaxed),
+                crate::pickle::machine::EXT_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+            );
+        }
+        snap
+    })
+}

@@ -1,0 +1,792 @@
+//! Pass 1 of the parallel decoder: a walk over the opcodes that keeps byte offsets only.
+//!
+//! It simulates the pickle stack without decoding values and produces a [`Plan`]: the byte
+//! ranges ("chunks") of consecutive elements of the big lists (`segments`, or the top-level
+//! list, and each `device_traces[d]`), and, for every memoized object that is referenced again,
+//! where its definition lies, so a worker can decode it on its own. Lists are keyed on their
+//! place in the top-level dict, not on batch sizes; implicit (`MEMOIZE`) and explicit
+//! (`BINPUT`) memo ids are both handled. Whenever the file does something the plan cannot
+//! express (protocol 0/1 text opcodes, `DUP`, a memo id stored twice, a reference to an
+//! object still being filled, anything malformed), [`scan`] returns `None` and the caller uses
+//! the sequential decoder, which is the reference for every odd input.
+
+use super::ops::op;
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Which big list a chunk belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Elements are segment dicts (`segments`, or a bare top-level list).
+    Segments,
+    /// Elements are trace entry dicts (`device_traces[d]`).
+    Trace,
+}
+
+/// Consecutive elements of one big list, decodable on their own.
+#[derive(Clone, Copy, Debug)]
+pub struct Chunk {
+    /// Offset of the first element's first opcode.
+    pub start: u64,
+    /// Offset just past the last element (may include batch `APPENDS`/`MARK` opcodes inside).
+    pub end: u64,
+    /// Memo counter when the first element starts (implicit `MEMOIZE` numbering).
+    pub memo_base: u64,
+    /// Memo counter at `end`.
+    pub memo_end: u64,
+    /// True when the first element sits above an open `MARK` (an `APPENDS` batch).
+    pub mark_open: bool,
+    /// Number of elements.
+    pub items: u32,
+    /// The list the elements belong to.
+    pub target: Target,
+}
+
+/// Where a referenced memoized object is defined.
+#[derive(Clone, Copy, Debug)]
+pub struct MemoDef {
+    /// Offset of its first opcode.
+    pub start: u64,
+    /// Length of its definition in bytes (through its last `APPENDS`/`SETITEMS`/`MEMOIZE`).
+    pub len: u64,
+    /// Memo counter at `start`.
+    pub base: u64,
+}
+
+/// Where each memo entry is defined, filled by pass 1 while workers already read it (a
+/// chunk is handed out only after every definition before it is complete).
+///
+/// One word per memo id, allocated zeroed for the most ids the input could hold (pages never
+/// written cost nothing): start (40 bits) | len (21 bits) | flags.
+#[derive(Debug)]
+pub struct Defs {
+    table: Vec<AtomicU64>,
+    /// Lengths of 2 MiB or more, and memo bases that differ from the id.
+    extra: Mutex<FxHashMap<u32, (u64, u64)>>,
+    count: AtomicU64,
+}
+
+impl Defs {
+    /// A table for an input of `len` bytes.
+    pub fn for_input(len: usize) -> Self {
+        let cap = len / 8 + 4096;
+        // Zeroed allocation: pages are mapped only when pass 1 writes them.
+        let mut zeroed = std::mem::ManuallyDrop::new(vec![0u64; cap]);
+        // SAFETY: AtomicU64 has the same size, alignment and bit validity as u64, and the
+        // vector's ownership moves into the new one (the old one is never dropped).
+        let table = unsafe {
+            Vec::from_raw_parts(
+                zeroed.as_mut_ptr() as *mut AtomicU64,
+                zeroed.len(),
+                zeroed.capacity(),
+            )
+        };
+        Defs {
+            table,
+            extra: Mutex::new(FxHashMap::default()),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// The definition of memo entry `idx`, if it is known and complete.
+    pub fn get(&self, idx: u64) -> Option<MemoDef> {
+        let e = self.table.get(usize::try_from(idx).ok()?)?.load(Relaxed);
+        if e & BIG_BIT != 0 {
+            return None;
+        }
+        let len = (e >> LEN_SHIFT) & LEN_MAX;
+        if len == 0 {
+            return None;
+        }
+        let (mut len_out, mut base) = (len, idx);
+        if len == LEN_MAX || e & BASE_BIT != 0 {
+            let extra = self.extra.lock().unwrap_or_else(|e| e.into_inner());
+            let (l, b) = *extra.get(&(idx as u32))?;
+            if len == LEN_MAX {
+                len_out = l;
+            }
+            if e & BASE_BIT != 0 {
+                base = b;
+            }
+        }
+        Some(MemoDef {
+            start: e & START_MASK,
+            len: len_out,
+            base,
+        })
+    }
+
+    /// Number of memo entries defined.
+    pub fn len(&self) -> usize {
+        self.count.load(Relaxed) as usize
+    }
+
+    /// True when no memo entry is defined.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The result of pass 1.
+#[derive(Debug)]
+pub struct Plan {
+    /// Chunks in file order.
+    pub chunks: Vec<Chunk>,
+    /// Definitions of referenced memo entries.
+    pub defs: Defs,
+}
+
+const NONE: u32 = u32::MAX;
+const T_PLAIN: u8 = 0;
+const T_REF: u8 = 1;
+const T_TOP_DICT: u8 = 2;
+const T_KEY_SEG: u8 = 3;
+const T_KEY_TRACES: u8 = 4;
+const T_TRACES: u8 = 5;
+const T_SEG_LIST: u8 = 6;
+const T_TRACE_LIST: u8 = 7;
+
+#[derive(Clone, Copy)]
+struct Ent {
+    start: u64,
+    end: u64,
+    memo_at: u64,
+    memo: u32,
+    tag: u8,
+}
+
+#[derive(Clone, Copy)]
+struct Mark {
+    at: usize,
+}
+
+struct Open {
+    chunk: Chunk,
+    /// Stack index of the list being filled.
+    list: usize,
+    last_fill_end: u64,
+    last_fill_memo: u64,
+}
+
+/// Table entry: start (40 bits) | len (21 bits) | base differs | big | referenced.
+/// len 0 = not complete; big = the top-level dict or a big list (never decoded on demand).
+const LEN_SHIFT: u32 = 40;
+const LEN_MAX: u64 = (1 << 21) - 1;
+const REF_BIT: u64 = 1 << 63;
+const BIG_BIT: u64 = 1 << 62;
+const BASE_BIT: u64 = 1 << 61;
+const START_MASK: u64 = (1 << LEN_SHIFT) - 1;
+
+struct Scanner<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    stack: Vec<Ent>,
+    marks: Vec<Mark>,
+    memo_next: u64,
+    defs: &'a Defs,
+    defined: usize,
+    emit: &'a mut dyn FnMut(Chunk),
+    open: Option<Open>,
+    chunk_bytes: u64,
+}
+
+type S<T> = Option<T>;
+
+/// Runs pass 1 over `buf` and returns the whole plan. `chunk_bytes` is the target size of a
+/// chunk. `None`: the layout is not one the parallel path handles (use the sequential decoder).
+pub fn scan(buf: &[u8], chunk_bytes: usize) -> Option<Plan> {
+    let defs = Defs::for_input(buf.len());
+    let mut chunks = Vec::new();
+    scan_into(buf, chunk_bytes, &defs, &mut |c| chunks.push(c))?;
+    Some(Plan { chunks, defs })
+}
+
+/// Runs pass 1, filling `defs` and handing each chunk to `emit` as soon as it is complete
+/// (every memo definition before its end is then recorded in `defs`).
+pub fn scan_into(
+    buf: &[u8],
+    chunk_bytes: usize,
+    defs: &Defs,
+    emit: &mut dyn FnMut(Chunk),
+) -> Option<()> {
+    if buf.len() as u64 > START_MASK {
+        return None;
+    }
+    let mut s = Scanner {
+        buf,
+        pos: 0,
+        stack: Vec::new(),
+        marks: Vec::new(),
+        memo_next: 0,
+        defs,
+        defined: 0,
+        emit,
+        open: None,
+        chunk_bytes: chunk_bytes.max(1) as u64,
+    };
+    s.run()?;
+    defs.count.store(s.defined as u64, Relaxed);
+    Some(())
+}
+
+/// The bytes of a string defined by the opcode at `off`, if it is one.
+fn str_at(buf: &[u8], off: usize) -> Option<&[u8]> {
+    let code = *buf.get(off)?;
+    let (hdr, len) = match code {
+        op::SHORT_BINUNICODE => (2, *buf.get(off + 1)? as usize),
+        op::BINUNICODE => (
+            5,
+            u32::from_le_bytes(buf.get(off + 1..off + 5)?.try_into().ok()?) as usize,
+        ),
+        op::BINUNICODE8 => (
+            9,
+            usize::try_from(u64::from_le_bytes(
+                buf.get(off + 1..off + 9)?.try_into().ok()?,
+            ))
+            .ok()?,
+        ),
+        _ => return None,
+    };
+    buf.get(off + hdr..(off + hdr).checked_add(len)?)
+}
+
+impl Scanner<'_> {
+    #[inline]
+    fn take(&mut self, n: usize) -> S<usize> {
+        let at = self.pos;
+        if self.buf.len() - self.pos < n {
+            return None;
+        }
+        self.pos += n;
+        Some(at)
+    }
+
+    #[inline]
+    fn u8(&mut self) -> S<u8> {
+        let at = self.take(1)?;
+        Some(self.buf[at])
+    }
+
+    #[inline]
+    fn u32(&mut self) -> S<u32> {
+        let at = self.take(4)?;
+        Some(u32::from_le_bytes(self.buf[at..at + 4].try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> S<u64> {
+        let at = self.take(8)?;
+        Some(u64::from_le_bytes(self.buf[at..at + 8].try_into().ok()?))
+    }
+
+    fn floor(&self) -> usize {
+        self.marks.last().map_or(0, |m| m.at)
+    }
+
+    #[inline]
+    fn push(&mut self, start: usize, tag: u8) -> S<()> {
+        if self.stack.len() >= self.buf.len() / 16 + 65_536 {
+            return None;
+        }
+        self.stack.push(Ent {
+            start: start as u64,
+            end: self.pos as u64,
+            memo_at: self.memo_next,
+            memo: NONE,
+            tag,
+        });
+        Some(())
+    }
+
+    /// Where a value pushed now would sit in the top-level dict: a key, a value, or neither.
+    fn top_dict_slot(&self) -> Option<bool> {
+        let n = self.stack.len();
+        match self.marks.last() {
+            Some(m) if m.at == 1 && self.marks.len() == 1 => {
+                (self.stack[0].tag == T_TOP_DICT).then_some((n - 1) % 2 == 1)
+            }
+            None => (self.stack.first()?.tag == T_TOP_DICT && (n == 1 || n == 2)).then_some(n == 2),
+            _ => None,
+        }
+    }
+
+    fn key_tag(&self, text: Option<&[u8]>) -> u8 {
+        if self.top_dict_slot() == Some(false) {
+            match text {
+                Some(b"segments") => return T_KEY_SEG,
+                Some(b"device_traces") => return T_KEY_TRACES,
+                _ => {}
+            }
+        }
+        T_PLAIN
+    }
+
+    fn list_tag(&self) -> u8 {
+        let n = self.stack.len();
+        if n == 0 {
+            return T_SEG_LIST;
+        }
+        if self.top_dict_slot() == Some(true) {
+            return match self.stack[n - 1].tag {
+                T_KEY_SEG => T_SEG_LIST,
+                T_KEY_TRACES => T_TRACES,
+                _ => T_PLAIN,
+            };
+        }
+        let floor = self.floor();
+        if (floor >= 1 && self.stack[floor - 1].tag == T_TRACES)
+            || (floor < n && self.stack[n - 1].tag == T_TRACES)
+        {
+            return T_TRACE_LIST;
+        }
+        T_PLAIN
+    }
+
+    /// Records that the entry at `i` is complete and leaves the stack.
+    fn consume(&mut self, i: usize) -> S<()> {
+        let e = self.stack[i];
+        if e.tag == T_SEG_LIST || e.tag == T_TRACE_LIST {
+            if let Some(o) = &self.open {
+                if o.list == i {
+                    self.close_open();
+                }
+            }
+        }
+        if e.memo != NONE && e.tag != T_REF {
+            let len = e.end - e.start;
+            let slot = &self.defs.table[e.memo as usize];
+            let v = slot.load(Relaxed);
+            if len >= LEN_MAX {
+                let mut extra = self.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
+                extra.entry(e.memo).or_insert((0, e.memo as u64)).0 = len;
+                slot.store(v | LEN_MAX << LEN_SHIFT, Relaxed);
+            } else {
+                slot.store(v | len.max(1) << LEN_SHIFT, Relaxed);
+            }
+        }
+        Some(())
+    }
+
+    fn consume_above(&mut self, m: usize) -> S<()> {
+        for i in m..self.stack.len() {
+            self.consume(i)?;
+        }
+        self.stack.truncate(m);
+        Some(())
+    }
+
+    fn close_open(&mut self) {
+        if let Some(o) = self.open.take() {
+            let mut c = o.chunk;
+            c.end = o.last_fill_end;
+            c.memo_end = o.last_fill_memo;
+            (self.emit)(c);
+        }
+    }
+
+    /// A container at stack index `t` receives items: it must not be a reference or an
+    /// object already referenced (the plan would then decode it before it is complete).
+    fn fill(&mut self, t: usize) -> S<()> {
+        let e = self.stack[t];
+        if e.tag == T_REF {
+            return None;
+        }
+        if e.memo != NONE && self.defs.table[e.memo as usize].load(Relaxed) & REF_BIT != 0 {
+            return None;
+        }
+        self.stack[t].end = self.pos as u64;
+        Some(())
+    }
+
+    /// Items `m..` are appended to the list at `t` by the opcode at `op_at`.
+    fn list_fill(&mut self, t: usize, m: usize, op_at: usize, with_mark: bool) -> S<()> {
+        self.fill(t)?;
+        let tag = self.stack[t].tag;
+        if tag == T_SEG_LIST || tag == T_TRACE_LIST {
+            let target = if tag == T_SEG_LIST {
+                Target::Segments
+            } else {
+                Target::Trace
+            };
+            if self.open.as_ref().is_some_and(|o| o.list != t) {
+                self.close_open();
+            }
+            for i in m..self.stack.len() {
+                let e = self.stack[i];
+                let cut = match &self.open {
+                    Some(o) => e.start - o.chunk.start >= self.chunk_bytes,
+                    None => false,
+                };
+                if cut {
+                    if i == m {
+                        self.close_open();
+                    } else {
+                        let mut o = self.open.take()?;
+                        o.last_fill_end = e.start;
+                        o.last_fill_memo = e.memo_at;
+                        self.open = Some(o);
+                        self.close_open();
+                    }
+                }
+                match &mut self.open {
+                    Some(o) => o.chunk.items = o.chunk.items.checked_add(1)?,
+                    None => {
+                        self.open = Some(Open {
+                            chunk: Chunk {
+                                start: e.start,
+                                end: 0,
+                                memo_base: e.memo_at,
+                                memo_end: 0,
+                                mark_open: with_mark,
+                                items: 1,
+                                target,
+                            },
+                            list: t,
+                            last_fill_end: 0,
+                            last_fill_memo: 0,
+                        })
+                    }
+                }
+            }
+            let memo = self.memo_next;
+            let o = self.open.as_mut()?;
+            o.last_fill_end = op_at as u64;
+            o.last_fill_memo = memo;
+        }
+        self.consume_above(m)
+    }
+
+    fn define(&mut self, idx: u64) -> S<()> {
+        let top = self.stack.len().checked_sub(1)?;
+        if top < self.floor() || self.stack.is_empty() {
+            return None;
+        }
+        let e = self.stack[top];
+        if e.memo != NONE || e.tag == T_REF {
+            return None;
+        }
+        if idx != self.defined as u64 || self.defined >= self.defs.table.len() || idx >= NONE as u64
+        {
+            return None;
+        }
+        let mut v = e.start & START_MASK;
+        if e.memo_at != idx {
+            let mut extra = self.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
+            extra.entry(idx as u32).or_insert((0, 0)).1 = e.memo_at;
+            v |= BASE_BIT;
+        }
+        if matches!(e.tag, T_TOP_DICT | T_TRACES | T_SEG_LIST | T_TRACE_LIST) {
+            v |= BIG_BIT;
+        }
+        self.defs.table[self.defined].store(v, Relaxed);
+        self.defined += 1;
+        let ent = &mut self.stack[top];
+        ent.memo = idx as u32;
+        ent.end = self.pos as u64;
+        Some(())
+    }
+
+    fn get(&mut self, idx: u64, op_at: usize) -> S<()> {
+        if idx >= self.defined as u64 {
+            return None;
+        }
+        let slot = &self.defs.table[idx as usize];
+        let v = slot.load(Relaxed);
+        if v & REF_BIT == 0 {
+            slot.store(v | REF_BIT, Relaxed);
+        }
+        let start = (v & START_MASK) as usize;
+        if v & BIG_BIT != 0 {
+            return None;
+        }
+        let tag = if self.top_dict_slot() == Some(false) {
+            self.key_tag(str_at(self.buf, start))
+        } else {
+            T_PLAIN
+        };
+        self.push(op_at, tag)?;
+        if tag == T_PLAIN {
+            let top = self.stack.len() - 1;
+            self.stack[top].memo = idx as u32;
+            self.stack[top].tag = T_REF;
+        }
+        Some(())
+    }
+
+    /// `MARK` followed only by memo references and `APPENDS` (a frames list of shared frame
+    /// dicts): marks the references and fills the list without stacking entries. `false` when
+    /// the opcodes at `op_at` are not such a batch (nothing is changed then).
+    fn ref_batch(&mut self, op_at: usize) -> S<bool> {
+        let Some(m) = self.marks.last() else {
+            return Some(false);
+        };
+        let m = m.at;
+        if m == 0 || m != self.stack.len() || self.stack[m - 1].tag != T_PLAIN {
+            return Some(false);
+        }
+        let buf = self.buf;
+        let mut p = op_at;
+        loop {
+            match buf.get(p) {
+                Some(&op::BINGET) => p += 2,
+                Some(&op::LONG_BINGET) => p += 5,
+                Some(&op::APPENDS) => break,
+                _ => return Some(false),
+            }
+        }
+        let end = p;
+        let mut p = op_at;
+        while p < end {
+            let idx = if buf[p] == op::BINGET {
+                p += 2;
+                buf[p - 1] as usize
+            } else {
+                p += 5;
+                u32::from_le_bytes(buf[p - 4..p].try_into().ok()?) as usize
+            };
+            if idx >= self.defined {
+                return None;
+            }
+            let slot = &self.defs.table[idx];
+            let v = slot.load(Relaxed);
+            if v & BIG_BIT != 0 {
+                return None;
+            }
+            if v & REF_BIT == 0 {
+                slot.store(v | REF_BIT, Relaxed);
+            }
+        }
+        self.pos = end + 1;
+        self.marks.pop();
+        self.fill(m - 1)?;
+        Some(true)
+    }
+
+    fn string(&mut self, op_at: usize, len: u64) -> S<()> {
+        let len = usize::try_from(len).ok()?;
+        let at = self.take(len)?;
+        let tag = if self.top_dict_slot() == Some(false) {
+            self.key_tag(Some(&self.buf[at..at + len]))
+        } else {
+            T_PLAIN
+        };
+        self.push(op_at, tag)
+    }
+
+    fn run(&mut self) -> S<()> {
+        loop {
+            let op_at = self.pos;
+            let code = *self.buf.get(self.pos)?;
+            self.pos += 1;
+            match code {
+                op::PROTO => {
+                    if self.u8()? > 5 {
+                        return None;
+                    }
+                }
+                op::FRAME => {
+                    self.u64()?;
+                }
+                op::STOP => {
+                    if !self.marks.is_empty() || self.stack.len() != 1 {
+                        return None;
+                    }
+                    self.consume_above(0)?;
+                    self.close_open();
+                    return Some(());
+                }
+                op::MARK => {
+                    if self.marks.len() >= 1000 {
+                        return None;
+                    }
+                    self.marks.push(Mark {
+                        at: self.stack.len(),
+                    });
+                }
+                op::POP => {
+                    let n = self.stack.len();
+                    if n <= self.floor() {
+                        return None;
+                    }
+                    self.consume_above(n - 1)?;
+                }
+                op::POP_MARK => {
+                    let m = self.marks.pop()?;
+                    self.consume_above(m.at)?;
+                }
+                op::EMPTY_DICT => {
+                    let tag = if self.stack.is_empty() {
+                        T_TOP_DICT
+                    } else {
+                        T_PLAIN
+                    };
+                    self.push(op_at, tag)?;
+                }
+                op::EMPTY_LIST => {
+                    let tag = self.list_tag();
+                    self.push(op_at, tag)?;
+                }
+                op::EMPTY_TUPLE | op::NONE | op::NEWTRUE | op::NEWFALSE => {
+                    self.push(op_at, T_PLAIN)?
+                }
+                op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
+                    let k = (code - op::TUPLE1 + 1) as usize;
+                    let n = self.stack.len();
+                    if n < self.floor() + k {
+                        return None;
+                    }
+                    let first = self.stack[n - k];
+                    self.consume_above(n - k)?;
+                    self.push(first.start as usize, T_PLAIN)?;
+                    let top = self.stack.len() - 1;
+                    self.stack[top].memo_at = first.memo_at;
+                }
+                op::APPEND => {
+                    let n = self.stack.len();
+                    if n < self.floor() + 2 {
+                        return None;
+                    }
+                    self.list_fill(n - 2, n - 1, op_at, false)?;
+                }
+                op::APPENDS => {
+                    let m = self.marks.pop()?.at;
+                    if m == 0 || m <= self.floor() {
+                        return None;
+                    }
+                    self.list_fill(m - 1, m, op_at, true)?;
+                }
+                op::SETITEM => {
+                    let n = self.stack.len();
+                    if n < self.floor() + 3 {
+                        return None;
+                    }
+                    self.fill(n - 3)?;
+                    self.consume_above(n - 2)?;
+                }
+                op::SETITEMS => {
+                    let m = self.marks.pop()?.at;
+                    if m == 0 || m <= self.floor() {
+                        return None;
+                    }
+                    self.fill(m - 1)?;
+                    self.consume_above(m)?;
+                }
+                op::SHORT_BINUNICODE => {
+                    let n = self.u8()? as u64;
+                    self.string(op_at, n)?;
+                }
+                op::BINUNICODE => {
+                    let n = self.u32()? as u64;
+                    self.string(op_at, n)?;
+                }
+                op::BINUNICODE8 => {
+                    let n = self.u64()?;
+                    self.string(op_at, n)?;
+                }
+                op::SHORT_BINBYTES => {
+                    let n = self.u8()? as usize;
+                    self.take(n)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::BINBYTES => {
+                    let n = self.u32()? as usize;
+                    self.take(n)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::BINBYTES8 => {
+                    let n = usize::try_from(self.u64()?).ok()?;
+                    self.take(n)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::BININT1 => {
+                    self.take(1)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::BININT2 => {
+                    self.take(2)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::BININT => {
+                    self.take(4)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::BINFLOAT => {
+                    self.take(8)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::LONG1 => {
+                    let n = self.u8()? as usize;
+                    self.take(n)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::LONG4 => {
+                    let n = usize::try_from(self.u32()? as i32).ok()?;
+                    self.take(n)?;
+                    self.push(op_at, T_PLAIN)?;
+                }
+                op::MEMOIZE => {
+                    let idx = self.memo_next;
+                    self.define(idx)?;
+                    self.memo_next += 1;
+                }
+                op::BINPUT | op::LONG_BINPUT => {
+                    let idx = if code == op::BINPUT {
+                        self.u8()? as u64
+                    } else {
+                        self.u32()? as u64
+                    };
+                    self.define(idx)?;
+                    self.memo_next = self.memo_next.max(idx + 1);
+                }
+                op::BINGET | op::LONG_BINGET if self.ref_batch(op_at)? => {}
+                op::BINGET => {
+                    let idx = self.u8()? as u64;
+                    self.get(idx, op_at)?;
+                }
+                op::LONG_BINGET => {
+                    let idx = self.u32()? as u64;
+                    self.get(idx, op_at)?;
+                }
+                // Text opcodes (protocols 0/1), DUP, LIST/DICT/TUPLE with marks and every
+                // code opcode: not planned; the sequential decoder handles or refuses them.
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_a_small_trace() {
+        // {"device_traces": [[{"a": 1}, {"a": 2}, {"a": 3}]]} in protocol 4.
+        let body: &[u8] = b"\x80\x04}\x94\x8c\x0ddevice_traces\x94]\x94]\x94(}\x94\x8c\x01a\x94K\x01s}\x94h\x05K\x02s}\x94h\x05K\x03seas.";
+        let plan = scan(body, 1).expect("planned");
+        assert_eq!(plan.chunks.len(), 3);
+        assert!(plan
+            .chunks
+            .iter()
+            .all(|c| c.target == Target::Trace && c.items == 1));
+        assert_eq!(plan.chunks[0].end, plan.chunks[1].start);
+        assert_eq!(plan.defs.len(), 8);
+        let d = plan.defs.get(5).unwrap();
+        assert_eq!(
+            &body[d.start as usize..(d.start + d.len) as usize],
+            b"\x8c\x01a\x94"
+        );
+        let plan = scan(body, 1 << 20).unwrap();
+        assert_eq!(plan.chunks.len(), 1);
+        assert_eq!(plan.chunks[0].items, 3);
+        assert!(plan.chunks[0].mark_open);
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_plan() {
+        assert!(scan(b"(lp0\nI3\na.", 1).is_none());
+        assert!(scan(b"\x80\x04]\x94K\x012a.", 1).is_none());
+        assert!(scan(b"\x80\x04K", 1).is_none());
+        assert!(scan(b"", 1).is_none());
+    }
+}
