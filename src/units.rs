@@ -15,6 +15,27 @@ pub fn iec(bytes: u64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
+/// Formats a signed byte change: `+320.00 MiB`, `-64.00 MiB`, `0 B`.
+pub fn signed_iec(delta: i64) -> String {
+    match delta {
+        0 => "0 B".to_string(),
+        d if d > 0 => format!("+{}", iec(d as u64)),
+        d => format!("-{}", iec(d.unsigned_abs())),
+    }
+}
+
+/// Formats a change relative to `base`: `+32.3%`; `new` when the base is 0.
+pub fn signed_percent(delta: i64, base: u64) -> String {
+    if base == 0 {
+        return if delta == 0 {
+            "0.0%".into()
+        } else {
+            "new".into()
+        };
+    }
+    format!("{:+.1}%", delta as f64 * 100.0 / base as f64)
+}
+
 /// Formats a span of microseconds (`850 µs`, `12.30 ms`, `4.20 s`, `3 min 05 s`).
 pub fn duration_us(us: i64) -> String {
     let us = us.max(0);
@@ -41,6 +62,16 @@ mod tests {
         assert_eq!(iec(1024), "1.00 KiB");
         assert_eq!(iec(20 << 20), "20.00 MiB");
         assert_eq!(iec(3 << 29), "1.50 GiB");
+    }
+
+    #[test]
+    fn signed() {
+        assert_eq!(signed_iec(64 << 20), "+64.00 MiB");
+        assert_eq!(signed_iec(-(64 << 20)), "-64.00 MiB");
+        assert_eq!(signed_iec(0), "0 B");
+        assert_eq!(signed_percent(5, 100), "+5.0%");
+        assert_eq!(signed_percent(-5, 100), "-5.0%");
+        assert_eq!(signed_percent(5, 0), "new");
     }
 
     #[test]

@@ -227,6 +227,30 @@ pub fn parse_size(s: &str) -> Result<u64, Error> {
     Ok(bytes)
 }
 
+/// Parses a fraction: `5%` → 0.05, `12.5 %` → 0.125, or a plain fraction `0.05` → 0.05.
+/// A number without `%` above 1 is refused (say `30%`, not `30`).
+pub fn parse_percent(s: &str) -> Result<f64, Error> {
+    let bad = |why: &str| {
+        Error::Usage(format!(
+            "percentage {s:?}: {why}; expected e.g. 5%, 30%, 12.5% or a fraction such as 0.05"
+        ))
+    };
+    let t = s.trim();
+    let (num, percent) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), true),
+        None => (t, false),
+    };
+    let (mantissa, scale) = parse_decimal(num).ok_or_else(|| bad("not a number"))?;
+    let v = mantissa as f64 / 10f64.powi(scale as i32);
+    if percent {
+        Ok(v / 100.0)
+    } else if v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(bad("a plain number must be a fraction between 0 and 1"))
+    }
+}
+
 /// `"79.15"` → `(7915, 2)`; `None` unless digits with at most one point (and at least one digit).
 pub(crate) fn parse_decimal(num: &str) -> Option<(u128, u32)> {
     let (int, frac) = match num.split_once('.') {
@@ -300,6 +324,16 @@ mod tests {
             for k in g.keys {
                 assert_eq!(normalize(k), *k, "key {k} of {} is not normalized", g.name);
             }
+        }
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("5%").unwrap(), 0.05);
+        assert_eq!(parse_percent("12.5 %").unwrap(), 0.125);
+        assert_eq!(parse_percent("0.3").unwrap(), 0.3);
+        for bad in ["", "%", "30", "-5%", "5GiB", "x%"] {
+            assert!(parse_percent(bad).is_err(), "{bad:?} accepted");
         }
     }
 

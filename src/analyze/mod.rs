@@ -2,11 +2,15 @@
 //! value. Nothing here formats or prints.
 
 pub mod advice;
+pub mod batch;
 pub mod categories;
+pub mod check;
+pub mod diff;
 pub mod explain;
 pub mod gpus;
 pub mod leaks;
 pub mod oom;
+pub mod profile;
 pub mod summary;
 
 /// Version of every JSON report's schema; fields are only ever added.

@@ -3,7 +3,10 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod batch;
 mod categories;
+mod check;
+mod diff;
 mod explain;
 mod flame;
 mod frag;
@@ -53,6 +56,12 @@ enum Command {
     Categories(categories::Args),
     /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
     Explain(explain::Args),
+    /// Compare two snapshots by normalized call site: new, removed, grown and shrunk sites.
+    Diff(diff::Args),
+    /// Budgets on snapshots (peak, reserved, fragmentation, leaked, growth over a baseline).
+    Check(check::Args),
+    /// Many snapshots in parallel: one row each, and the imbalance of a rank set.
+    Batch(batch::Args),
 }
 
 /// Output format shared by the report commands.
@@ -71,6 +80,8 @@ pub enum Outcome {
     Ok,
     /// Exit 1: findings or a broken budget.
     Findings,
+    /// Exit 2 after the report: some inputs could not be read (each already said why).
+    InputErrors,
 }
 
 /// Runs the command line and returns the exit code.
@@ -99,12 +110,16 @@ pub fn main() -> i32 {
         Command::Explain(a) => explain::run(a),
         Command::Frag(a) => frag::run(a),
         Command::Oom(a) => oom::run(a),
+        Command::Diff(a) => diff::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Batch(a) => batch::run(a),
         Command::Leaks(a) => leaks::run(a),
         Command::Categories(a) => categories::run(a),
     };
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::Findings) => 1,
+        Ok(Outcome::InputErrors) => 2,
         Err(e) => {
             if is_broken_pipe(&e) {
                 return 0;

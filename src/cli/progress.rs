@@ -22,3 +22,19 @@ pub fn bytes_bar(total: u64, label: &str) -> ProgressBar {
     bar.set_message(label.to_string());
     bar
 }
+
+/// A bar over `total` files of a batch, or a hidden one (stderr not a terminal, one file).
+pub fn files_bar(total: u64) -> ProgressBar {
+    if total < 2 || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "batch [{bar:30}] {pos}/{len} files {per_sec} eta {eta} {msg}",
+        )
+        .unwrap()
+        .progress_chars("=> "),
+    );
+    bar
+}

@@ -1,7 +1,10 @@
 //! Renderers: report values → text, tables or JSON. Renderers never compute numbers; a missing
 //! number belongs in the report.
 
+pub mod batch;
 pub mod categories;
+pub mod check;
+pub mod diff;
 pub mod explain;
 pub mod flame;
 pub mod frag;

@@ -121,3 +121,34 @@ pub const INVARIANT_CODES: &[&str] = &[
     "requested_exceeds_size",
     "segments_unsorted",
 ];
+
+/// Compares `actual` with the golden file `tests/golden/NAME`; a missing file is created and
+/// `MEMLENS_BLESS=1` rewrites it.
+pub fn golden(name: &str, actual: &[u8]) {
+    let path = root().join("tests/golden").join(name);
+    if std::env::var_os("MEMLENS_BLESS").is_some() || !path.exists() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read(&path).unwrap();
+    assert!(
+        expected == actual,
+        "{} differs (MEMLENS_BLESS=1 to accept):\n--- expected\n{}\n--- actual\n{}",
+        path.display(),
+        String::from_utf8_lossy(&expected),
+        String::from_utf8_lossy(actual)
+    );
+}
+
+/// Runs the memlens binary in the repository root (relative sample paths, stable output).
+pub fn memlens_in_root<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_memlens"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("run memlens")
+}

@@ -1,0 +1,432 @@
+//! `memlens diff BASE CAND`: two snapshots compared site by site, never by address.
+//!
+//! In: the [`Profile`]s of both sides at the same kind of moment (default: each device's own
+//! peak). Out: the change of live bytes ("peak"), reserved bytes and fragmentation, overall and
+//! device by device (matched by device id), and every normalized site (or stack) that is new,
+//! removed, grown or shrunk, sorted by the absolute change.
+//!
+//! Top-level `peak` and `reserved` are sums over devices (each device at its own moment);
+//! top-level `fragmentation` is the worst device's. Sites are summed over devices too.
+
+use super::profile::{Profile, SiteTotal};
+use crate::replay::Moment;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// Options of `diff` beyond the profiles' own.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiffOptions {
+    /// Keep unchanged sites too (status `unchanged`).
+    pub all: bool,
+    /// Growth gate: fail when the peak grows by at least this fraction (0.05 = 5%)...
+    pub fail_on_growth: Option<f64>,
+    /// ...and by at least this many bytes (both must hold).
+    pub min_abs_bytes: Option<u64>,
+}
+
+/// A number on both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Pair {
+    /// Base.
+    pub base: u64,
+    /// Candidate.
+    pub cand: u64,
+    /// cand − base.
+    pub delta_bytes: i64,
+}
+
+impl Pair {
+    /// The pair of `base` and `cand`.
+    pub fn new(base: u64, cand: u64) -> Pair {
+        Pair {
+            base,
+            cand,
+            delta_bytes: cand as i64 - base as i64,
+        }
+    }
+}
+
+/// A ratio on both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RatioPair {
+    /// Base.
+    pub base: f64,
+    /// Candidate.
+    pub cand: f64,
+    /// cand − base.
+    pub delta: f64,
+}
+
+/// What happened to a site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Only in the candidate.
+    New,
+    /// Only in the base.
+    Removed,
+    /// More bytes in the candidate.
+    Grown,
+    /// Fewer bytes in the candidate.
+    Shrunk,
+    /// Same bytes (listed with `--all` only).
+    Unchanged,
+}
+
+impl Status {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::New => "new",
+            Status::Removed => "removed",
+            Status::Grown => "grown",
+            Status::Shrunk => "shrunk",
+            Status::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// One site on both sides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SiteDelta {
+    /// Normalized site (or stack).
+    pub site: String,
+    /// Live bytes in the base.
+    pub base_bytes: u64,
+    /// Live bytes in the candidate.
+    pub cand_bytes: u64,
+    /// cand − base.
+    pub delta_bytes: i64,
+    /// Live allocations in the base.
+    pub base_count: u64,
+    /// Live allocations in the candidate.
+    pub cand_count: u64,
+    /// new, removed, grown, shrunk (or unchanged).
+    pub status: Status,
+}
+
+/// One side of a device.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SideDevice {
+    /// `trace` or `final_state`.
+    pub basis: &'static str,
+    /// The moment compared.
+    pub at: Moment,
+    /// Live requested bytes.
+    pub live_bytes: u64,
+    /// Reserved bytes.
+    pub reserved_bytes: u64,
+    /// Fragmentation index.
+    pub fragmentation: f64,
+}
+
+/// One device id on both sides.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceDelta {
+    /// Device index.
+    pub device: u32,
+    /// The base side, if the base has this device.
+    pub base: Option<SideDevice>,
+    /// The candidate side.
+    pub cand: Option<SideDevice>,
+    /// Live bytes on both sides (0 for a missing side).
+    pub peak: Pair,
+    /// Reserved bytes on both sides.
+    pub reserved: Pair,
+}
+
+/// The growth gate's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gate {
+    /// The fraction asked for (`--fail-on-growth`), 0 when not given.
+    pub min_growth: f64,
+    /// The bytes asked for (`--min-abs`), 0 when not given.
+    pub min_abs_bytes: u64,
+    /// Growth of the peak as a fraction of the base (null when the base is 0).
+    pub growth: Option<f64>,
+    /// True when the peak grew past both thresholds.
+    pub failed: bool,
+}
+
+/// The report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DiffReport {
+    /// Always [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Live requested bytes at the moment, summed over devices (each at its own moment).
+    pub peak: Pair,
+    /// Reserved bytes at the moment, summed over devices.
+    pub reserved: Pair,
+    /// The worst device's fragmentation index on each side.
+    pub fragmentation: RatioPair,
+    /// Changed sites, by |delta| descending, then site.
+    pub sites: Vec<SiteDelta>,
+    /// The moment compared (`peak`, `end`, `oom`).
+    pub moment: String,
+    /// `site` or `stack`.
+    pub by: super::profile::SiteKey,
+    /// Line numbers dropped from keys.
+    pub ignore_lines: bool,
+    /// The directory stripped from each side's user files.
+    pub roots: Roots,
+    /// Devices matched by id.
+    pub devices: Vec<DeviceDelta>,
+    /// Sites per status (unchanged ones counted even without `--all`).
+    pub counts: StatusCounts,
+    /// Change per category (parameters, optimizer state, gradients, activations, ...; see
+    /// [`super::categories`]), by |delta| descending; `null` when a side has no categories.
+    pub categories: Option<Vec<CategoryDelta>>,
+    /// The growth gate, when `--fail-on-growth` or `--min-abs` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
+    /// What limits the answer.
+    pub notes: Vec<String>,
+}
+
+/// One category on both sides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CategoryDelta {
+    /// Category name.
+    pub category: String,
+    /// Live bytes in the base.
+    pub base_bytes: u64,
+    /// Live bytes in the candidate.
+    pub cand_bytes: u64,
+    /// cand − base.
+    pub delta_bytes: i64,
+    /// Allocations in the base.
+    pub base_count: u64,
+    /// Allocations in the candidate.
+    pub cand_count: u64,
+}
+
+fn category_deltas(
+    base: &std::collections::BTreeMap<String, SiteTotal>,
+    cand: &std::collections::BTreeMap<String, SiteTotal>,
+) -> Vec<CategoryDelta> {
+    let names: BTreeSet<&String> = base.keys().chain(cand.keys()).collect();
+    let mut v: Vec<CategoryDelta> = names
+        .into_iter()
+        .map(|k| {
+            let b = base.get(k).copied().unwrap_or_default();
+            let c = cand.get(k).copied().unwrap_or_default();
+            CategoryDelta {
+                category: k.clone(),
+                base_bytes: b.bytes,
+                cand_bytes: c.bytes,
+                delta_bytes: c.bytes as i64 - b.bytes as i64,
+                base_count: b.count,
+                cand_count: c.count,
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.delta_bytes
+            .unsigned_abs()
+            .cmp(&a.delta_bytes.unsigned_abs())
+            .then_with(|| a.category.cmp(&b.category))
+    });
+    v
+}
+
+/// The stripped roots.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Roots {
+    /// Base.
+    pub base: Option<String>,
+    /// Candidate.
+    pub cand: Option<String>,
+}
+
+/// Sites per status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StatusCounts {
+    /// New sites.
+    pub new: usize,
+    /// Removed sites.
+    pub removed: usize,
+    /// Grown sites.
+    pub grown: usize,
+    /// Shrunk sites.
+    pub shrunk: usize,
+    /// Unchanged sites.
+    pub unchanged: usize,
+}
+
+/// The status of a site with these totals.
+fn status(b: SiteTotal, c: SiteTotal) -> Status {
+    if b.count == 0 && c.count > 0 {
+        Status::New
+    } else if c.count == 0 && b.count > 0 {
+        Status::Removed
+    } else if c.bytes > b.bytes {
+        Status::Grown
+    } else if c.bytes < b.bytes {
+        Status::Shrunk
+    } else {
+        Status::Unchanged
+    }
+}
+
+/// Whether a peak change passes the growth gate: it grew, by at least `min_growth` of the
+/// base and by at least `min_abs` bytes.
+pub fn gate(peak: Pair, min_growth: f64, min_abs: u64) -> Gate {
+    let growth = (peak.base > 0).then(|| peak.delta_bytes as f64 / peak.base as f64);
+    let failed = peak.delta_bytes > 0
+        && peak.delta_bytes as u64 >= min_abs
+        && growth.map_or(true, |g| g >= min_growth);
+    Gate {
+        min_growth,
+        min_abs_bytes: min_abs,
+        growth,
+        failed,
+    }
+}
+
+fn side(d: &super::profile::DeviceProfile) -> SideDevice {
+    SideDevice {
+        basis: d.basis,
+        at: d.at,
+        live_bytes: d.live_bytes,
+        reserved_bytes: d.reserved_bytes,
+        fragmentation: d.fragmentation,
+    }
+}
+
+/// Compares two profiles (taken with the same [`super::profile::ProfileOptions`]).
+pub fn run(
+    base: &Profile,
+    cand: &Profile,
+    key: super::profile::SiteKey,
+    ignore_lines: bool,
+    opts: &DiffOptions,
+) -> DiffReport {
+    let keys: BTreeSet<&String> = base.sites.keys().chain(cand.sites.keys()).collect();
+    let mut counts = StatusCounts::default();
+    let mut sites = Vec::new();
+    for k in keys {
+        let b = base.sites.get(k).copied().unwrap_or_default();
+        let c = cand.sites.get(k).copied().unwrap_or_default();
+        let st = status(b, c);
+        match st {
+            Status::New => counts.new += 1,
+            Status::Removed => counts.removed += 1,
+            Status::Grown => counts.grown += 1,
+            Status::Shrunk => counts.shrunk += 1,
+            Status::Unchanged => counts.unchanged += 1,
+        }
+        if st == Status::Unchanged && !opts.all {
+            continue;
+        }
+        sites.push(SiteDelta {
+            site: k.clone(),
+            base_bytes: b.bytes,
+            cand_bytes: c.bytes,
+            delta_bytes: c.bytes as i64 - b.bytes as i64,
+            base_count: b.count,
+            cand_count: c.count,
+            status: st,
+        });
+    }
+    sites.sort_by(|a, b| {
+        b.delta_bytes
+            .unsigned_abs()
+            .cmp(&a.delta_bytes.unsigned_abs())
+            .then_with(|| a.site.cmp(&b.site))
+    });
+    let ids: BTreeSet<u32> = base
+        .devices
+        .iter()
+        .chain(&cand.devices)
+        .map(|d| d.device)
+        .collect();
+    let devices: Vec<DeviceDelta> = ids
+        .into_iter()
+        .map(|id| {
+            let b = base.devices.iter().find(|d| d.device == id);
+            let c = cand.devices.iter().find(|d| d.device == id);
+            DeviceDelta {
+                device: id,
+                base: b.map(side),
+                cand: c.map(side),
+                peak: Pair::new(b.map_or(0, |d| d.live_bytes), c.map_or(0, |d| d.live_bytes)),
+                reserved: Pair::new(
+                    b.map_or(0, |d| d.reserved_bytes),
+                    c.map_or(0, |d| d.reserved_bytes),
+                ),
+            }
+        })
+        .collect();
+    let peak = Pair::new(base.live_bytes(), cand.live_bytes());
+    let gate = (opts.fail_on_growth.is_some() || opts.min_abs_bytes.is_some()).then(|| {
+        gate(
+            peak,
+            opts.fail_on_growth.unwrap_or(0.0),
+            opts.min_abs_bytes.unwrap_or(0),
+        )
+    });
+    let mut notes = Vec::new();
+    for d in &devices {
+        match (&d.base, &d.cand) {
+            (Some(_), None) => notes.push(format!("device {} is only in the base", d.device)),
+            (None, Some(_)) => notes.push(format!("device {} is only in the candidate", d.device)),
+            _ => {}
+        }
+    }
+    notes.extend(base.notes.iter().map(|n| format!("base: {n}")));
+    notes.extend(cand.notes.iter().map(|n| format!("candidate: {n}")));
+    let (bf, cf) = (base.fragmentation(), cand.fragmentation());
+    DiffReport {
+        schema_version: super::SCHEMA_VERSION,
+        peak,
+        reserved: Pair::new(base.reserved_bytes(), cand.reserved_bytes()),
+        fragmentation: RatioPair {
+            base: bf,
+            cand: cf,
+            delta: cf - bf,
+        },
+        sites,
+        moment: base.moment.clone(),
+        by: key,
+        ignore_lines,
+        roots: Roots {
+            base: base.root.clone(),
+            cand: cand.root.clone(),
+        },
+        devices,
+        counts,
+        categories: match (&base.categories, &cand.categories) {
+            (Some(b), Some(c)) => Some(category_deltas(b, c)),
+            _ => None,
+        },
+        gate,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_needs_both_thresholds() {
+        let p = Pair::new(1000, 1100); // +10%, +100 B
+        assert!(gate(p, 0.05, 100).failed);
+        assert!(!gate(p, 0.05, 101).failed);
+        assert!(!gate(p, 0.11, 100).failed);
+        assert!(!gate(p, 0.11, 101).failed);
+        assert!(!gate(Pair::new(1000, 1000), 0.0, 0).failed);
+        assert!(!gate(Pair::new(1000, 900), 0.0, 0).failed);
+        assert!(gate(Pair::new(0, 1), 0.5, 0).failed);
+    }
+
+    #[test]
+    fn statuses() {
+        let t = |bytes, count| SiteTotal { bytes, count };
+        assert_eq!(status(t(0, 0), t(5, 1)), Status::New);
+        assert_eq!(status(t(5, 1), t(0, 0)), Status::Removed);
+        assert_eq!(status(t(5, 1), t(6, 1)), Status::Grown);
+        assert_eq!(status(t(5, 1), t(4, 2)), Status::Shrunk);
+        assert_eq!(status(t(5, 1), t(5, 3)), Status::Unchanged);
+    }
+}

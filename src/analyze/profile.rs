@@ -1,0 +1,525 @@
+//! A snapshot measured at one moment, with call sites normalized so that two snapshots (two
+//! commits, two ranks, two machines) can be compared: the common input of `diff`, `check` and
+//! `batch`.
+//!
+//! In: a [`Snapshot`], its replays and [`ProfileOptions`]. Out: per device the moment, live
+//! requested bytes, reserved bytes and fragmentation there, and the live bytes per normalized
+//! site (or stack), summed over devices.
+//!
+//! Normalization (never by address):
+//! - a path inside `site-packages/` or `dist-packages/` keeps only what follows the last one
+//!   (`transformers/models/llama/modeling_llama.py`);
+//! - a path under the snapshot's *root* — the longest common directory of its user files
+//!   (absolute, not native, not in torch, not in a package directory or the standard library) —
+//!   loses the root (`/home/alice/proj/train.py` → `train.py`);
+//! - a standard-library path keeps what follows `lib/pythonX.Y/`;
+//! - `\` becomes `/`; a frame is `path:line:function`, or `path:function` with `ignore_lines`.
+
+use super::frag::{self, FragOptions};
+use super::sites::{self, SiteOptions, NO_FRAMES};
+use crate::model::{BlockState, Snapshot, StackId};
+use crate::replay::{self, state, DeviceReplay, Moment, MomentSpec};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What allocations are keyed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteKey {
+    /// The normalized site frame (`train.py:44:build_rope_cache`).
+    #[default]
+    Site,
+    /// The normalized Python frames of the whole stack, innermost first, joined by ` < `.
+    Stack,
+}
+
+/// Options of [`profile`].
+#[derive(Clone, Copy, Debug)]
+pub struct ProfileOptions {
+    /// The moment of every device (`peak`: each device's own peak).
+    pub at: MomentSpec,
+    /// Site or whole stack.
+    pub key: SiteKey,
+    /// Drop line numbers from keys.
+    pub ignore_lines: bool,
+    /// Site attribution.
+    pub sites: SiteOptions,
+    /// Also split the live bytes by category ([`super::categories`]; costs a steps pass).
+    pub categories: bool,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> Self {
+        ProfileOptions {
+            at: MomentSpec::Peak,
+            key: SiteKey::Site,
+            ignore_lines: false,
+            sites: SiteOptions::default(),
+            categories: false,
+        }
+    }
+}
+
+/// Bytes and allocations of one key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SiteTotal {
+    /// Live requested bytes.
+    pub bytes: u64,
+    /// Live allocations.
+    pub count: u64,
+}
+
+/// One device at the moment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceProfile {
+    /// Device index.
+    pub device: u32,
+    /// `trace` or `final_state` (no trace: the recorded final blocks).
+    pub basis: &'static str,
+    /// The moment measured.
+    pub at: Moment,
+    /// Live requested bytes at the moment.
+    pub live_bytes: u64,
+    /// Reserved bytes at the moment (replayed; the final segments without a trace).
+    pub reserved_bytes: u64,
+    /// Highest reserved bytes over the trace (the final reserved without a trace).
+    pub peak_reserved_bytes: u64,
+    /// `total.fragmentation` of [`frag`] at the moment (1 − largest free / free).
+    pub fragmentation: f64,
+    /// Live bytes per key on this device.
+    pub sites: BTreeMap<String, SiteTotal>,
+}
+
+/// A snapshot measured at one moment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Profile {
+    /// The moment asked for.
+    pub moment: String,
+    /// The stripped common directory of user files, if any.
+    pub root: Option<String>,
+    /// Devices with segments or trace events, by id.
+    pub devices: Vec<DeviceProfile>,
+    /// Live bytes per key, summed over devices.
+    pub sites: BTreeMap<String, SiteTotal>,
+    /// Live bytes per category summed over traced devices, when asked for and available.
+    pub categories: Option<BTreeMap<String, SiteTotal>>,
+    /// What limits the answer.
+    pub notes: Vec<String>,
+}
+
+impl Profile {
+    /// Σ live bytes over devices.
+    pub fn live_bytes(&self) -> u64 {
+        self.devices.iter().map(|d| d.live_bytes).sum()
+    }
+
+    /// Σ reserved bytes at the moment over devices.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.devices.iter().map(|d| d.reserved_bytes).sum()
+    }
+
+    /// The highest fragmentation of any device (0 without devices).
+    pub fn fragmentation(&self) -> f64 {
+        self.devices
+            .iter()
+            .map(|d| d.fragmentation)
+            .fold(0.0, f64::max)
+    }
+
+    /// The device with the most live bytes (lowest id on ties).
+    pub fn biggest_device(&self) -> Option<&DeviceProfile> {
+        self.devices.iter().rev().max_by_key(|d| d.live_bytes)
+    }
+
+    /// The biggest keys (see [`sorted_sites`]).
+    pub fn top_sites(&self, n: usize) -> Vec<(String, SiteTotal)> {
+        sorted_sites(&self.sites, n)
+    }
+}
+
+/// The biggest entries of a site map: bytes descending, then named sites before
+/// `<no frames>`, then key ascending.
+pub fn sorted_sites(map: &BTreeMap<String, SiteTotal>, n: usize) -> Vec<(String, SiteTotal)> {
+    let mut v: Vec<(String, SiteTotal)> = map.iter().map(|(k, t)| (k.clone(), *t)).collect();
+    v.sort_by(|a, b| {
+        b.1.bytes
+            .cmp(&a.1.bytes)
+            .then_with(|| (a.0 == NO_FRAMES).cmp(&(b.0 == NO_FRAMES)))
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    v.truncate(n);
+    v
+}
+
+/// True for files of installed packages and the standard library.
+fn is_library(path: &str) -> bool {
+    path.contains("site-packages/")
+        || path.contains("dist-packages/")
+        || stdlib_rest(path).is_some()
+}
+
+/// What follows `lib/pythonX.Y/` (or `lib/python3/`), if the path has it.
+fn stdlib_rest(path: &str) -> Option<&str> {
+    let i = path.find("lib/python")?;
+    let rest = &path[i + "lib/python".len()..];
+    let slash = rest.find('/')?;
+    rest[..slash]
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b == b'.')
+        .then(|| &rest[slash + 1..])
+}
+
+fn is_absolute(path: &str) -> bool {
+    path.starts_with('/') || (path.len() > 2 && path.as_bytes()[1] == b':')
+}
+
+/// The longest common directory (ending in `/`) of `paths`; `None` for none or no common one.
+pub fn common_root<'a>(paths: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut root: Option<String> = None;
+    for p in paths {
+        let dir = match p.rfind('/') {
+            Some(i) => &p[..=i],
+            None => return None,
+        };
+        root = Some(match root {
+            None => dir.to_string(),
+            Some(r) => {
+                let mut end = 0;
+                for ((i, a), b) in r.char_indices().zip(dir.chars()) {
+                    if a != b {
+                        break;
+                    }
+                    if a == '/' {
+                        end = i + 1;
+                    }
+                }
+                r[..end].to_string()
+            }
+        });
+    }
+    root.filter(|r| r.len() > 1)
+}
+
+/// The root of a snapshot: the common directory of its user files (see the module doc).
+pub fn snapshot_root(snap: &Snapshot) -> Option<String> {
+    let mut files: Vec<String> = Vec::new();
+    let mut seen = rustc_hash::FxHashSet::default();
+    for i in 0..snap.frames.len() {
+        let f = snap.frames.get(crate::model::FrameId(i as u32));
+        if !seen.insert(f.filename) {
+            continue;
+        }
+        let p = snap.strings.get(f.filename).replace('\\', "/");
+        if is_absolute(&p) && !sites::is_native(&p) && !sites::is_torch(&p) && !is_library(&p) {
+            files.push(p);
+        }
+    }
+    common_root(files.iter().map(String::as_str))
+}
+
+/// `path` normalized (see the module doc) against `root`.
+pub fn normalize_path(path: &str, root: Option<&str>) -> String {
+    let p = path.replace('\\', "/");
+    for marker in ["site-packages/", "dist-packages/"] {
+        if let Some(i) = p.rfind(marker) {
+            return p[i + marker.len()..].to_string();
+        }
+    }
+    if let Some(rest) = root.and_then(|r| p.strip_prefix(r)) {
+        return rest.to_string();
+    }
+    if let Some(rest) = stdlib_rest(&p) {
+        return rest.to_string();
+    }
+    p
+}
+
+/// A normalized frame: `path:line:function`, or `path:function` without lines.
+pub fn normalize_frame(
+    snap: &Snapshot,
+    frame: &crate::model::Frame,
+    root: Option<&str>,
+    ignore_lines: bool,
+) -> String {
+    let path = normalize_path(snap.strings.get(frame.filename), root);
+    let name = snap.strings.get(frame.name);
+    if ignore_lines {
+        format!("{path}:{name}")
+    } else {
+        format!("{path}:{}:{name}", frame.line)
+    }
+}
+
+/// A site label as other analyses write it (`filename:line:name`, the filename as recorded)
+/// normalized like [`normalize_frame`]; `<no frames>` and other labels without two `:` stay.
+pub fn normalize_label(label: &str, root: Option<&str>, ignore_lines: bool) -> String {
+    let mut parts = label.rsplitn(3, ':');
+    let (Some(name), Some(line), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+        return label.to_string();
+    };
+    if line.parse::<i64>().is_err() {
+        return label.to_string();
+    }
+    let path = normalize_path(file, root);
+    if ignore_lines {
+        format!("{path}:{name}")
+    } else {
+        format!("{path}:{line}:{name}")
+    }
+}
+
+/// Turns stacks into normalized keys, caching per stack.
+pub struct Keyer<'a> {
+    snap: &'a Snapshot,
+    root: Option<String>,
+    opts: ProfileOptions,
+    cache: FxHashMap<StackId, String>,
+}
+
+impl<'a> Keyer<'a> {
+    /// A keyer for `snap` (its root computed once).
+    pub fn new(snap: &'a Snapshot, opts: ProfileOptions) -> Self {
+        Keyer {
+            snap,
+            root: snapshot_root(snap),
+            opts,
+            cache: FxHashMap::default(),
+        }
+    }
+
+    /// The stripped root.
+    pub fn root(&self) -> Option<&str> {
+        self.root.as_deref()
+    }
+
+    /// The key of `stack`.
+    pub fn key(&mut self, stack: StackId) -> &str {
+        let (snap, root, opts) = (self.snap, self.root.as_deref(), self.opts);
+        self.cache.entry(stack).or_insert_with(|| match opts.key {
+            SiteKey::Site => match sites::site_frame(snap, stack, opts.sites) {
+                Some(f) => normalize_frame(snap, snap.frames.get(f), root, opts.ignore_lines),
+                None => NO_FRAMES.to_string(),
+            },
+            SiteKey::Stack => {
+                let frames: Vec<String> = sites::filtered_frames(snap, stack)
+                    .into_iter()
+                    .map(|f| snap.frames.get(f))
+                    .filter(|fr| !sites::is_native(snap.strings.get(fr.filename)))
+                    .map(|fr| normalize_frame(snap, fr, root, opts.ignore_lines))
+                    .collect();
+                if frames.is_empty() {
+                    NO_FRAMES.to_string()
+                } else {
+                    frames.join(" < ")
+                }
+            }
+        })
+    }
+}
+
+/// Measures every device of `snap` at `opts.at`. Devices without a trace are measured at their
+/// final state; with `oom`, traced devices without an oom event are left out (an error when no
+/// device has one).
+pub fn profile(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &ProfileOptions,
+) -> Result<Profile, String> {
+    let mut keyer = Keyer::new(snap, *opts);
+    let mut devices = Vec::new();
+    let mut notes = Vec::new();
+    let mut missing = Vec::new();
+    for dev in &snap.devices {
+        let trace = snap.device_trace(dev);
+        let segments = snap.device_segments(dev);
+        if trace.is_empty() && segments.is_empty() {
+            continue;
+        }
+        let mut per_site: BTreeMap<String, SiteTotal> = BTreeMap::new();
+        let mut add = |key: &str, bytes: u64| {
+            let e = per_site.entry(key.to_string()).or_default();
+            e.bytes += bytes;
+            e.count += 1;
+        };
+        let d = match replays.iter().find(|r| r.device == dev.id) {
+            Some(r) => {
+                let at = match replay::resolve(opts.at, r, trace) {
+                    Ok(at) => at,
+                    Err(m) if matches!(opts.at, MomentSpec::Oom(_)) => {
+                        missing.push(m);
+                        continue;
+                    }
+                    Err(m) => return Err(m),
+                };
+                for a in r.live_allocations(at) {
+                    add(keyer.key(a.stack), a.size);
+                }
+                let st = state::state_at(snap, dev, at);
+                let moment = replay::moment(trace, at);
+                let f = frag::analyze_state(&st, moment, &FragOptions::default());
+                DeviceProfile {
+                    device: dev.id,
+                    basis: "trace",
+                    at: moment,
+                    live_bytes: r.live_at(at),
+                    reserved_bytes: r.reserved_at(at),
+                    peak_reserved_bytes: r
+                        .reserved
+                        .iter()
+                        .copied()
+                        .fold(r.initial_reserved, u64::max),
+                    fragmentation: f.total.fragmentation,
+                    sites: BTreeMap::new(),
+                }
+            }
+            None => {
+                let mut live = 0;
+                for b in segments.iter().flat_map(|s| snap.segment_blocks(s)) {
+                    if b.state != BlockState::Inactive {
+                        add(keyer.key(b.stack), b.requested_size);
+                        live += b.requested_size;
+                    }
+                }
+                let st = state::state_at(snap, dev, -1);
+                let moment = Moment {
+                    event_index: -1,
+                    time_us: None,
+                };
+                let f = frag::analyze_state(&st, moment, &FragOptions::default());
+                if opts.at != MomentSpec::End {
+                    notes.push(format!(
+                        "device {} has no trace: measured at its final state",
+                        dev.id
+                    ));
+                }
+                DeviceProfile {
+                    device: dev.id,
+                    basis: "final_state",
+                    at: moment,
+                    live_bytes: live,
+                    reserved_bytes: f.total.reserved_bytes,
+                    peak_reserved_bytes: f.total.reserved_bytes,
+                    fragmentation: f.total.fragmentation,
+                    sites: BTreeMap::new(),
+                }
+            }
+        };
+        let mut d = d;
+        d.sites = per_site;
+        devices.push(d);
+    }
+    if !missing.is_empty() {
+        if devices.is_empty() {
+            return Err(missing.join("; "));
+        }
+        notes.extend(missing.into_iter().map(|m| format!("{m}: device left out")));
+    }
+    let mut sites: BTreeMap<String, SiteTotal> = BTreeMap::new();
+    for d in &devices {
+        for (k, t) in &d.sites {
+            let e = sites.entry(k.clone()).or_default();
+            e.bytes += t.bytes;
+            e.count += t.count;
+        }
+    }
+    let categories = if opts.categories {
+        let copts = super::categories::CategoryOptions {
+            at: opts.at,
+            ..Default::default()
+        };
+        let included: Vec<DeviceReplay> = replays
+            .iter()
+            .filter(|r| devices.iter().any(|d| d.device == r.device))
+            .cloned()
+            .collect();
+        match super::categories::run(snap, &included, &copts) {
+            Ok(c) => {
+                let mut m: BTreeMap<String, SiteTotal> = BTreeMap::new();
+                for row in c.devices.iter().flat_map(|d| &d.categories) {
+                    let e = m.entry(row.category.clone()).or_default();
+                    e.bytes += row.bytes;
+                    e.count += row.count;
+                }
+                if devices.iter().any(|d| d.basis == "final_state") {
+                    notes.push("devices without a trace are left out of the categories".into());
+                }
+                Some(m)
+            }
+            Err(m) => {
+                notes.push(format!("categories unavailable: {m}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Profile {
+        moment: opts.at.to_string(),
+        root: keyer.root().map(str::to_string),
+        devices,
+        sites,
+        categories,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_lose_package_dirs_and_the_root() {
+        let root = Some("/home/u/proj/");
+        assert_eq!(
+            normalize_path(
+                "/opt/conda/lib/python3.11/site-packages/transformers/x.py",
+                root
+            ),
+            "transformers/x.py"
+        );
+        assert_eq!(
+            normalize_path("/usr/lib/python3/dist-packages/a/b.py", root),
+            "a/b.py"
+        );
+        assert_eq!(
+            normalize_path("/home/u/proj/pkg/train.py", root),
+            "pkg/train.py"
+        );
+        assert_eq!(
+            normalize_path("/usr/lib/python3.11/threading.py", root),
+            "threading.py"
+        );
+        assert_eq!(
+            normalize_path("C:\\w\\proj\\a.py", Some("C:/w/")),
+            "proj/a.py"
+        );
+        assert_eq!(normalize_path("<string>", root), "<string>");
+        assert_eq!(
+            normalize_label("/home/u/proj/serve.py:42:infer_loop", root, false),
+            "serve.py:42:infer_loop"
+        );
+        assert_eq!(
+            normalize_label("/home/u/proj/serve.py:42:infer_loop", root, true),
+            "serve.py:infer_loop"
+        );
+        assert_eq!(normalize_label(NO_FRAMES, root, false), NO_FRAMES);
+    }
+
+    #[test]
+    fn common_roots_are_directories() {
+        assert_eq!(
+            common_root(["/home/u/proj/a.py", "/home/u/proj/pkg/b.py"]),
+            Some("/home/u/proj/".into())
+        );
+        assert_eq!(
+            common_root(["/home/u/proj/a.py", "/home/u/project/b.py"]),
+            Some("/home/u/".into())
+        );
+        assert_eq!(common_root(["/a.py", "/b/c.py"]), None);
+        assert_eq!(common_root(["/w/x.py"]), Some("/w/".into()));
+        assert_eq!(common_root([]), None);
+        assert!(is_library("/usr/lib/python3.10/runpy.py"));
+        assert!(!is_library("/home/u/lib/pythonic/x.py"));
+    }
+}

@@ -1,0 +1,245 @@
+//! `memlens batch PATH...`: many snapshots in parallel (rayon, `--jobs N`), one row each, and
+//! the imbalance of a rank set.
+
+use super::{output, progress, Outcome};
+use memlens::analyze::batch::{self, BatchReport, FileRow};
+use memlens::analyze::oom::{self, OomOptions};
+use memlens::analyze::profile::{self, Profile, ProfileOptions};
+use memlens::{render, replay, Error};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `memlens batch`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot files, directories (their snapshot files, not recursive) or glob patterns
+    /// (`runs/*/rank*.pickle`, quoted so the shell leaves them).
+    #[arg(required = true)]
+    paths: Vec<String>,
+    /// Worker threads, one file each (default: the number of cores). With more than one, each
+    /// file is decoded by the sequential decoder: the parallelism is across files.
+    #[arg(long, short = 'j')]
+    jobs: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = BatchFormat::Table)]
+    format: BatchFormat,
+    /// Sites listed that explain the outlier rank.
+    #[arg(short = 'n', long, default_value_t = 5)]
+    sites: usize,
+    /// Drop line numbers from sites.
+    #[arg(long)]
+    ignore_lines: bool,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BatchFormat {
+    /// A table for people.
+    Table,
+    /// CSV, one line per file, sizes in bytes.
+    Csv,
+    /// JSON lines: one object per file, then one `{"kind":"imbalance",...}` line.
+    Jsonl,
+    /// One JSON document.
+    Json,
+}
+
+/// File extensions a directory is searched for.
+const SNAPSHOT_EXTENSIONS: &[&str] = &["pickle", "pkl", "pck", "json", "gz", "zst", "zstd"];
+
+fn is_snapshot_name(p: &Path) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| SNAPSHOT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// `*` and `?` wildcard match of one path component.
+fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
+    match (pattern.first(), name.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => {
+            wildcard(&pattern[1..], name) || (!name.is_empty() && wildcard(pattern, &name[1..]))
+        }
+        (Some(b'?'), Some(_)) => wildcard(&pattern[1..], &name[1..]),
+        (Some(a), Some(b)) if a == b => wildcard(&pattern[1..], &name[1..]),
+        _ => false,
+    }
+}
+
+/// Expands a glob pattern component by component (`*` and `?`; `**` is not special).
+fn glob(pattern: &str) -> Vec<PathBuf> {
+    let mut current: Vec<PathBuf> = vec![if pattern.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        PathBuf::from(".")
+    }];
+    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let mut next = Vec::new();
+        for dir in &current {
+            if !part.contains(['*', '?']) {
+                let p = dir.join(part);
+                if p.exists() {
+                    next.push(p);
+                }
+                continue;
+            }
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut found: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok())
+                .filter(|e| wildcard(part.as_bytes(), e.file_name().as_encoded_bytes()))
+                .map(|e| e.path())
+                .filter(|p| last || p.is_dir())
+                .collect();
+            found.sort();
+            next.extend(found);
+        }
+        current = next;
+    }
+    current
+        .into_iter()
+        .map(|p| p.strip_prefix("./").map(Path::to_path_buf).unwrap_or(p))
+        .collect()
+}
+
+/// The files named by `paths`, in order; a path that names nothing is kept (it fails later).
+fn expand(paths: &[String]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for p in paths {
+        let path = Path::new(p);
+        if path.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok())
+                        .map(|e| e.path())
+                        .filter(|f| f.is_file() && is_snapshot_name(f))
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            files.extend(v);
+        } else if !path.exists() && p.contains(['*', '?']) {
+            let v = glob(p);
+            if v.is_empty() {
+                files.push(path.to_path_buf());
+            }
+            files.extend(v);
+        } else {
+            files.push(path.to_path_buf());
+        }
+    }
+    files
+}
+
+/// Reads and measures one file.
+fn one(path: &Path, opts: &ProfileOptions) -> Result<(FileRow, Profile), Error> {
+    let snap = memlens::load(path, &mut |_| {})?;
+    let replays = replay::replay(&snap);
+    let name = path.display().to_string();
+    let p = profile::profile(&snap, &replays, opts)
+        .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
+    let o = oom::run(&snap, &replays, &OomOptions::default())
+        .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
+    Ok((FileRow::new(&name, &p, &o), p))
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<Outcome, Error> {
+    let files = expand(&args.paths);
+    if files.is_empty() {
+        return Err(Error::Usage(format!(
+            "batch: no snapshot files in {}",
+            args.paths.join(" ")
+        )));
+    }
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    if jobs > 1 {
+        // One decoder thread per file: workers already use every core.
+        memlens::model::set_default_threads(1);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| Error::Usage(format!("--jobs {jobs}: {e}")))?;
+    let opts = ProfileOptions {
+        ignore_lines: args.ignore_lines,
+        ..ProfileOptions::default()
+    };
+    let bar = progress::files_bar(files.len() as u64);
+    let results: Vec<Result<(FileRow, Profile), (String, Error)>> = pool.install(|| {
+        files
+            .par_iter()
+            .map(|f| {
+                let r = one(f, &opts).map_err(|e| (f.display().to_string(), e));
+                bar.inc(1);
+                r
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut rows = Vec::new();
+    let mut profiles = Vec::new();
+    for r in results {
+        match r {
+            Ok((row, p)) => {
+                rows.push(row);
+                profiles.push(Some(p));
+            }
+            Err((file, e)) => {
+                eprintln!("memlens: {e}");
+                rows.push(FileRow::failed(&file, e.to_string()));
+                profiles.push(None);
+            }
+        }
+    }
+    let pairs: Vec<(&FileRow, &Profile)> = rows
+        .iter()
+        .zip(&profiles)
+        .filter_map(|(r, p)| p.as_ref().map(|p| (r, p)))
+        .collect();
+    let imbalance = batch::imbalance(&pairs, args.sites);
+    let failed = rows.iter().filter(|r| !r.ok).count();
+    let report = BatchReport {
+        schema_version: memlens::analyze::SCHEMA_VERSION,
+        files: rows,
+        failed,
+        imbalance,
+    };
+    output::emit(args.output.as_deref(), args.force, |out| {
+        match args.format {
+            BatchFormat::Table => render::batch::table(out, &report),
+            BatchFormat::Csv => render::batch::csv(out, &report),
+            BatchFormat::Jsonl => render::batch::jsonl(out, &report),
+            BatchFormat::Json => render::json::write(out, &report),
+        }
+    })?;
+    Ok(if failed > 0 {
+        Outcome::InputErrors
+    } else {
+        Outcome::Ok
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard(b"rank*.pickle", b"rank12.pickle"));
+        assert!(wildcard(b"r?nk0.*", b"rank0.pkl"));
+        assert!(!wildcard(b"rank*.pickle", b"rank1.pkl"));
+        assert!(wildcard(b"*", b""));
+    }
+}

@@ -1,0 +1,217 @@
+//! `memlens check FILE... [--max-peak SIZE|PCT] [--max-reserved ...] [--max-frag PCT]
+//! [--max-leaked ...] [--baseline FILE]`
+
+use super::diff::{growth_arg, parse_moment, prefixed, size_arg};
+use super::{load, output, Outcome};
+use memlens::analyze::check::{self, Budget, BudgetKind, Limit};
+use memlens::analyze::diff::{self, DiffOptions};
+use memlens::analyze::gpus;
+use memlens::analyze::profile::{self, ProfileOptions};
+use memlens::replay::{self, MomentSpec};
+use memlens::units::iec;
+use memlens::{render, Error};
+use std::path::PathBuf;
+
+/// Arguments of `memlens check`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Snapshot files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Budget on live requested bytes at the peak of any device: a size (40GiB) or a
+    /// percentage of the capacity (90%, needs --capacity or --gpu).
+    #[arg(long, value_name = "SIZE|PCT")]
+    max_peak: Option<String>,
+    /// Budget on the highest reserved bytes of any device: a size or a percentage of the
+    /// capacity.
+    #[arg(long, value_name = "SIZE|PCT")]
+    max_reserved: Option<String>,
+    /// Budget on the fragmentation index (1 − largest free block / free) at the moment, e.g. 30%.
+    #[arg(long, value_name = "PCT")]
+    max_frag: Option<String>,
+    /// Budget on leaked bytes (live at the end in sites that grow every step, as `memlens
+    /// leaks` finds them): a size or a percentage of the capacity.
+    #[arg(long, value_name = "SIZE|PCT")]
+    max_leaked: Option<String>,
+    /// Compare each FILE's peak with this snapshot's (see --fail-on-growth, --min-abs).
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// With --baseline: a peak growth of at least this much breaks the budget...
+    #[arg(long, value_name = "PCT", default_value = "5%")]
+    fail_on_growth: String,
+    /// ...when it is also at least this many bytes.
+    #[arg(long, value_name = "SIZE", default_value = "0")]
+    min_abs: String,
+    /// GPU capacity for percentages, e.g. 80GiB.
+    #[arg(long, value_name = "SIZE", conflicts_with = "gpu")]
+    capacity: Option<String>,
+    /// GPU model for percentages instead of --capacity, e.g. h100, a100-80.
+    #[arg(long, value_name = "NAME")]
+    gpu: Option<String>,
+    /// Moment measured: peak (default), end, oom.
+    #[arg(long, default_value = "peak", value_parser = parse_moment)]
+    at: MomentSpec,
+    /// Drop line numbers from sites.
+    #[arg(long)]
+    ignore_lines: bool,
+    /// Sites listed behind a broken budget.
+    #[arg(short = 'n', long, default_value_t = 5)]
+    sites: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    format: CheckFormat,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum CheckFormat {
+    /// Lines for people.
+    Text,
+    /// Markdown for a pull-request comment.
+    Md,
+    /// JUnit XML for CI systems.
+    Junit,
+    /// JSON with schema_version.
+    Json,
+}
+
+/// A byte budget: a size, or a percentage of the capacity.
+fn byte_limit(flag: &str, s: &str, capacity: Option<(u64, &str)>) -> Result<(u64, String), Error> {
+    if s.trim().ends_with('%') {
+        let f = gpus::parse_percent(s).map_err(|e| prefixed(flag, e))?;
+        let Some((cap, source)) = capacity else {
+            return Err(Error::Usage(format!(
+                "{flag} {s}: a percentage needs the capacity: pass --capacity SIZE or --gpu NAME"
+            )));
+        };
+        let bytes = (cap as f64 * f).round() as u64;
+        return Ok((
+            bytes,
+            format!("{} ({s} of {} {source})", iec(bytes), iec(cap)),
+        ));
+    }
+    let bytes = size_arg(flag, s)?;
+    Ok((bytes, iec(bytes)))
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<Outcome, Error> {
+    let capacity: Option<(u64, String)> = match (&args.capacity, &args.gpu) {
+        (Some(c), _) => Some((size_arg("--capacity", c)?, "--capacity".into())),
+        (None, Some(g)) => {
+            let g = gpus::lookup(g)?;
+            Some((g.capacity_bytes, g.name.to_string()))
+        }
+        (None, None) => None,
+    };
+    let cap = capacity.as_ref().map(|(c, s)| (*c, s.as_str()));
+    let mut budgets = Vec::new();
+    for (kind, flag, value) in [
+        (BudgetKind::MaxPeak, "--max-peak", &args.max_peak),
+        (
+            BudgetKind::MaxReserved,
+            "--max-reserved",
+            &args.max_reserved,
+        ),
+        (BudgetKind::MaxLeaked, "--max-leaked", &args.max_leaked),
+    ] {
+        if let Some(v) = value {
+            let (bytes, label) = byte_limit(flag, v, cap)?;
+            budgets.push(Budget {
+                kind,
+                limit: Limit::Bytes(bytes),
+                label,
+            });
+        }
+    }
+    if let Some(v) = &args.max_frag {
+        let f = gpus::parse_percent(v).map_err(|e| prefixed("--max-frag", e))?;
+        budgets.push(Budget {
+            kind: BudgetKind::MaxFrag,
+            limit: Limit::Ratio(f),
+            label: format!("{:.1}%", f * 100.0),
+        });
+    }
+    budgets.sort_by_key(|b| b.kind);
+    let growth = growth_arg(&args.fail_on_growth)?;
+    let min_abs = if args.min_abs.trim() == "0" {
+        0
+    } else {
+        size_arg("--min-abs", &args.min_abs)?
+    };
+    if args.baseline.is_some() {
+        budgets.push(Budget {
+            kind: BudgetKind::Baseline,
+            limit: Limit::Growth(growth, min_abs),
+            label: format!("+{:.1}%", growth * 100.0),
+        });
+    }
+    if budgets.is_empty() {
+        return Err(Error::Usage(
+            "check: no budget given; pass --max-peak, --max-reserved, --max-frag, --max-leaked or --baseline".into(),
+        ));
+    }
+    let popts = ProfileOptions {
+        at: args.at,
+        ignore_lines: args.ignore_lines,
+        ..ProfileOptions::default()
+    };
+    let want_leaks = budgets.iter().any(|b| b.kind == BudgetKind::MaxLeaked);
+    let base = match &args.baseline {
+        Some(p) => Some(super::diff::profile_file(p, &popts)?),
+        None => None,
+    };
+    let mut files = Vec::new();
+    for path in &args.files {
+        let snap = load(path)?;
+        let replays = replay::replay(&snap);
+        let p = profile::profile(&snap, &replays, &popts)
+            .map_err(|m| Error::Usage(format!("{}: {m}", path.display())))?;
+        let leaked = if want_leaks {
+            check::leaked(&snap, &replays, &popts)
+        } else {
+            check::Leaked::default()
+        };
+        let d = base.as_ref().map(|b| {
+            diff::run(
+                b,
+                &p,
+                popts.key,
+                popts.ignore_lines,
+                &DiffOptions::default(),
+            )
+        });
+        files.push(check::evaluate(
+            &path.display().to_string(),
+            &p,
+            &leaked,
+            d.as_ref(),
+            &budgets,
+            args.sites,
+        ));
+    }
+    let report = check::report(
+        &args.at.to_string(),
+        capacity.map(|c| c.0),
+        args.baseline.as_ref().map(|b| b.display().to_string()),
+        files,
+    );
+    output::emit(args.output.as_deref(), args.force, |out| {
+        match args.format {
+            CheckFormat::Text => render::check::text(out, &report),
+            CheckFormat::Md => render::check::markdown(out, &report),
+            CheckFormat::Junit => render::check::junit(out, &report),
+            CheckFormat::Json => render::json::write(out, &report),
+        }
+    })?;
+    Ok(if report.passed {
+        Outcome::Ok
+    } else {
+        Outcome::Findings
+    })
+}

@@ -1,0 +1,164 @@
+//! Renderings of a batch: a table, CSV, or JSON lines (one object per file, then one
+//! `{"kind":"imbalance",...}` line).
+
+use crate::analyze::batch::{BatchReport, FileRow, Imbalance};
+use crate::units::iec;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use std::io::Write;
+
+fn right(s: String) -> Cell {
+    Cell::new(s).set_alignment(CellAlignment::Right)
+}
+
+/// Writes the rows and the imbalance as tables.
+pub fn table(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "file", "rank", "peak", "reserved", "frag", "oom", "top site",
+    ]);
+    for f in &r.files {
+        let rank = f.rank.map(|k| k.to_string()).unwrap_or_default();
+        if !f.ok {
+            let e = f.error.as_deref().unwrap_or("");
+            let e = e
+                .strip_prefix(f.file.as_str())
+                .and_then(|r| r.strip_prefix(": "))
+                .unwrap_or(e);
+            t.add_row(vec![
+                Cell::new(&f.file),
+                right(rank),
+                right("-".into()),
+                right("-".into()),
+                right("-".into()),
+                Cell::new("-"),
+                Cell::new(format!("error: {e}")),
+            ]);
+            continue;
+        }
+        t.add_row(vec![
+            Cell::new(&f.file),
+            right(rank),
+            right(iec(f.peak_bytes)),
+            right(iec(f.reserved_bytes)),
+            right(format!("{:.1}%", f.fragmentation * 100.0)),
+            Cell::new(&f.oom),
+            Cell::new(match &f.top_site {
+                Some(s) => format!("{} ({})", s, iec(f.top_site_bytes)),
+                None => "-".into(),
+            }),
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    writeln!(out, "{} file(s), {} failed", r.files.len(), r.failed)?;
+    if let Some(i) = &r.imbalance {
+        imbalance(out, i)?;
+    }
+    Ok(())
+}
+
+fn imbalance(out: &mut dyn Write, i: &Imbalance) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nImbalance over {} ranks: max / median = {:.2} (rank {}: {} vs median {})",
+        i.ranks.len(),
+        i.max_over_median,
+        i.outlier_rank,
+        iec(i.max_peak_bytes),
+        iec(i.median_peak_bytes)
+    )?;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["rank", "peak", "vs median", "file"]);
+    for r in &i.ranks {
+        t.add_row(vec![
+            right(r.rank.to_string()),
+            right(iec(r.peak_bytes)),
+            right(if i.median_peak_bytes == 0 {
+                "-".into()
+            } else {
+                format!("{:.2}×", r.peak_bytes as f64 / i.median_peak_bytes as f64)
+            }),
+            Cell::new(&r.file),
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    if !i.sites.is_empty() {
+        writeln!(out, "Sites that explain rank {}:", i.outlier_rank)?;
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "excess".to_string(),
+            format!("rank {}", i.outlier_rank),
+            "median".to_string(),
+            "site".to_string(),
+        ]);
+        for s in &i.sites {
+            t.add_row(vec![
+                right(format!("+{}", iec(s.excess_bytes))),
+                right(iec(s.outlier_bytes)),
+                right(iec(s.median_bytes)),
+                Cell::new(&s.site),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    for n in &i.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
+}
+
+/// Quotes a CSV field when it needs it (RFC 4180).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Writes one CSV line per file (sizes in bytes); the imbalance is left to JSON lines.
+pub fn csv(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "file,rank,ok,devices,peak_bytes,peak_device,reserved_bytes,fragmentation,ooms,oom,top_site,top_site_bytes,error"
+    )?;
+    for f in &r.files {
+        writeln!(out, "{}", csv_row(f))?;
+    }
+    Ok(())
+}
+
+fn csv_row(f: &FileRow) -> String {
+    let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    [
+        csv_field(&f.file),
+        opt(f.rank),
+        f.ok.to_string(),
+        f.devices.to_string(),
+        f.peak_bytes.to_string(),
+        opt(f.peak_device),
+        f.reserved_bytes.to_string(),
+        format!("{:.6}", f.fragmentation),
+        f.ooms.to_string(),
+        csv_field(&f.oom),
+        csv_field(f.top_site.as_deref().unwrap_or("")),
+        f.top_site_bytes.to_string(),
+        csv_field(f.error.as_deref().unwrap_or("")),
+    ]
+    .join(",")
+}
+
+/// Writes one JSON object per file per line, then the imbalance line if any.
+pub fn jsonl(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
+    for f in &r.files {
+        serde_json::to_writer(&mut *out, f)?;
+        out.write_all(b"\n")?;
+    }
+    if let Some(i) = &r.imbalance {
+        serde_json::to_writer(&mut *out, i)?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}

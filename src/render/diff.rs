@@ -1,0 +1,170 @@
+//! Text rendering of [`DiffReport`].
+
+use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
+use crate::units::{iec, signed_iec, signed_percent};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use std::io::Write;
+
+fn right(s: String) -> Cell {
+    Cell::new(s).set_alignment(CellAlignment::Right)
+}
+
+fn pair_row(name: &str, p: Pair) -> Vec<Cell> {
+    vec![
+        Cell::new(name),
+        right(iec(p.base)),
+        right(iec(p.cand)),
+        right(signed_iec(p.delta_bytes)),
+        right(signed_percent(p.delta_bytes, p.base)),
+    ]
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+/// Writes the report; `limit` caps the site rows (the rest is summarized in one line).
+pub fn text(
+    out: &mut dyn Write,
+    base: &str,
+    cand: &str,
+    r: &DiffReport,
+    limit: usize,
+) -> std::io::Result<()> {
+    writeln!(out, "base:      {base}")?;
+    writeln!(out, "candidate: {cand}")?;
+    writeln!(
+        out,
+        "compared at {} (each device at its own), by {}{}",
+        r.moment,
+        match r.by {
+            crate::analyze::profile::SiteKey::Site => "site",
+            crate::analyze::profile::SiteKey::Stack => "stack",
+        },
+        if r.ignore_lines {
+            ", line numbers ignored"
+        } else {
+            ""
+        }
+    )?;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["", "base", "candidate", "change", "%"]);
+    t.add_row(pair_row("peak (live requested)", r.peak));
+    t.add_row(pair_row("reserved", r.reserved));
+    t.add_row(vec![
+        Cell::new("fragmentation"),
+        right(pct(r.fragmentation.base)),
+        right(pct(r.fragmentation.cand)),
+        right(format!("{:+.1} pts", r.fragmentation.delta * 100.0)),
+        right(String::new()),
+    ]);
+    writeln!(out, "{t}")?;
+    if let Some(cats) = r.categories.as_ref().filter(|c| !c.is_empty()) {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec!["category", "base", "candidate", "change", "count"]);
+        for c in cats {
+            t.add_row(vec![
+                Cell::new(&c.category),
+                right(iec(c.base_bytes)),
+                right(iec(c.cand_bytes)),
+                right(signed_iec(c.delta_bytes)),
+                right(format!("{} → {}", c.base_count, c.cand_count)),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    if r.devices.len() > 1 {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "device",
+            "base peak",
+            "cand peak",
+            "change",
+            "base reserved",
+            "cand reserved",
+        ]);
+        for d in &r.devices {
+            let side = |present: bool, v: u64| if present { iec(v) } else { "-".into() };
+            t.add_row(vec![
+                right(d.device.to_string()),
+                right(side(d.base.is_some(), d.peak.base)),
+                right(side(d.cand.is_some(), d.peak.cand)),
+                right(signed_iec(d.peak.delta_bytes)),
+                right(side(d.base.is_some(), d.reserved.base)),
+                right(side(d.cand.is_some(), d.reserved.cand)),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    let c = r.counts;
+    writeln!(
+        out,
+        "\nSites: {} new, {} removed, {} grown, {} shrunk, {} unchanged{}",
+        c.new,
+        c.removed,
+        c.grown,
+        c.shrunk,
+        c.unchanged,
+        if c.unchanged > 0 && !r.sites.iter().any(|s| s.delta_bytes == 0) {
+            " (not listed; --all lists them)"
+        } else {
+            ""
+        }
+    )?;
+    if !r.sites.is_empty() {
+        writeln!(out, "{}", sites_table(&r.sites, limit))?;
+        if r.sites.len() > limit {
+            let rest = &r.sites[limit..];
+            let sum: i64 = rest.iter().map(|s| s.delta_bytes).sum();
+            writeln!(
+                out,
+                "... {} more sites, {} in all (-n shows more)",
+                rest.len(),
+                signed_iec(sum)
+            )?;
+        }
+    }
+    if let Some(g) = &r.gate {
+        writeln!(
+            out,
+            "\nGrowth gate (at least {} and {}): peak {} ({}) — {}",
+            pct(g.min_growth),
+            iec(g.min_abs_bytes),
+            signed_iec(r.peak.delta_bytes),
+            signed_percent(r.peak.delta_bytes, r.peak.base),
+            if g.failed { "FAILED" } else { "passed" }
+        )?;
+    }
+    for n in &r.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
+}
+
+/// The site rows as a table.
+pub fn sites_table(sites: &[SiteDelta], limit: usize) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "status",
+        "base",
+        "candidate",
+        "change",
+        "count",
+        "site",
+    ]);
+    for s in sites.iter().take(limit) {
+        t.add_row(vec![
+            Cell::new(s.status.as_str()),
+            right(iec(s.base_bytes)),
+            right(iec(s.cand_bytes)),
+            right(signed_iec(s.delta_bytes)),
+            right(format!("{} → {}", s.base_count, s.cand_count)),
+            Cell::new(&s.site),
+        ]);
+    }
+    t
+}
