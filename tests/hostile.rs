@@ -14,7 +14,12 @@ fn peak_rss(path: &Path) -> Option<u64> {
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&o.stderr);
-    text.lines().last()?.trim().parse::<u64>().ok().map(|kb| kb * 1024)
+    text.lines()
+        .last()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
@@ -164,18 +169,54 @@ fn wrong_types_name_the_key() {
         ),
         (r#"[1, 2]"#, "expected a dict"),
         (r#"{"segments": [}"#, "invalid JSON"),
-        (r#"{"segments": [{"total_size": 512, "blocks": [5]}]}"#, "blocks[0]: expected a block dict"),
-        (r#"{"segments": [{"total_size": 512, "frames": 5, "blocks": []}]}"#, "key 'frames'"),
-        (r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "inactive", "frames": [5]}]}]}"#, "key 'frames'"),
-        (r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "inactive", "frames": 5}]}]}"#, "key 'frames'"),
-        (r#"{"segments": [{"total_size": 512, "segment_pool_id": 5, "blocks": []}]}"#, "segment_pool_id"),
-        (r#"{"device_traces": [5]}"#, "device_traces[0]: expected a list"),
-        (r#"{"device_traces": [[{"action": "alloc", "frames": [{"filename": 5}]}]]}"#, "key 'filename'"),
-        (r#"{"device_traces": [[{"action": "alloc", "frames": [{"filename": "a", "line": "x"}]}]]}"#, "key 'line'"),
-        (r#"{"device_traces": [[{"action": "alloc", "addr": [1]}]]}"#, "key 'addr'"),
-        (r#"{"device_traces": [[{"action": "alloc", "time_us": "now"}]]}"#, "key 'time_us'"),
-        (r#"{"external_annotations": 5}"#, "key external_annotations: expected a list"),
-        (r#"{"external_annotations": [5]}"#, "external_annotations[0]: expected a dict"),
+        (
+            r#"{"segments": [{"total_size": 512, "blocks": [5]}]}"#,
+            "blocks[0]: expected a block dict",
+        ),
+        (
+            r#"{"segments": [{"total_size": 512, "frames": 5, "blocks": []}]}"#,
+            "key 'frames'",
+        ),
+        (
+            r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "inactive", "frames": [5]}]}]}"#,
+            "key 'frames'",
+        ),
+        (
+            r#"{"segments": [{"total_size": 512, "blocks": [{"size": 512, "state": "inactive", "frames": 5}]}]}"#,
+            "key 'frames'",
+        ),
+        (
+            r#"{"segments": [{"total_size": 512, "segment_pool_id": 5, "blocks": []}]}"#,
+            "segment_pool_id",
+        ),
+        (
+            r#"{"device_traces": [5]}"#,
+            "device_traces[0]: expected a list",
+        ),
+        (
+            r#"{"device_traces": [[{"action": "alloc", "frames": [{"filename": 5}]}]]}"#,
+            "key 'filename'",
+        ),
+        (
+            r#"{"device_traces": [[{"action": "alloc", "frames": [{"filename": "a", "line": "x"}]}]]}"#,
+            "key 'line'",
+        ),
+        (
+            r#"{"device_traces": [[{"action": "alloc", "addr": [1]}]]}"#,
+            "key 'addr'",
+        ),
+        (
+            r#"{"device_traces": [[{"action": "alloc", "time_us": "now"}]]}"#,
+            "key 'time_us'",
+        ),
+        (
+            r#"{"external_annotations": 5}"#,
+            "key external_annotations: expected a list",
+        ),
+        (
+            r#"{"external_annotations": [5]}"#,
+            "external_annotations[0]: expected a dict",
+        ),
     ];
     for (i, (json, needle)) in cases.iter().enumerate() {
         let p = write(dir.path(), &format!("case{i}.json"), json.as_bytes());
