@@ -29,12 +29,8 @@ pub struct Args {
     /// Drop line numbers from sites.
     #[arg(long)]
     ignore_lines: bool,
-    /// Write to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,14 +212,16 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         failed,
         imbalance,
     };
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             BatchFormat::Table => render::batch::table(out, &report),
             BatchFormat::Csv => render::batch::csv(out, &report),
             BatchFormat::Jsonl => render::batch::jsonl(out, &report),
             BatchFormat::Json => render::json::write(out, &report),
-        }
-    })?;
+        },
+    )?;
     Ok(if failed > 0 {
         Outcome::InputErrors
     } else {

@@ -20,12 +20,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Write to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 /// Runs the command.
@@ -43,13 +39,15 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     let replays = replay::replay(&snap);
     let report = categories::run(&snap, &replays, &opts)
         .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             Format::Json => render::json::write(out, &report),
             Format::Text => {
                 render::categories::text(out, &args.file.display().to_string(), &report)
             }
-        }
-    })?;
+        },
+    )?;
     Ok(Outcome::Ok)
 }

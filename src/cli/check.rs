@@ -42,12 +42,9 @@ pub struct Args {
     /// ...when it is also at least this many bytes.
     #[arg(long, value_name = "SIZE", default_value = "0")]
     min_abs: String,
-    /// GPU capacity for percentages, e.g. 80GiB.
-    #[arg(long, value_name = "SIZE", conflicts_with = "gpu")]
-    capacity: Option<String>,
-    /// GPU model for percentages instead of --capacity, e.g. h100, a100-80.
-    #[arg(long, value_name = "NAME")]
-    gpu: Option<String>,
+    /// The GPU's capacity, for percentages.
+    #[command(flatten)]
+    capacity: super::args::CapacityArgs,
     /// Moment measured: peak (default), end, oom.
     #[arg(long, default_value = "peak", value_parser = parse_moment)]
     at: MomentSpec,
@@ -60,12 +57,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
     format: CheckFormat,
-    /// Write the report to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,14 +94,7 @@ fn byte_limit(flag: &str, s: &str, capacity: Option<(u64, &str)>) -> Result<(u64
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<Outcome, Error> {
-    let capacity: Option<(u64, String)> = match (&args.capacity, &args.gpu) {
-        (Some(c), _) => Some((size_arg("--capacity", c)?, "--capacity".into())),
-        (None, Some(g)) => {
-            let g = gpus::lookup(g)?;
-            Some((g.capacity_bytes, g.name.to_string()))
-        }
-        (None, None) => None,
-    };
+    let capacity = args.capacity.resolve()?;
     let cap = capacity.as_ref().map(|(c, s)| (*c, s.as_str()));
     let mut budgets = Vec::new();
     for (kind, flag, value) in [
@@ -201,14 +187,16 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         args.baseline.as_ref().map(|b| b.display().to_string()),
         files,
     );
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             CheckFormat::Text => render::check::text(out, &report),
             CheckFormat::Md => render::check::markdown(out, &report),
             CheckFormat::Junit => render::check::junit(out, &report),
             CheckFormat::Json => render::json::write(out, &report),
-        }
-    })?;
+        },
+    )?;
     Ok(if report.passed {
         Outcome::Ok
     } else {

@@ -43,12 +43,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Write the report to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -121,8 +117,10 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         || profile_file(&args.cand, &popts),
     );
     let report = diff::run(&base?, &cand?, popts.key, popts.ignore_lines, &opts);
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             Format::Json => render::json::write(out, &report),
             Format::Text => render::diff::text(
                 out,
@@ -131,8 +129,8 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
                 &report,
                 args.limit,
             ),
-        }
-    })?;
+        },
+    )?;
     Ok(if report.gate.as_ref().is_some_and(|g| g.failed) {
         Outcome::Findings
     } else {

@@ -1,7 +1,7 @@
 //! `memlens explain "MESSAGE"` (or `--message-file F`, or standard input).
 
 use super::{output, Format, Outcome};
-use memlens::analyze::{explain, gpus};
+use memlens::analyze::explain;
 use memlens::{render, Error};
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -14,21 +14,14 @@ pub struct Args {
     /// Read the message from this file (`-` for standard input) instead.
     #[arg(long, value_name = "FILE", conflicts_with = "message")]
     message_file: Option<PathBuf>,
-    /// GPU capacity when the message lacks it, e.g. 80GiB, 81920MiB, 85899345920.
-    #[arg(long, value_name = "SIZE", conflicts_with = "gpu")]
-    capacity: Option<String>,
-    /// GPU model when the message lacks the capacity, e.g. h100, a100-80, rtx4090.
-    #[arg(long, value_name = "NAME")]
-    gpu: Option<String>,
+    /// The GPU's capacity, when the message lacks it.
+    #[command(flatten)]
+    capacity: super::args::CapacityArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Write the report to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 fn read_input(args: &Args) -> Result<String, Error> {
@@ -58,25 +51,19 @@ fn read_input(args: &Args) -> Result<String, Error> {
 /// Runs the command.
 pub fn run(args: Args) -> Result<Outcome, Error> {
     let mut opts = explain::Options::default();
-    if let Some(c) = &args.capacity {
-        opts.capacity_bytes = Some(gpus::parse_size(c).map_err(|e| match e {
-            Error::Usage(m) => Error::Usage(format!("--capacity: {m}")),
-            other => other,
-        })?);
-        opts.capacity_source = Some(format!("--capacity {c}"));
-    }
-    if let Some(name) = &args.gpu {
-        let g = gpus::lookup(name)?;
-        opts.capacity_bytes = Some(g.capacity_bytes);
-        opts.capacity_source = Some(format!("--gpu {}", g.name));
+    if let Some((bytes, source)) = args.capacity.resolve()? {
+        opts.capacity_bytes = Some(bytes);
+        opts.capacity_source = Some(source);
     }
     let text = read_input(&args)?;
     let report = explain::run(&text, &opts)?;
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             Format::Json => render::json::write(out, &report),
             Format::Text => render::explain::text(out, &report),
-        }
-    })?;
+        },
+    )?;
     Ok(Outcome::Ok)
 }

@@ -3,7 +3,7 @@
 use super::{load, output, Outcome};
 use memlens::analyze::flame;
 use memlens::analyze::sites::SiteOptions;
-use memlens::analyze::top::{Cost, TopOptions};
+use memlens::analyze::top::TopOptions;
 use memlens::replay::{self, MomentSpec, WindowSpec};
 use memlens::{render, Error};
 use std::path::PathBuf;
@@ -26,20 +26,16 @@ pub struct Args {
     #[arg(long)]
     phase: Option<String>,
     /// What to weigh stacks by.
-    #[arg(long, value_enum, default_value_t = CostArg::Live)]
-    cost: CostArg,
+    #[arg(long, value_enum, default_value_t = super::args::CostArg::Live)]
+    cost: super::args::CostArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = FlameFormat::Svg)]
     format: FlameFormat,
     /// Only this device.
     #[arg(long)]
     device: Option<u32>,
-    /// Write to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -47,14 +43,6 @@ enum FlameFormat {
     Svg,
     Folded,
     Speedscope,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum CostArg {
-    Live,
-    Allocated,
-    Lifetime,
-    NeverFreed,
 }
 
 /// Runs the command.
@@ -71,12 +59,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
             phase: args.phase.clone(),
             ..args.window.unwrap_or_default()
         },
-        cost: match args.cost {
-            CostArg::Live => Cost::Live,
-            CostArg::Allocated => Cost::Allocated,
-            CostArg::Lifetime => Cost::Lifetime,
-            CostArg::NeverFreed => Cost::NeverFreed,
-        },
+        cost: args.cost.into(),
         sites: SiteOptions::default(),
         ..TopOptions::default()
     };
@@ -86,12 +69,14 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         report.devices.retain(|x| x.device == d);
     }
     let title = args.file.display().to_string();
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             FlameFormat::Svg => render::flame::svg(out, &title, &report),
             FlameFormat::Folded => render::flame::folded(out, &report),
             FlameFormat::Speedscope => render::flame::speedscope(out, &title, &report),
-        }
-    })?;
+        },
+    )?;
     Ok(Outcome::Ok)
 }

@@ -23,12 +23,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Write to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 /// Runs the command.
@@ -45,11 +41,13 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     if let Some(d) = args.device {
         report.devices.retain(|x| x.device == d);
     }
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             Format::Json => render::json::write(out, &report),
             Format::Text => render::frag::text(out, &args.file.display().to_string(), &report),
-        }
-    })?;
+        },
+    )?;
     Ok(Outcome::Ok)
 }

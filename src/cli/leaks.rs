@@ -19,12 +19,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Write to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 /// Runs the command.
@@ -37,12 +33,14 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         ..LeaksOptions::default()
     };
     let report = leaks::run(&snap, &replays, &opts);
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             Format::Json => render::json::write(out, &report),
             Format::Text => render::leaks::text(out, &args.file.display().to_string(), &report),
-        }
-    })?;
+        },
+    )?;
     Ok(if report.findings.is_empty() {
         Outcome::Ok
     } else {

@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
+mod args;
 mod batch;
 mod categories;
 mod check;

@@ -15,12 +15,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Write the report to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 #[derive(Serialize)]
@@ -52,8 +48,10 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
             }
         }
     }
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             Format::Json if args.files.len() == 1 => render::json::write(
                 out,
                 &FileSummary {
@@ -83,8 +81,8 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
                 }
                 Ok(())
             }
-        }
-    })?;
+        },
+    )?;
     match first_error {
         Some(e) => Err(Error::Usage(format!(
             "{} of {} files could not be read (first: {e})",

@@ -29,12 +29,8 @@ pub struct Args {
     /// Only this device.
     #[arg(long)]
     device: Option<u32>,
-    /// Write to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -67,14 +63,16 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     };
     let report = timeline::run(&snap, &replays, &opts)
         .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             TimelineFormat::Csv => render::timeline::csv(out, &report),
             TimelineFormat::Json => render::json::write(out, &report),
             TimelineFormat::Svg => {
                 render::timeline::svg(out, &args.file.display().to_string(), &report)
             }
-        }
-    })?;
+        },
+    )?;
     Ok(Outcome::Ok)
 }

@@ -2,7 +2,7 @@
 
 use super::{load, output, Format, Outcome};
 use memlens::analyze::sites::SiteOptions;
-use memlens::analyze::top::{self, Cost, GroupBy, TopOptions};
+use memlens::analyze::top::{self, GroupBy, TopOptions};
 use memlens::replay::{self, MomentSpec, WindowSpec};
 use memlens::{render, Error};
 use std::path::PathBuf;
@@ -28,8 +28,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = By::Site)]
     by: By,
     /// What to count: live at the moment, allocated in the window, bytes × lifetime, or never freed.
-    #[arg(long, value_enum, default_value_t = CostArg::Live)]
-    cost: CostArg,
+    #[arg(long, value_enum, default_value_t = super::args::CostArg::Live)]
+    cost: super::args::CostArg,
     /// Rows per device.
     #[arg(short = 'n', long, default_value_t = 20)]
     limit: usize,
@@ -45,12 +45,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Write the report to this file instead of standard output.
-    #[arg(long, short)]
-    output: Option<PathBuf>,
-    /// Replace the output file if it exists.
-    #[arg(long)]
-    force: bool,
+    #[command(flatten)]
+    out: super::args::OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -59,14 +55,6 @@ enum By {
     Stack,
     File,
     Function,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum CostArg {
-    Live,
-    Allocated,
-    Lifetime,
-    NeverFreed,
 }
 
 fn parse_moment(s: &str) -> Result<MomentSpec, String> {
@@ -103,12 +91,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
             By::File => GroupBy::File,
             By::Function => GroupBy::Function,
         },
-        cost: match args.cost {
-            CostArg::Live => Cost::Live,
-            CostArg::Allocated => Cost::Allocated,
-            CostArg::Lifetime => Cost::Lifetime,
-            CostArg::NeverFreed => Cost::NeverFreed,
-        },
+        cost: args.cost.into(),
         limit: args.limit,
         sites: SiteOptions {
             keep_torch: args.keep.iter().any(|k| k == "torch"),
@@ -120,11 +103,13 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     if let Some(d) = args.device {
         report.final_state_devices.retain(|x| x.device == d);
     }
-    output::emit(args.output.as_deref(), args.force, |out| {
-        match args.format {
+    output::emit(
+        args.out.output.as_deref(),
+        args.out.force,
+        |out| match args.format {
             Format::Json => render::json::write(out, &report),
             Format::Text => render::top::text(out, &args.file.display().to_string(), &report),
-        }
-    })?;
+        },
+    )?;
     Ok(Outcome::Ok)
 }
