@@ -125,7 +125,7 @@ pub struct BudgetResult {
     /// The limit as a ratio.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_ratio: Option<f64>,
-    /// The measured ratio (for `baseline`: the growth, null when the baseline is 0).
+    /// The measured ratio (for `baseline`: the growth, absent when the baseline is 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actual_ratio: Option<f64>,
     /// Bytes over the limit (negative: under); for `baseline` the growth in bytes.
