@@ -343,6 +343,7 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
+    #[cold]
     fn err<T>(&self, message: impl Into<String>) -> R<T> {
         Err(DecodeError {
             offset: self.op_at as u64,
@@ -351,6 +352,8 @@ impl<'a> Machine<'a> {
         })
     }
 
+    #[cold]
+    #[inline(never)]
     fn eof<T>(&self, what: &str) -> R<T> {
         Err(DecodeError {
             offset: self.buf.len() as u64,
@@ -362,7 +365,7 @@ impl<'a> Machine<'a> {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: usize, what: &str) -> R<&'a [u8]> {
         if self.buf.len() - self.pos < n {
             return self.eof(what);
@@ -372,12 +375,12 @@ impl<'a> Machine<'a> {
         Ok(s)
     }
 
-    #[inline]
+    #[inline(always)]
     fn u8(&mut self, what: &str) -> R<u8> {
         Ok(self.take(1, what)?[0])
     }
 
-    #[inline]
+    #[inline(always)]
     fn u32le(&mut self, what: &str) -> R<u32> {
         let b = self.take(4, what)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -999,6 +1002,24 @@ impl<'a> Machine<'a> {
                             self.u32le("LONG_BINGET")? as u64
                         };
                         let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+                        // Fast path: a converted or scalar entry, copied as one 16-byte block
+                        // (a field-wise copy of the 15-byte payload stalls store forwarding).
+                        if let Some(slot) = self.heap.memo.get(rel..rel.wrapping_add(1)) {
+                            if !matches!(slot[0], Value::Obj(_))
+                                && self.stack.len() < self.limits.max_stack
+                            {
+                                self.stack.extend_from_slice(slot);
+                                match self.buf.get(self.pos) {
+                                    Some(&c @ (op::BINGET | op::LONG_BINGET)) => {
+                                        self.op_at = self.pos;
+                                        self.pos += 1;
+                                        code = c;
+                                        continue;
+                                    }
+                                    _ => break,
+                                }
+                            }
+                        }
                         let v = match self.heap.memo.get(rel) {
                             Some(v) if !matches!(v, Value::Obj(_)) => *v,
                             _ if self.defs.is_none() => self.memo_get(hooks, index)?,
