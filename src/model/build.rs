@@ -109,8 +109,9 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
         && match options.strategy {
             Strategy::Sequential => false,
             Strategy::Parallel => true,
-            // Two cores measured slower than the sequential decoder (docs/performance.md).
-            Strategy::Auto => forced.unwrap_or(threads > 2 && buf.len() >= 16 << 20),
+            // From two threads on, the two-pass decoder beats the sequential one on inputs of
+            // tens of MB and up (docs/performance.md); small inputs are not worth the pass.
+            Strategy::Auto => forced.unwrap_or(threads >= 2 && buf.len() >= 16 << 20),
         };
     if parallel {
         let chunk = match options.chunk_bytes {

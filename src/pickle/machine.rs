@@ -1020,29 +1020,44 @@ impl<'a> Machine<'a> {
                                 }
                             }
                         }
-                        let v = match self.heap.memo.get(rel) {
-                            Some(v) if !matches!(v, Value::Obj(_)) => *v,
-                            _ if self.defs.is_none() => self.memo_get(hooks, index)?,
-                            _ => {
-                                // Entries from outside the decoded range (shared frame dicts):
-                                // a direct-mapped cache in front of the sparse memo.
-                                let slot = (index as usize) & (EXT_CACHE - 1);
-                                match self.ext_cache.get(slot) {
-                                    Some(&(i, v)) if i == index => v,
-                                    _ => {
-                                        let v = self.memo_get(hooks, index)?;
-                                        let v = self.heap.resolve(v);
-                                        if !matches!(v, Value::Obj(_)) {
-                                            if self.ext_cache.is_empty() {
-                                                self.ext_cache =
-                                                    vec![(u64::MAX, Value::None); EXT_CACHE];
-                                            }
-                                            self.ext_cache[slot] = (index, v);
+                        // Entries from outside the decoded range (shared frame dicts): a
+                        // direct-mapped cache in front of the sparse memo; a hit is copied
+                        // whole, as above.
+                        let slot = (index as usize) & (EXT_CACHE - 1);
+                        if self.defs.is_some() && self.stack.len() < self.limits.max_stack {
+                            if let Some(e) = self.ext_cache.get(slot..slot + 1) {
+                                if e[0].0 == index {
+                                    self.stack.extend_from_slice(std::slice::from_ref(&e[0].1));
+                                    match self.buf.get(self.pos) {
+                                        Some(&c @ (op::BINGET | op::LONG_BINGET)) => {
+                                            self.op_at = self.pos;
+                                            self.pos += 1;
+                                            code = c;
+                                            continue;
                                         }
-                                        v
+                                        _ => break,
                                     }
                                 }
                             }
+                        }
+                        let v = match self.heap.memo.get(rel) {
+                            Some(v) if !matches!(v, Value::Obj(_)) => *v,
+                            _ if self.defs.is_none() => self.memo_get(hooks, index)?,
+                            _ => match self.ext_cache.get(slot) {
+                                Some(&(i, v)) if i == index => v,
+                                _ => {
+                                    let v = self.memo_get(hooks, index)?;
+                                    let v = self.heap.resolve(v);
+                                    if !matches!(v, Value::Obj(_)) {
+                                        if self.ext_cache.is_empty() {
+                                            self.ext_cache =
+                                                vec![(u64::MAX, Value::None); EXT_CACHE];
+                                        }
+                                        self.ext_cache[slot] = (index, v);
+                                    }
+                                    v
+                                }
+                            },
                         };
                         self.push(v)?;
                         match self.buf.get(self.pos) {
