@@ -107,7 +107,10 @@ fn percentages_of_capacity() {
     );
     let (code, out, _) = check(&[CAND, "--max-reserved", "90%", "--gpu", "h100"]);
     assert_eq!(code, 0);
-    assert!(out.contains("(90% of 79.11 GiB --gpu H100 80GB HBM3)"), "{out}");
+    assert!(
+        out.contains("(90% of 79.11 GiB --gpu H100 80GB HBM3)"),
+        "{out}"
+    );
 }
 
 #[test]
