@@ -82,7 +82,8 @@ pub struct LeaksReport {
     pub devices: Vec<DeviceLeaks>,
 }
 
-/// True when a stack runs under a module's forward.
+/// True when a stack runs under a module's forward (where autograd saves tensors for
+/// backward); `annotate` events saying "autograd graph" are the other evidence.
 pub fn under_forward(snap: &Snapshot, stack: StackId) -> bool {
     snap.stacks.get(stack).iter().any(|&f| {
         let fr = snap.frames.get(f);
@@ -150,6 +151,16 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
         let mut at_end: Vec<u64> = Vec::new();
         let mut forward: Vec<bool> = Vec::new();
         let end = r.events as i64 - 1;
+        // `annotate` events (2026+) mark allocations packed into the autograd graph.
+        let trace = snap.device_trace(snap.device(r.device).expect("replayed device exists"));
+        let in_graph: rustc_hash::FxHashSet<u64> = trace
+            .iter()
+            .filter(|e| {
+                e.action == crate::model::Action::Annotate
+                    && snap.strings.get(e.user_metadata).contains("autograd")
+            })
+            .map(|e| e.addr)
+            .collect();
         for a in &r.allocations {
             let lo = bounds.partition_point(|&x| x < a.start);
             let hi = if a.end == NEVER {
@@ -177,7 +188,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
             }
             if alive_at_end {
                 at_end[k] += a.size;
-                forward[k] |= under_forward(snap, a.stack);
+                forward[k] |= under_forward(snap, a.stack) || in_graph.contains(&a.addr);
             }
         }
         for (k, d) in diff.iter().enumerate() {
@@ -237,5 +248,50 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
         schema_version: super::SCHEMA_VERSION,
         findings,
         devices,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::json_to_pickle;
+    use crate::model::build;
+
+    /// GIVEN a loop whose per-step tensor is annotated as packed into the autograd graph but
+    /// allocated outside any module forward, WHEN leaks runs, THEN it is a retained graph.
+    #[test]
+    fn annotate_events_mark_retained_graphs() {
+        let mut trace = Vec::new();
+        let mut ann = Vec::new();
+        let frames = r#"[{"name": "train_step", "filename": "/home/u/train.py", "line": 9}]"#;
+        for step in 0..6u64 {
+            let t0 = 1000 * step;
+            ann.push(format!(
+                r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
+            ));
+            let addr = 1 << 20 | step << 12;
+            trace.push(format!(r#"{{"action": "alloc", "addr": {addr}, "size": 1048576, "stream": 0, "time_us": {}, "frames": {frames}}}"#, t0 + 1));
+            trace.push(format!(r#"{{"action": "annotate", "addr": {addr}, "size": 0, "stream": 0, "time_us": {}, "user_metadata": "packed into the autograd graph"}}"#, t0 + 2));
+            ann.push(format!(
+                r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
+                t0 + 3
+            ));
+        }
+        let json = format!(
+            r#"{{"device_traces": [[{}]], "external_annotations": [{}]}}"#,
+            trace.join(","),
+            ann.join(",")
+        );
+        let snap = build(
+            &json_to_pickle(json.as_bytes()).unwrap(),
+            Default::default(),
+        )
+        .unwrap();
+        let replays = crate::replay::replay(&snap);
+        let r = run(&snap, &replays, &LeaksOptions::default());
+        assert_eq!(r.findings.len(), 1, "{:?}", r.devices);
+        assert_eq!(r.findings[0].kind, "retained_graph");
+        assert_eq!(r.findings[0].bytes_per_step, 1 << 20);
+        assert_eq!(r.findings[0].site, "/home/u/train.py:9:train_step");
     }
 }
