@@ -2,14 +2,17 @@
 //! executing anything, and reports where GPU memory went.
 //!
 //! Layers, lowest first: [`input`] (bytes of a file, decompressed), [`pickle`] (a safe pickle
-//! decoder), [`model`] (the typed [`model::Snapshot`]), [`analyze`] (reports as plain values),
-//! [`render`] (text and JSON), and the command line in `cli`.
+//! decoder), [`model`] (the typed [`model::Snapshot`]), [`replay`] (the trace walked forward:
+//! lifetimes, the peak, moments, allocator states, steps), [`analyze`] (reports as plain
+//! values), [`render`] (text, JSON, CSV, SVG), and the command line in `cli` (binary only).
 //!
 //! ```no_run
 //! let snap = memlens::load(std::path::Path::new("snapshot.pickle"), &mut |_| {}).unwrap();
 //! let summary = memlens::analyze::summary::run(&snap);
 //! println!("{} devices", summary.devices.len());
 //! ```
+
+#![deny(missing_docs)]
 
 pub mod analyze;
 pub mod error;
