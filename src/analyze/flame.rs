@@ -132,14 +132,8 @@ pub fn run(
     // Devices without a trace: only the final state exists.
     for dev in snap.devices.iter().filter(|d| d.trace.is_empty()) {
         let mut per_stack: FxHashMap<StackId, u64> = FxHashMap::default();
-        for b in snap
-            .device_segments(dev)
-            .iter()
-            .flat_map(|s| snap.segment_blocks(s))
-        {
-            if b.state != crate::model::BlockState::Inactive {
-                *per_stack.entry(b.stack).or_default() += b.requested_size;
-            }
+        for b in snap.live_blocks(dev) {
+            *per_stack.entry(b.stack).or_default() += b.requested_size;
         }
         devices.push(device_flame(
             snap,

@@ -17,7 +17,7 @@
 
 use super::frag::{self, FragOptions};
 use super::sites::{self, SiteOptions, NO_FRAMES};
-use crate::model::{BlockState, Snapshot, StackId};
+use crate::model::{Snapshot, StackId};
 use crate::replay::{self, state, DeviceReplay, Moment, MomentSpec};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -375,11 +375,9 @@ pub fn profile(
             }
             None => {
                 let mut live = 0;
-                for b in segments.iter().flat_map(|s| snap.segment_blocks(s)) {
-                    if b.state != BlockState::Inactive {
-                        add(keyer.key(b.stack), b.requested_size);
-                        live += b.requested_size;
-                    }
+                for b in snap.live_blocks(dev) {
+                    add(keyer.key(b.stack), b.requested_size);
+                    live += b.requested_size;
                 }
                 let st = state::state_at(snap, dev, -1);
                 let moment = Moment {

@@ -1,7 +1,7 @@
 //! `memlens top`: live bytes (or another cost) per call site, biggest first.
 
 use super::sites::{self, SiteOptions, NO_FRAMES};
-use crate::model::{BlockState, Snapshot, StackId, TraceEvent};
+use crate::model::{Snapshot, StackId, TraceEvent};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec, Window, WindowSpec, NEVER};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -166,10 +166,7 @@ pub fn run(
     let mut final_state_devices = Vec::new();
     for dev in snap.devices.iter().filter(|d| d.trace.is_empty()) {
         let items: Vec<CostItem> = snap
-            .device_segments(dev)
-            .iter()
-            .flat_map(|s| snap.segment_blocks(s))
-            .filter(|b| b.state != BlockState::Inactive)
+            .live_blocks(dev)
             .map(|b| CostItem {
                 stack: b.stack,
                 bytes: b.requested_size,

@@ -316,6 +316,14 @@ impl Snapshot {
         &self.blocks[segment.blocks.start as usize..segment.blocks.end as usize]
     }
 
+    /// The blocks of `device` that hold memory at the end (allocated or pending free).
+    pub fn live_blocks<'s>(&'s self, device: &Device) -> impl Iterator<Item = &'s Block> + 's {
+        self.device_segments(device)
+            .iter()
+            .flat_map(move |s| self.segment_blocks(s))
+            .filter(|b| b.state != BlockState::Inactive)
+    }
+
     /// The device with index `id`.
     pub fn device(&self, id: u32) -> Option<&Device> {
         self.devices.iter().find(|d| d.id == id)

@@ -19,7 +19,7 @@ pub use moment::{
     resolve, resolve_window, resolve_window_in, Moment, MomentSpec, Window, WindowSpec,
 };
 
-use crate::model::{Action, BlockState, Device, Snapshot, StackId, TraceEvent};
+use crate::model::{Action, Device, Snapshot, StackId, TraceEvent};
 use rustc_hash::FxHashMap;
 
 /// Where an allocation's record comes from.
@@ -241,25 +241,20 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
 
     // Final live blocks that no live allocation of the trace accounts for were alive before it.
     let mut unconfirmed = live_by_addr.len();
-    for s in snap.device_segments(dev) {
-        for b in snap.segment_blocks(s) {
-            if b.state == BlockState::Inactive {
-                continue;
-            }
-            if live_by_addr.contains_key(&b.address) {
-                unconfirmed -= 1;
-                continue;
-            }
-            initial.push(Allocation {
-                addr: b.address,
-                size: b.requested_size,
-                stack: b.stack,
-                start: -1,
-                free_requested: None,
-                end: NEVER,
-                origin: Origin::FinalBlock,
-            });
+    for b in snap.live_blocks(dev) {
+        if live_by_addr.contains_key(&b.address) {
+            unconfirmed -= 1;
+            continue;
         }
+        initial.push(Allocation {
+            addr: b.address,
+            size: b.requested_size,
+            stack: b.stack,
+            start: -1,
+            free_requested: None,
+            end: NEVER,
+            origin: Origin::FinalBlock,
+        });
     }
     let initial_bytes: u64 = initial.iter().map(|a| a.size).sum();
     let initial_rounded: u64 = initial.iter().map(|a| round_size(a.size)).sum();
