@@ -176,6 +176,10 @@ pub(crate) fn build_chunk(
     defs: &pickle::scan::Defs,
 ) -> Option<ChunkOut> {
     let mut b = Builder::new(None);
+    match chunk.target {
+        pickle::scan::Target::Trace => b.events.reserve_exact(chunk.items as usize),
+        pickle::scan::Target::Segments => b.segments.reserve_exact(chunk.items as usize),
+    }
     let (heap, list) = pickle::decode_chunk(
         buf,
         &mut b,

@@ -796,11 +796,11 @@ impl<'a> Machine<'a> {
                     self.push(v)?;
                 }
                 op::EMPTY_DICT => {
-                    let v = self.heap.alloc(ObjData::Dict(Vec::new()));
+                    let v = self.heap.new_dict();
                     self.push(v)?;
                 }
                 op::EMPTY_LIST => {
-                    let v = self.heap.alloc(ObjData::List(ListData::Items(Vec::new())));
+                    let v = self.heap.new_list();
                     self.push(v)?;
                 }
                 op::EMPTY_TUPLE => {

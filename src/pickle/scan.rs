@@ -154,6 +154,8 @@ struct Ent {
     memo_at: u64,
     memo: u32,
     tag: u8,
+    /// An empty list or dict: the only entries later opcodes can fill.
+    container: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -178,6 +180,14 @@ const BIG_BIT: u64 = 1 << 62;
 const BASE_BIT: u64 = 1 << 61;
 const START_MASK: u64 = (1 << LEN_SHIFT) - 1;
 
+/// The top-level dict and the big lists: never decoded on demand.
+fn is_big_tag(tag: u8) -> bool {
+    matches!(tag, T_TOP_DICT | T_TRACES | T_SEG_LIST | T_TRACE_LIST)
+}
+
+/// With more big containers than this, references always check the table.
+const BIG_IDS_MAX: usize = 8;
+
 struct Scanner<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -186,6 +196,12 @@ struct Scanner<'a> {
     memo_next: u64,
     defs: &'a Defs,
     defined: usize,
+    /// Memo ids of big containers (see [`is_big_tag`]).
+    big_ids: Vec<u64>,
+    /// Stack index and memo id of the last open floor found (see [`Scanner::open_floor`]).
+    floor_at: Option<(usize, u32)>,
+    /// Most entries the stack may hold (bounded by the input size).
+    max_stack: usize,
     emit: &'a mut dyn FnMut(Chunk),
     open: Option<Open>,
     chunk_bytes: u64,
@@ -221,6 +237,9 @@ pub fn scan_into(
         memo_next: 0,
         defs,
         defined: 0,
+        big_ids: Vec::new(),
+        floor_at: None,
+        max_stack: buf.len() / 16 + 65_536,
         emit,
         open: None,
         chunk_bytes: chunk_bytes.max(1) as u64,
@@ -285,7 +304,7 @@ impl Scanner<'_> {
 
     #[inline]
     fn push(&mut self, start: usize, tag: u8) -> S<()> {
-        if self.stack.len() >= self.buf.len() / 16 + 65_536 {
+        if self.stack.len() >= self.max_stack {
             return None;
         }
         self.stack.push(Ent {
@@ -294,8 +313,52 @@ impl Scanner<'_> {
             memo_at: self.memo_next,
             memo: NONE,
             tag,
+            container: false,
         });
         Some(())
+    }
+
+    /// Pushes an empty list or dict.
+    fn push_container(&mut self, start: usize, tag: u8) -> S<()> {
+        self.push(start, tag)?;
+        if let Some(top) = self.stack.last_mut() {
+            top.container = true;
+        }
+        Some(())
+    }
+
+    /// The lowest memo id of a container still open on the stack, big lists excepted: every
+    /// memo entry below it that is not big is complete, so referencing it needs no mark.
+    ///
+    /// Defined entries on the stack have increasing memo ids from the bottom (only the top is
+    /// ever defined), so the first one found is the lowest; 0 (no floor) when it is not among
+    /// the bottom entries.
+    fn open_floor(&mut self) -> u64 {
+        // The entry found last time is still the floor while it is on the stack: entries
+        // below it change only after the stack shrinks past it, and memo ids are unique.
+        if let Some((at, memo)) = self.floor_at {
+            if self
+                .stack
+                .get(at)
+                .is_some_and(|e| e.container && e.memo == memo)
+            {
+                return memo as u64;
+            }
+        }
+        match self
+            .stack
+            .iter()
+            .take(64)
+            .position(|e| e.container && e.memo != NONE && !is_big_tag(e.tag))
+        {
+            Some(at) => {
+                let memo = self.stack[at].memo;
+                self.floor_at = Some((at, memo));
+                memo as u64
+            }
+            None if self.stack.len() <= 64 => u64::MAX,
+            None => 0,
+        }
     }
 
     /// Where a value pushed now would sit in the top-level dict: a key, a value, or neither.
@@ -475,8 +538,9 @@ impl Scanner<'_> {
             extra.entry(idx as u32).or_insert((0, 0)).1 = e.memo_at;
             v |= BASE_BIT;
         }
-        if matches!(e.tag, T_TOP_DICT | T_TRACES | T_SEG_LIST | T_TRACE_LIST) {
+        if is_big_tag(e.tag) {
             v |= BIG_BIT;
+            self.big_ids.push(idx);
         }
         self.defs.table[self.defined].store(v, Relaxed);
         self.defined += 1;
@@ -486,6 +550,7 @@ impl Scanner<'_> {
         Some(())
     }
 
+    #[inline]
     fn get(&mut self, idx: u64, op_at: usize) -> S<()> {
         if idx >= self.defined as u64 {
             return None;
@@ -495,27 +560,44 @@ impl Scanner<'_> {
         if v & REF_BIT == 0 {
             slot.store(v | REF_BIT, Relaxed);
         }
-        let start = (v & START_MASK) as usize;
         if v & BIG_BIT != 0 {
             return None;
         }
+        // Only a key of the top-level dict can name a big list.
+        if self.marks.len() >= 2 {
+            return self.push_ref(idx, op_at);
+        }
         let tag = if self.top_dict_slot() == Some(false) {
-            self.key_tag(str_at(self.buf, start))
+            self.key_tag(str_at(self.buf, (v & START_MASK) as usize))
         } else {
             T_PLAIN
         };
-        self.push(op_at, tag)?;
         if tag == T_PLAIN {
-            let top = self.stack.len() - 1;
-            self.stack[top].memo = idx as u32;
-            self.stack[top].tag = T_REF;
+            return self.push_ref(idx, op_at);
         }
+        self.push(op_at, tag)
+    }
+
+    /// Pushes a reference to memo entry `idx`.
+    #[inline]
+    fn push_ref(&mut self, idx: u64, op_at: usize) -> S<()> {
+        if self.stack.len() >= self.max_stack {
+            return None;
+        }
+        self.stack.push(Ent {
+            start: op_at as u64,
+            end: self.pos as u64,
+            memo_at: self.memo_next,
+            memo: idx as u32,
+            tag: T_REF,
+            container: false,
+        });
         Some(())
     }
 
     /// `MARK` followed only by memo references and `APPENDS` (a frames list of shared frame
     /// dicts): marks the references and fills the list without stacking entries. `false` when
-    /// the opcodes at `op_at` are not such a batch (nothing is changed then).
+    /// the opcodes at `op_at` are not such a batch (only reference marks, which that path sets too, may have been set then).
     fn ref_batch(&mut self, op_at: usize) -> S<bool> {
         let Some(m) = self.marks.last() else {
             return Some(false);
@@ -524,30 +606,40 @@ impl Scanner<'_> {
         if m == 0 || m != self.stack.len() || self.stack[m - 1].tag != T_PLAIN {
             return Some(false);
         }
+        // Entries below the open floor are complete, so they cannot be filled later and
+        // need no reference mark (the table stays untouched: these are the millions of frame
+        // references). Anything else takes the checked path.
+        let floor = if self.big_ids.len() <= BIG_IDS_MAX {
+            self.open_floor()
+        } else {
+            0
+        };
+        // One bit per big container id modulo 64: a hit only sends a reference to the
+        // checked path.
+        let big = self.big_ids.iter().fold(0u64, |a, &b| a | 1 << (b & 63));
         let buf = self.buf;
         let mut p = op_at;
-        loop {
-            match buf.get(p) {
-                Some(&op::BINGET) => p += 2,
-                Some(&op::LONG_BINGET) => p += 5,
-                Some(&op::APPENDS) => break,
+        let end = loop {
+            let idx = match buf.get(p) {
+                Some(&op::BINGET) => {
+                    p += 2;
+                    *buf.get(p - 1)? as u64
+                }
+                Some(&op::LONG_BINGET) => {
+                    p += 5;
+                    u32::from_le_bytes(buf.get(p - 4..p)?.try_into().ok()?) as u64
+                }
+                Some(&op::APPENDS) => break p,
+                // Not a batch: the marks set so far are ones the opcode-by-opcode path sets too.
                 _ => return Some(false),
-            }
-        }
-        let end = p;
-        let mut p = op_at;
-        while p < end {
-            let idx = if buf[p] == op::BINGET {
-                p += 2;
-                buf[p - 1] as usize
-            } else {
-                p += 5;
-                u32::from_le_bytes(buf[p - 4..p].try_into().ok()?) as usize
             };
-            if idx >= self.defined {
+            if idx < floor && big >> (idx & 63) & 1 == 0 {
+                continue;
+            }
+            if idx >= self.defined as u64 {
                 return None;
             }
-            let slot = &self.defs.table[idx];
+            let slot = &self.defs.table[idx as usize];
             let v = slot.load(Relaxed);
             if v & BIG_BIT != 0 {
                 return None;
@@ -555,7 +647,7 @@ impl Scanner<'_> {
             if v & REF_BIT == 0 {
                 slot.store(v | REF_BIT, Relaxed);
             }
-        }
+        };
         self.pos = end + 1;
         self.marks.pop();
         self.fill(m - 1)?;
@@ -620,11 +712,11 @@ impl Scanner<'_> {
                     } else {
                         T_PLAIN
                     };
-                    self.push(op_at, tag)?;
+                    self.push_container(op_at, tag)?;
                 }
                 op::EMPTY_LIST => {
                     let tag = self.list_tag();
-                    self.push(op_at, tag)?;
+                    self.push_container(op_at, tag)?;
                 }
                 op::EMPTY_TUPLE | op::NONE | op::NEWTRUE | op::NEWFALSE => {
                     self.push(op_at, T_PLAIN)?
@@ -738,13 +830,19 @@ impl Scanner<'_> {
                     self.define(idx)?;
                     self.memo_next = self.memo_next.max(idx + 1);
                 }
-                op::BINGET | op::LONG_BINGET if self.ref_batch(op_at)? => {}
-                op::BINGET => {
-                    let idx = self.u8()? as u64;
-                    self.get(idx, op_at)?;
-                }
-                op::LONG_BINGET => {
-                    let idx = self.u32()? as u64;
+                op::BINGET | op::LONG_BINGET => {
+                    // A batch starts right after its MARK; other references (dict keys) skip
+                    // the batch check.
+                    if self.marks.last().is_some_and(|m| m.at == self.stack.len())
+                        && self.ref_batch(op_at)?
+                    {
+                        continue;
+                    }
+                    let idx = if code == op::BINGET {
+                        self.u8()? as u64
+                    } else {
+                        self.u32()? as u64
+                    };
                     self.get(idx, op_at)?;
                 }
                 // Text opcodes (protocols 0/1), DUP, LIST/DICT/TUPLE with marks and every

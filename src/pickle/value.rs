@@ -233,7 +233,18 @@ pub struct Heap<'a> {
     /// Memo id of `memo[0]` (non-zero when decoding a chunk of a larger pickle).
     pub(crate) memo_base: u64,
     pub(crate) sparse_memo: rustc_hash::FxHashMap<u64, Value>,
+    /// Emptied buffers of released dicts and lists, reused by the next ones (a converted
+    /// event hands its buffers to the next event instead of back to the allocator).
+    dict_pool: Vec<Vec<(Value, Value)>>,
+    list_pool: Vec<Vec<Value>>,
+    /// Scratch stack of [`Heap::release_children`].
+    release_work: Vec<ObjData>,
 }
+
+/// Most buffers kept for reuse per kind.
+const POOL_MAX: usize = 256;
+/// Buffers larger than this (in elements) go back to the allocator.
+const POOL_CAP_MAX: usize = 4096;
 
 impl<'a> Heap<'a> {
     /// An empty heap over `buf`.
@@ -246,6 +257,40 @@ impl<'a> Heap<'a> {
             memo: Vec::new(),
             memo_base: 0,
             sparse_memo: Default::default(),
+            dict_pool: Vec::new(),
+            list_pool: Vec::new(),
+            release_work: Vec::new(),
+        }
+    }
+
+    /// A new empty dict, reusing a released buffer when one is kept.
+    pub(crate) fn new_dict(&mut self) -> Value {
+        let pairs = self.dict_pool.pop().unwrap_or_default();
+        self.alloc(ObjData::Dict(pairs))
+    }
+
+    /// A new empty list, reusing a released buffer when one is kept.
+    pub(crate) fn new_list(&mut self) -> Value {
+        let items = self.list_pool.pop().unwrap_or_default();
+        self.alloc(ObjData::List(ListData::Items(items)))
+    }
+
+    /// Keeps the buffer of released `data` for reuse.
+    fn recycle(&mut self, data: ObjData) {
+        match data {
+            ObjData::Dict(mut d)
+                if self.dict_pool.len() < POOL_MAX && d.capacity() <= POOL_CAP_MAX =>
+            {
+                d.clear();
+                self.dict_pool.push(d);
+            }
+            ObjData::List(ListData::Items(mut l))
+                if self.list_pool.len() < POOL_MAX && l.capacity() <= POOL_CAP_MAX =>
+            {
+                l.clear();
+                self.list_pool.push(l);
+            }
+            _ => {}
         }
     }
 
@@ -404,7 +449,8 @@ impl<'a> Heap<'a> {
     }
 
     fn release_children(&mut self, data: ObjData) {
-        let mut work = vec![data];
+        let mut work = std::mem::take(&mut self.release_work);
+        work.push(data);
         while let Some(data) = work.pop() {
             let visit = |v: Value, work: &mut Vec<ObjData>, heap: &mut Heap| {
                 if let Value::Obj(c) = v {
@@ -415,14 +461,14 @@ impl<'a> Heap<'a> {
                     }
                 }
             };
-            match data {
+            match &data {
                 ObjData::List(ListData::Items(items)) => {
-                    for v in items {
+                    for &v in items {
                         visit(v, &mut work, self)
                     }
                 }
                 ObjData::Dict(pairs) => {
-                    for (k, v) in pairs {
+                    for &(k, v) in pairs {
                         visit(k, &mut work, self);
                         visit(v, &mut work, self);
                     }
@@ -434,7 +480,9 @@ impl<'a> Heap<'a> {
                 }
                 _ => {}
             }
+            self.recycle(data);
         }
+        self.release_work = work;
     }
 }
 
