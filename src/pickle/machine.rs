@@ -995,6 +995,47 @@ impl<'a> Machine<'a> {
                 op::BINGET | op::LONG_BINGET => {
                     // Frames lists are long runs of memo references: decode the whole run here.
                     let mut code = code;
+                    // Tight loop first: references to converted or scalar entries (in the memo
+                    // or, in a chunk, in the cache of outside entries), each copied as one
+                    // 16-byte block; anything else continues in the general loop below.
+                    let buf = self.buf;
+                    let limit = self.end.min(self.next_skip).min(buf.len());
+                    let room = self.limits.max_stack.saturating_sub(self.stack.len());
+                    let base = self.heap.memo_base;
+                    let mut p = self.pos - 1;
+                    let mut pushed = 0usize;
+                    while pushed < room && p + 2 <= limit {
+                        let (index, next) = match buf[p] {
+                            op::BINGET => (buf[p + 1] as u64, p + 2),
+                            op::LONG_BINGET if p + 5 <= limit => {
+                                let b: [u8; 4] = buf[p + 1..p + 5].try_into().unwrap_or([0; 4]);
+                                (u32::from_le_bytes(b) as u64, p + 5)
+                            }
+                            _ => break,
+                        };
+                        let rel = index.wrapping_sub(base) as usize;
+                        let v = match self.heap.memo.get(rel..rel.wrapping_add(1)) {
+                            Some(slot) if !matches!(slot[0], Value::Obj(_)) => slot,
+                            _ => match self.ext_cache.get((index as usize) & (EXT_CACHE - 1)) {
+                                Some(e) if e.0 == index => std::slice::from_ref(&e.1),
+                                _ => break,
+                            },
+                        };
+                        self.stack.extend_from_slice(v);
+                        p = next;
+                        pushed += 1;
+                    }
+                    if pushed > 0 {
+                        self.op_at = p;
+                        self.pos = p;
+                        match buf.get(p) {
+                            Some(&c @ (op::BINGET | op::LONG_BINGET)) if p < limit => {
+                                self.pos = p + 1;
+                                code = c;
+                            }
+                            _ => continue,
+                        }
+                    }
                     loop {
                         let index = if code == op::BINGET {
                             self.u8("BINGET")? as u64

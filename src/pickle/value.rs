@@ -241,8 +241,9 @@ pub struct Heap<'a> {
     release_work: Vec<ObjData>,
 }
 
-/// Most buffers kept for reuse per kind.
-const POOL_MAX: usize = 256;
+/// Most buffers kept for reuse per kind: more than one `APPENDS` batch (1000 items, all
+/// alive until the batch is appended and converted).
+const POOL_MAX: usize = 2048;
 /// Buffers larger than this (in elements) go back to the allocator.
 const POOL_CAP_MAX: usize = 4096;
 
@@ -265,13 +266,21 @@ impl<'a> Heap<'a> {
 
     /// A new empty dict, reusing a released buffer when one is kept.
     pub(crate) fn new_dict(&mut self) -> Value {
-        let pairs = self.dict_pool.pop().unwrap_or_default();
+        // At least 8 pairs, so a buffer reused from a small dict (a frame) rarely has to grow
+        // for a big one (a trace entry).
+        let pairs = self
+            .dict_pool
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(8));
         self.alloc(ObjData::Dict(pairs))
     }
 
     /// A new empty list, reusing a released buffer when one is kept.
     pub(crate) fn new_list(&mut self) -> Value {
-        let items = self.list_pool.pop().unwrap_or_default();
+        let items = self
+            .list_pool
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(16));
         self.alloc(ObjData::List(ListData::Items(items)))
     }
 

@@ -174,7 +174,9 @@ pub fn replay(snap: &Snapshot) -> Vec<DeviceReplay> {
 pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
     let trace = snap.device_trace(dev);
     let n = trace.len();
-    let mut allocations: Vec<Allocation> = Vec::new();
+    // Sized up front: growing a vector of millions of allocations copies it several times.
+    let allocs = trace.iter().filter(|e| e.action == Action::Alloc).count();
+    let mut allocations: Vec<Allocation> = Vec::with_capacity(allocs);
     let mut initial: Vec<Allocation> = Vec::new();
     let mut live_by_addr: FxHashMap<u64, usize> = FxHashMap::default();
     let mut live_delta = Vec::with_capacity(n);
