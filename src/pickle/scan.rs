@@ -202,6 +202,11 @@ struct Scanner<'a> {
     floor_at: Option<(usize, u32)>,
     /// Most entries the stack may hold (bounded by the input size).
     max_stack: usize,
+    /// Walk trace entries with [`Scanner::skim_entry`] (off only to test it against the
+    /// opcode-by-opcode path).
+    skim: bool,
+    /// Scratch list of the definitions inside a skimmed entry: (memo id, start, length).
+    skim_defs: Vec<(u64, u64, u64)>,
     emit: &'a mut dyn FnMut(Chunk),
     open: Option<Open>,
     chunk_bytes: u64,
@@ -212,9 +217,14 @@ type S<T> = Option<T>;
 /// Runs pass 1 over `buf` and returns the whole plan. `chunk_bytes` is the target size of a
 /// chunk. `None`: the layout is not one the parallel path handles (use the sequential decoder).
 pub fn scan(buf: &[u8], chunk_bytes: usize) -> Option<Plan> {
+    scan_with(buf, chunk_bytes, true)
+}
+
+/// [`scan`], with or without the trace entry walk of [`Scanner::skim_entry`].
+fn scan_with(buf: &[u8], chunk_bytes: usize, skim: bool) -> Option<Plan> {
     let defs = Defs::for_input(buf.len());
     let mut chunks = Vec::new();
-    scan_into(buf, chunk_bytes, &defs, &mut |c| chunks.push(c))?;
+    scan_into_with(buf, chunk_bytes, &defs, &mut |c| chunks.push(c), skim)?;
     Some(Plan { chunks, defs })
 }
 
@@ -225,6 +235,16 @@ pub fn scan_into(
     chunk_bytes: usize,
     defs: &Defs,
     emit: &mut dyn FnMut(Chunk),
+) -> Option<()> {
+    scan_into_with(buf, chunk_bytes, defs, emit, true)
+}
+
+fn scan_into_with(
+    buf: &[u8],
+    chunk_bytes: usize,
+    defs: &Defs,
+    emit: &mut dyn FnMut(Chunk),
+    skim: bool,
 ) -> Option<()> {
     if buf.len() as u64 > START_MASK {
         return None;
@@ -240,6 +260,8 @@ pub fn scan_into(
         big_ids: Vec::new(),
         floor_at: None,
         max_stack: buf.len() / 16 + 65_536,
+        skim,
+        skim_defs: Vec::new(),
         emit,
         open: None,
         chunk_bytes: chunk_bytes.max(1) as u64,
@@ -595,6 +617,246 @@ impl Scanner<'_> {
         Some(())
     }
 
+    /// True when the next value is an element of a trace list's `APPENDS` batch.
+    #[inline]
+    fn in_trace_batch(&self) -> bool {
+        match self.marks.last() {
+            Some(m) => {
+                m.at >= 1 && m.at <= self.stack.len() && self.stack[m.at - 1].tag == T_TRACE_LIST
+            }
+            None => false,
+        }
+    }
+
+    /// Walks one trace entry dict at `op_at` in a single specialised pass: a flat dict of
+    /// scalars, strings and memo references, whose frames are a list of references or a
+    /// reference to one. It leaves exactly the state the opcode-by-opcode path would (one
+    /// stack entry for the dict; the same table entries); `false` (nothing changed but
+    /// reference marks that path sets too) for anything else, which that path then walks.
+    fn skim_entry(&mut self, op_at: usize) -> S<bool> {
+        let buf = self.buf;
+        let n = buf.len();
+        let c0 = self.memo_next;
+        if c0 != self.defined as u64 || self.stack.len() + 1 >= self.max_stack {
+            return Some(false);
+        }
+        let floor = if self.big_ids.len() <= BIG_IDS_MAX {
+            self.open_floor().min(c0)
+        } else {
+            0
+        };
+        let big = self.big_ids.iter().fold(0u64, |a, &b| a | 1 << (b & 63));
+        let mut defs = std::mem::take(&mut self.skim_defs);
+        defs.clear();
+        // A reference: complete entries below the floor need nothing; entries defined before
+        // this dict are checked and marked as `get` does; later ones are left to that path.
+        let refer = |idx: u64| -> Option<bool> {
+            if idx < floor && big >> (idx & 63) & 1 == 0 {
+                return Some(true);
+            }
+            if idx >= c0 {
+                return Some(false);
+            }
+            let slot = &self.defs.table[idx as usize];
+            let v = slot.load(Relaxed);
+            if v & REF_BIT == 0 {
+                slot.store(v | REF_BIT, Relaxed);
+            }
+            Some(v & BIG_BIT == 0)
+        };
+        let mut p = op_at + 1;
+        let mut memo = c0;
+        let mut dict_memo = NONE;
+        // Skip protocol 4 FRAME opcodes between any two opcodes.
+        let skip_frames = |mut p: usize| {
+            while p + 9 <= n && buf[p] == op::FRAME {
+                p += 9;
+            }
+            p
+        };
+        p = skip_frames(p);
+        if p < n && buf[p] == op::MEMOIZE {
+            dict_memo = memo as u32;
+            memo += 1;
+            p = skip_frames(p + 1);
+        }
+        if p >= n || buf[p] != op::MARK {
+            self.skim_defs = defs;
+            return Some(false);
+        }
+        p += 1;
+        let mut items = 0u32;
+        // The start of the last value that can still be memoized, and whether it was.
+        let mut last: Option<usize> = None;
+        let done = loop {
+            p = skip_frames(p);
+            if p >= n {
+                break false;
+            }
+            let at = p;
+            let code = buf[p];
+            match code {
+                op::SETITEMS => {
+                    p += 1;
+                    break items % 2 == 0;
+                }
+                op::MEMOIZE => {
+                    let Some(start) = last.take() else {
+                        break false;
+                    };
+                    p += 1;
+                    defs.push((memo, start as u64, (p - start) as u64));
+                    memo += 1;
+                    continue;
+                }
+                op::BINGET | op::LONG_BINGET => {
+                    let (idx, next) = if code == op::BINGET {
+                        if p + 2 > n {
+                            break false;
+                        }
+                        (buf[p + 1] as u64, p + 2)
+                    } else {
+                        if p + 5 > n {
+                            break false;
+                        }
+                        let b: [u8; 4] = buf[p + 1..p + 5].try_into().unwrap_or([0; 4]);
+                        (u32::from_le_bytes(b) as u64, p + 5)
+                    };
+                    if !refer(idx)? {
+                        break false;
+                    }
+                    p = next;
+                    last = None;
+                }
+                op::SHORT_BINUNICODE | op::BINUNICODE => {
+                    let (hdr, len) = if code == op::SHORT_BINUNICODE {
+                        if p + 2 > n {
+                            break false;
+                        }
+                        (2, buf[p + 1] as usize)
+                    } else {
+                        if p + 5 > n {
+                            break false;
+                        }
+                        let b: [u8; 4] = buf[p + 1..p + 5].try_into().unwrap_or([0; 4]);
+                        (5, u32::from_le_bytes(b) as usize)
+                    };
+                    if len > n - p - hdr {
+                        break false;
+                    }
+                    p += hdr + len;
+                    last = Some(at);
+                }
+                op::BININT1
+                | op::BININT2
+                | op::BININT
+                | op::BINFLOAT
+                | op::NONE
+                | op::NEWTRUE
+                | op::NEWFALSE
+                | op::LONG1 => {
+                    let w = match code {
+                        op::BININT1 => 2,
+                        op::BININT2 => 3,
+                        op::BININT => 5,
+                        op::BINFLOAT => 9,
+                        op::LONG1 => match buf.get(p + 1) {
+                            Some(&k) => 2 + k as usize,
+                            None => break false,
+                        },
+                        _ => 1,
+                    };
+                    if w > n - p {
+                        break false;
+                    }
+                    p += w;
+                    last = Some(at);
+                }
+                op::EMPTY_LIST => {
+                    // A frames list: `]`, MEMOIZE, then nothing or MARK, references, APPENDS.
+                    p = skip_frames(p + 1);
+                    let mut end = at + 1;
+                    let list_memo = if p < n && buf[p] == op::MEMOIZE {
+                        end = p + 1;
+                        p = skip_frames(p + 1);
+                        memo += 1;
+                        Some(memo - 1)
+                    } else {
+                        None
+                    };
+                    if p < n && buf[p] == op::MARK {
+                        p += 1;
+                        loop {
+                            let idx = match buf.get(p) {
+                                Some(&op::BINGET) if p + 2 <= n => {
+                                    p += 2;
+                                    buf[p - 1] as u64
+                                }
+                                Some(&op::LONG_BINGET) if p + 5 <= n => {
+                                    p += 5;
+                                    let b: [u8; 4] = buf[p - 4..p].try_into().unwrap_or([0; 4]);
+                                    u32::from_le_bytes(b) as u64
+                                }
+                                Some(&op::APPENDS) => {
+                                    p += 1;
+                                    break;
+                                }
+                                _ => {
+                                    p = usize::MAX;
+                                    break;
+                                }
+                            };
+                            if !refer(idx)? {
+                                p = usize::MAX;
+                                break;
+                            }
+                        }
+                        if p == usize::MAX {
+                            break false;
+                        }
+                        end = p;
+                    }
+                    if let Some(m) = list_memo {
+                        defs.push((m, at as u64, (end - at) as u64));
+                    }
+                    last = None;
+                }
+                _ => break false,
+            }
+            items += 1;
+        };
+        if !done
+            || memo > self.defs.table.len() as u64
+            || memo >= NONE as u64
+            || defs.iter().any(|&(_, _, len)| len >= LEN_MAX)
+        {
+            self.skim_defs = defs;
+            return Some(false);
+        }
+        // Commit: the dict's own entry (complete once its batch is appended), then the
+        // entries inside it, complete now.
+        if dict_memo != NONE {
+            self.defs.table[c0 as usize].store(op_at as u64 & START_MASK, Relaxed);
+        }
+        for &(idx, start, len) in &defs {
+            self.defs.table[idx as usize]
+                .store(start & START_MASK | len.max(1) << LEN_SHIFT, Relaxed);
+        }
+        self.defined = memo as usize;
+        self.memo_next = memo;
+        self.skim_defs = defs;
+        self.stack.push(Ent {
+            start: op_at as u64,
+            end: p as u64,
+            memo_at: c0,
+            memo: dict_memo,
+            tag: T_PLAIN,
+            container: true,
+        });
+        self.pos = p;
+        Some(true)
+    }
+
     /// `MARK` followed only by memo references and `APPENDS` (a frames list of shared frame
     /// dicts): marks the references and fills the list without stacking entries. `false` when
     /// the opcodes at `op_at` are not such a batch (only reference marks, which that path sets too, may have been set then).
@@ -706,6 +968,8 @@ impl Scanner<'_> {
                     let m = self.marks.pop()?;
                     self.consume_above(m.at)?;
                 }
+                op::EMPTY_DICT
+                    if self.skim && self.in_trace_batch() && self.skim_entry(op_at)? => {}
                 op::EMPTY_DICT => {
                     let tag = if self.stack.is_empty() {
                         T_TOP_DICT
@@ -878,6 +1142,90 @@ mod tests {
         assert_eq!(plan.chunks.len(), 1);
         assert_eq!(plan.chunks[0].items, 3);
         assert!(plan.chunks[0].mark_open);
+    }
+
+    /// Both plans of `buf`, with and without the trace entry walk, must be identical.
+    fn assert_skim_agrees(name: &str, buf: &[u8]) {
+        for chunk_bytes in [1 << 12, 8 << 20] {
+            let with = scan_with(buf, chunk_bytes, true);
+            let without = scan_with(buf, chunk_bytes, false);
+            let (with, without) = match (with, without) {
+                (Some(a), Some(b)) => (a, b),
+                (None, None) => return,
+                (a, b) => panic!(
+                    "{name}: planned with skim {}, without {}",
+                    a.is_some(),
+                    b.is_some()
+                ),
+            };
+            assert_eq!(with.defs.len(), without.defs.len(), "{name}: memo count");
+            for i in 0..with.defs.len() {
+                let (a, b) = (
+                    with.defs.table[i].load(Relaxed),
+                    without.defs.table[i].load(Relaxed),
+                );
+                // Reference marks matter only on entries still open when referenced; the
+                // walk skips marking complete ones that the opcode path marks.
+                if (a ^ b) == REF_BIT {
+                    assert!(a >> LEN_SHIFT & LEN_MAX != 0, "{name}: memo entry {i} open");
+                    continue;
+                }
+                assert_eq!(a, b, "{name}: memo entry {i}: {a:#x} vs {b:#x}");
+            }
+            let key = |c: &Chunk| {
+                (
+                    c.start,
+                    c.end,
+                    c.memo_base,
+                    c.memo_end,
+                    c.items,
+                    c.mark_open,
+                )
+            };
+            let a: Vec<_> = with.chunks.iter().map(key).collect();
+            let b: Vec<_> = without.chunks.iter().map(key).collect();
+            assert_eq!(a, b, "{name}: chunks");
+        }
+    }
+
+    #[test]
+    fn skimmed_trace_entries_plan_like_the_opcode_walk() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut dirs = vec![root.join("samples"), root.join("samples/ranks")];
+        dirs.push(root.join("../shared/samples/real"));
+        let mut seen = 0;
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths {
+                let Ok(input) = crate::input::read(&path) else {
+                    continue;
+                };
+                if scan_with(input.bytes(), 1 << 20, false).is_none() {
+                    continue;
+                }
+                assert_skim_agrees(&path.display().to_string(), input.bytes());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 5, "only {seen} plannable samples found");
+    }
+
+    #[test]
+    fn skim_handles_frames_refs_and_memoized_values() {
+        // {"device_traces": [[e1, .., e5]]}: e1 defines strings and a frames list holding a
+        // new frame dict (left to the opcode walk), e2 refers to them, e3 has an empty frames
+        // list and a FRAME opcode, e4 an APPEND (left to the walk), e5 a shared frames list.
+        let body: &[u8] = b"\x80\x04\x7d\x94\x8c\x0d\x64\x65\x76\x69\x63\x65\x5f\x74\x72\x61\x63\x65\x73\x94\x5d\x94\x5d\x94\x28\x7d\x94\x28\x8c\x06\x61\x63\x74\x69\x6f\x6e\x94\x8c\x05\x61\x6c\x6c\x6f\x63\x94\x8c\x06\x66\x72\x61\x6d\x65\x73\x94\x5d\x94\x28\x7d\x94\x8c\x01\x61\x94\x4b\x01\x73\x68\x09\x65\x75\x7d\x94\x28\x68\x05\x68\x06\x68\x07\x5d\x94\x28\x68\x09\x68\x09\x65\x75\x7d\x94\x28\x68\x05\x8c\x01\x78\x94\x95\x00\x00\x00\x00\x00\x00\x00\x00\x8c\x04\x73\x69\x7a\x65\x94\x4b\x05\x68\x07\x5d\x94\x75\x7d\x94\x28\x68\x05\x68\x06\x68\x07\x5d\x94\x68\x09\x61\x75\x7d\x94\x28\x68\x05\x68\x06\x68\x07\x68\x12\x75\x65\x61\x73\x2e";
+        assert_skim_agrees("inline", body);
+        let plan = scan_with(body, 1, true).expect("planned");
+        assert_eq!(plan.chunks.len(), 5);
+        // e2's frames list (memo 12) is complete and spans `] MEMOIZE ( h h e`.
+        let d = plan.defs.get(12).expect("defined");
+        assert_eq!((d.start, d.len), (79, 8));
     }
 
     #[test]
