@@ -142,3 +142,32 @@ fn standard_input_is_read_with_a_dash() {
         summary_json(&sample("train_small.pickle"))["devices"]
     );
 }
+
+#[test]
+fn timing_reports_the_model_size() {
+    // MEMLENS_TIMING (read by scripts/bench) prints the decoded model's heap bytes: at least
+    // the events and blocks it holds, and well under the file for this sample.
+    let path = sample("train_small.pickle");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_memlens"))
+        .args(["summary", path.to_str().unwrap()])
+        .env("MEMLENS_TIMING", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    let bytes: usize = err
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model: ")?
+                .strip_suffix(" bytes")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no model line in {err}"));
+    let input = memlens::input::read(&path).unwrap();
+    let snap = memlens::input::build_input(&path, &input, &mut |_| {}).unwrap();
+    let floor = snap.events.len() * std::mem::size_of::<memlens::model::TraceEvent>()
+        + snap.blocks.len() * std::mem::size_of::<memlens::model::Block>();
+    assert!(bytes >= floor, "{bytes} < {floor}");
+    assert_eq!(bytes, snap.heap_bytes());
+}

@@ -161,3 +161,25 @@ fn the_parallel_plan_covers_the_real_files() {
     eprintln!("not planned: {unplanned:?}");
     assert!(unplanned.is_empty(), "{unplanned:?}");
 }
+
+#[test]
+fn a_definition_decoded_twice_never_adds_records() {
+    // Found by fuzz/parallel_agrees: the last annotation's `time_us` key turned into a
+    // reference to a segment's blocks list (memo 117). Decoding that list on demand, out of
+    // file order, converted its blocks a second time; the parallel path must refuse that and
+    // fall back, so both paths give the same 34 blocks.
+    let mut bytes = std::fs::read(sample("train_small.pickle")).unwrap();
+    let at = bytes
+        .windows(3)
+        .rposition(|w| w == b"h\xa4\x8a")
+        .expect("BINGET 164 (time_us) before a LONG1");
+    bytes[at + 1] = 117;
+    let reference = build(&bytes, Strategy::Sequential, 1, 0);
+    assert_eq!(reference.blocks.len(), 34);
+    let want = canonical(&reference);
+    for chunk in [64, 4096] {
+        let got = build(&bytes, Strategy::Parallel, 2, chunk);
+        assert_eq!(got.blocks.len(), 34, "chunk={chunk}");
+        assert_eq!(canonical(&got), want, "chunk={chunk}");
+    }
+}

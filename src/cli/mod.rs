@@ -142,6 +142,10 @@ pub fn load(path: &std::path::Path) -> Result<memlens::model::Snapshot, Error> {
     let snap =
         memlens::input::build_input_with(path, &inp, &mut |pos| bar.set_position(pos), salvage);
     bar.finish_and_clear();
+    // Benchmarks (scripts/bench) read the model's size from here.
+    if let (Ok(s), Some(_)) = (&snap, std::env::var_os("MEMLENS_TIMING")) {
+        eprintln!("model: {} bytes", s.heap_bytes());
+    }
     snap
 }
 

@@ -277,6 +277,9 @@ impl Hooks for Skipper<'_, '_> {
         let out = (self.next)(index).ok_or("chunk failed")?;
         Ok(self.b.absorb(out))
     }
+    fn records(&self) -> usize {
+        self.b.records()
+    }
 }
 
 struct Builder<'p> {
@@ -1249,6 +1252,10 @@ impl Hooks for Builder<'_> {
         };
         heap.convert(id, converted);
         Ok(converted)
+    }
+
+    fn records(&self) -> usize {
+        self.events.len() + self.blocks.len() + self.segments.len() + self.annotations.len()
     }
 
     fn on_progress(&mut self, offset: u64) {

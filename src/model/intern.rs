@@ -51,6 +51,14 @@ impl Strings {
         self.items.len()
     }
 
+    /// Bytes held on the heap (texts, the list and the index), approximately.
+    pub fn heap_bytes(&self) -> usize {
+        let texts: usize = self.items.iter().map(|s| s.len() + 16).sum();
+        texts
+            + self.items.capacity() * std::mem::size_of::<Arc<str>>()
+            + self.index.capacity() * (std::mem::size_of::<(Arc<str>, StrId)>() + 1)
+    }
+
     /// Always false: the empty string is always present.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
@@ -92,6 +100,12 @@ impl Frames {
     /// Number of distinct frames.
     pub fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// Bytes held on the heap (the list and the index), approximately.
+    pub fn heap_bytes(&self) -> usize {
+        self.items.capacity() * std::mem::size_of::<Frame>()
+            + self.index.capacity() * (std::mem::size_of::<(Frame, FrameId)>() + 1)
     }
 
     /// True when no frame was recorded.
@@ -175,6 +189,14 @@ impl Stacks {
     /// Total frame references stored.
     pub fn frame_refs(&self) -> usize {
         self.frames.len()
+    }
+
+    /// Bytes held on the heap (frames, offsets, chains and the index), approximately.
+    pub fn heap_bytes(&self) -> usize {
+        self.frames.capacity() * std::mem::size_of::<FrameId>()
+            + self.starts.capacity() * std::mem::size_of::<usize>()
+            + self.next.capacity() * std::mem::size_of::<u32>()
+            + self.index.capacity() * (std::mem::size_of::<(u64, u32)>() + 1)
     }
 }
 

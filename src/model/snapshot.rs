@@ -316,6 +316,20 @@ impl Snapshot {
         &self.blocks[segment.blocks.start as usize..segment.blocks.end as usize]
     }
 
+    /// Bytes the decoded model holds on the heap (events, blocks, segments and the interning
+    /// tables), approximately: the figure the performance goals compare with the file size.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.events.capacity() * size_of::<TraceEvent>()
+            + self.blocks.capacity() * size_of::<Block>()
+            + self.segments.capacity() * size_of::<Segment>()
+            + self.devices.capacity() * size_of::<Device>()
+            + self.annotations.capacity() * size_of::<Annotation>()
+            + self.strings.heap_bytes()
+            + self.frames.heap_bytes()
+            + self.stacks.heap_bytes()
+    }
+
     /// The blocks of `device` that hold memory at the end (allocated or pending free).
     pub fn live_blocks<'s>(&'s self, device: &Device) -> impl Iterator<Item = &'s Block> + 's {
         self.device_segments(device)

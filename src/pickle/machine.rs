@@ -49,6 +49,11 @@ pub trait Hooks {
     fn on_skip(&mut self, _heap: &mut Heap, _index: usize) -> Result<(u8, u32, u32), String> {
         Err("unexpected chunk".into())
     }
+    /// How many records the driver has produced so far. A memo definition decoded on demand
+    /// (a second time, out of file order) must not produce any: the decoder refuses it then.
+    fn records(&self) -> usize {
+        0
+    }
 }
 
 /// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).
@@ -277,10 +282,13 @@ impl<'a> Machine<'a> {
         self.next_skip = usize::MAX;
         self.prev_memoize = false;
         self.depth += 1;
+        let records = hooks.records();
         let r = self.run_inner(hooks);
         self.depth -= 1;
-        let ok =
-            matches!(r, Ok(None)) && self.marks.len() == marks && self.stack.len() == barrier + 1;
+        let ok = matches!(r, Ok(None))
+            && self.marks.len() == marks
+            && self.stack.len() == barrier + 1
+            && hooks.records() == records;
         (
             self.pos,
             self.op_at,
@@ -293,7 +301,7 @@ impl<'a> Machine<'a> {
         r?;
         if !ok {
             return self.err(format!(
-                "memo entry {index}: its definition is not one value"
+                "memo entry {index}: its definition is not one value, or holds records"
             ));
         }
         self.marks.pop();

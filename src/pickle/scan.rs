@@ -674,11 +674,32 @@ impl Scanner<'_> {
             }
             p
         };
+        // The length of a memo store at `p` that defines entry `memo` (MEMOIZE, or BINPUT /
+        // LONG_BINPUT naming exactly that id), 0 for another opcode, `None` for a store
+        // the walk leaves to the opcode path.
+        let store = |p: usize, memo: u64| -> Option<usize> {
+            match buf.get(p) {
+                Some(&op::MEMOIZE) => Some(1),
+                Some(&op::BINPUT) => (buf.get(p + 1).map(|&i| i as u64) == Some(memo)).then_some(2),
+                Some(&op::LONG_BINPUT) => {
+                    let b: [u8; 4] = buf.get(p + 1..p + 5)?.try_into().ok()?;
+                    (u32::from_le_bytes(b) as u64 == memo).then_some(5)
+                }
+                _ => Some(0),
+            }
+        };
         p = skip_frames(p);
-        if p < n && buf[p] == op::MEMOIZE {
-            dict_memo = memo as u32;
-            memo += 1;
-            p = skip_frames(p + 1);
+        match store(p, memo) {
+            None => {
+                self.skim_defs = defs;
+                return Some(false);
+            }
+            Some(0) => {}
+            Some(k) => {
+                dict_memo = memo as u32;
+                memo += 1;
+                p = skip_frames(p + k);
+            }
         }
         if p >= n || buf[p] != op::MARK {
             self.skim_defs = defs;
@@ -700,11 +721,11 @@ impl Scanner<'_> {
                     p += 1;
                     break items % 2 == 0;
                 }
-                op::MEMOIZE => {
-                    let Some(start) = last.take() else {
+                op::MEMOIZE | op::BINPUT | op::LONG_BINPUT => {
+                    let (Some(start), Some(k @ 1..)) = (last.take(), store(p, memo)) else {
                         break false;
                     };
-                    p += 1;
+                    p += k;
                     defs.push((memo, start as u64, (p - start) as u64));
                     memo += 1;
                     continue;
@@ -773,16 +794,19 @@ impl Scanner<'_> {
                     last = Some(at);
                 }
                 op::EMPTY_LIST => {
-                    // A frames list: `]`, MEMOIZE, then nothing or MARK, references, APPENDS.
+                    // A frames list: `]`, a memo store, then nothing or MARK, references,
+                    // APPENDS.
                     p = skip_frames(p + 1);
                     let mut end = at + 1;
-                    let list_memo = if p < n && buf[p] == op::MEMOIZE {
-                        end = p + 1;
-                        p = skip_frames(p + 1);
-                        memo += 1;
-                        Some(memo - 1)
-                    } else {
-                        None
+                    let list_memo = match store(p, memo) {
+                        None => break false,
+                        Some(0) => None,
+                        Some(k) => {
+                            end = p + k;
+                            p = skip_frames(p + k);
+                            memo += 1;
+                            Some(memo - 1)
+                        }
                     };
                     if p < n && buf[p] == op::MARK {
                         p += 1;
