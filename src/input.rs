@@ -155,11 +155,16 @@ pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
             flate2::read::MultiGzDecoder::new(bytes),
             "gzip",
             file_len,
+            gzip_size_hint(bytes),
         ))?),
         Container::Zstd => {
             let dec = zstd::stream::read::Decoder::with_buffer(bytes)
                 .map_err(|e| Error::at_byte(path, 0, format!("zstd stream: {e}")))?;
-            Data::Owned(keep(decompress(path, dec, "zstd", file_len))?)
+            let hint = match zstd::zstd_safe::get_frame_content_size(bytes) {
+                Ok(Some(n)) => n,
+                _ => file_len.saturating_mul(4),
+            };
+            Data::Owned(keep(decompress(path, dec, "zstd", file_len, hint))?)
         }
         Container::Json => Data::Owned(json_to_pickle(bytes).map_err(|e| Error::Input {
             path: path.to_path_buf(),
@@ -176,14 +181,39 @@ pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
     })
 }
 
+/// The decompressed size of a gzip stream, as far as its trailer tells: ISIZE is the size of
+/// the last member modulo 2^32, so the smallest such size that deflate could have produced
+/// this stream from (it never expands data by 1%) (exact for the usual single member under
+/// 4 GiB; only a capacity hint either way).
+fn gzip_size_hint(bytes: &[u8]) -> u64 {
+    let n = bytes.len() as u64;
+    let Some(tail) = bytes.len().checked_sub(4).map(|at| &bytes[at..]) else {
+        return n;
+    };
+    let isize = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as u64;
+    let least = n.saturating_sub(n / 100 + 64);
+    let wraps = least.saturating_sub(isize).div_ceil(1 << 32);
+    isize + (wraps << 32)
+}
+
+/// At most this many times the compressed size is reserved up front from a size hint
+/// (deflate's ceiling is about 1032:1; a trailer that claims more is not believed).
+const MAX_RATIO: u64 = 1032;
+
 /// Decompresses everything; on failure, the bytes decompressed so far and the error.
+/// `size_hint` sizes the output buffer (growing it copies, and doubles peak memory).
 fn decompress(
     path: &Path,
     mut r: impl Read,
     what: &str,
-    file_len: u64,
+    compressed_len: u64,
+    size_hint: u64,
 ) -> Result<Vec<u8>, (Vec<u8>, Error)> {
-    let mut out = Vec::with_capacity((file_len as usize).saturating_mul(4));
+    // One byte more than the hint: read_to_end then sees the end without growing.
+    let reserve = size_hint
+        .min(compressed_len.saturating_mul(MAX_RATIO))
+        .saturating_add(1);
+    let mut out = Vec::with_capacity(usize::try_from(reserve).unwrap_or(usize::MAX / 2));
     match r.read_to_end(&mut out) {
         Ok(_) => Ok(out),
         Err(e) => {
@@ -364,6 +394,26 @@ impl<'de> Visitor<'de> for PickleOut<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gzip_trailer_gives_the_decompressed_size() {
+        use std::io::Write;
+        let data = vec![7u8; 300_000];
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&data).unwrap();
+        let gz = enc.finish().unwrap();
+        assert!(gz.len() < 10_000);
+        assert_eq!(gzip_size_hint(&gz), 300_000);
+        // ISIZE wraps at 4 GiB: the smallest size at least the compressed length is taken.
+        let mut fake = vec![0u8; 100];
+        fake[96..].copy_from_slice(&5u32.to_le_bytes());
+        assert_eq!(gzip_size_hint(&fake), 5 + (1 << 32));
+        // Incompressible data comes out a little smaller than its stream.
+        let mut stored = vec![0u8; 1000];
+        stored[996..].copy_from_slice(&995u32.to_le_bytes());
+        assert_eq!(gzip_size_hint(&stored), 995);
+        assert_eq!(gzip_size_hint(&[1, 2]), 2);
+    }
 
     #[test]
     fn sniffs_magic_bytes() {

@@ -137,7 +137,11 @@ static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::n
 /// Loads one snapshot, with a progress bar when it is large.
 pub fn load(path: &std::path::Path) -> Result<memlens::model::Snapshot, Error> {
     let salvage = SALVAGE.load(std::sync::atomic::Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
     let inp = memlens::input::read_with(path, salvage)?;
+    if std::env::var_os("MEMLENS_TIMING").is_some() {
+        eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
+    }
     let bar = progress::bytes_bar(inp.bytes().len() as u64, &path.display().to_string());
     let snap =
         memlens::input::build_input_with(path, &inp, &mut |pos| bar.set_position(pos), salvage);
