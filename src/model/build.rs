@@ -1160,6 +1160,11 @@ impl<'p> Builder<'p> {
             annotations,
             warnings,
         };
+        // Vectors grown by doubling give back their unused tail (a shrinking realloc of a
+        // large block remaps pages; nothing is copied).
+        snap.events.shrink_to_fit();
+        snap.blocks.shrink_to_fit();
+        snap.segments.shrink_to_fit();
         let found = validate::check(&snap);
         snap.warnings.extend(found);
         Ok(snap)
