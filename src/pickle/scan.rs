@@ -207,6 +207,8 @@ struct Scanner<'a> {
     skim: bool,
     /// Scratch list of the definitions inside a skimmed entry: (memo id, start, length).
     skim_defs: Vec<(u64, u64, u64)>,
+    /// Scratch list of the entries a skimmed entry refers to among its own.
+    skim_refs: Vec<u64>,
     emit: &'a mut dyn FnMut(Chunk),
     open: Option<Open>,
     chunk_bytes: u64,
@@ -262,6 +264,7 @@ fn scan_into_with(
         max_stack: buf.len() / 16 + 65_536,
         skim,
         skim_defs: Vec::new(),
+        skim_refs: Vec::new(),
         emit,
         open: None,
         chunk_bytes: chunk_bytes.max(1) as u64,
@@ -290,6 +293,231 @@ fn str_at(buf: &[u8], off: usize) -> Option<&[u8]> {
         _ => return None,
     };
     buf.get(off + hdr..(off + hdr).checked_add(len)?)
+}
+
+/// The state of one trace entry walk ([`Scanner::skim_entry`]); nothing reaches the scanner
+/// unless the whole entry is walked.
+struct Skim<'a> {
+    buf: &'a [u8],
+    table: &'a [AtomicU64],
+    /// Memo counter at the entry's first opcode.
+    c0: u64,
+    /// References below this (and not to a big container) need no table access.
+    floor: u64,
+    /// One bit per big container id modulo 64.
+    big: u64,
+    /// Memo counter now.
+    memo: u64,
+    /// Ids of the containers of this entry still open (entry dict, frames list, frame dict).
+    open: [u64; 3],
+    /// Definitions completed inside the entry: (memo id, start, length).
+    defs: Vec<(u64, u64, u64)>,
+    /// Entries of this walk referenced after they were complete (marked on commit).
+    local_refs: Vec<u64>,
+}
+
+impl Skim<'_> {
+    /// Skips protocol 4 FRAME opcodes.
+    #[inline(always)]
+    fn skip_frames(&self, mut p: usize) -> usize {
+        let buf = self.buf;
+        while buf.get(p) == Some(&op::FRAME) && p + 9 <= buf.len() {
+            p += 9;
+        }
+        p
+    }
+
+    /// The length of a memo store at `p` defining the next entry (MEMOIZE, or BINPUT /
+    /// LONG_BINPUT naming exactly that id); 0 for another opcode; `None` for a store the
+    /// walk leaves to the opcode path.
+    #[inline]
+    fn store(&self, p: usize) -> Option<usize> {
+        let buf = self.buf;
+        match buf.get(p) {
+            Some(&op::MEMOIZE) => Some(1),
+            Some(&op::BINPUT) => {
+                (buf.get(p + 1).map(|&i| i as u64) == Some(self.memo)).then_some(2)
+            }
+            Some(&op::LONG_BINPUT) => {
+                let b: [u8; 4] = buf.get(p + 1..p + 5)?.try_into().ok()?;
+                (u32::from_le_bytes(b) as u64 == self.memo).then_some(5)
+            }
+            _ => Some(0),
+        }
+    }
+
+    /// A memo reference at `p`: the offset after it, or `None` when it is not one or is
+    /// left to the opcode path. Complete entries below the floor need nothing; entries
+    /// defined before this one are checked and marked as `get` does; entries of this walk
+    /// are marked on commit unless still open.
+    #[inline(always)]
+    fn reference(&mut self, p: usize) -> Option<usize> {
+        let buf = self.buf;
+        let (idx, next) = match *buf.get(p..)? {
+            [op::BINGET, a, ..] => (a as u64, p + 2),
+            [op::LONG_BINGET, a, b, c, d, ..] => (u32::from_le_bytes([a, b, c, d]) as u64, p + 5),
+            _ => return None,
+        };
+        if idx < self.floor && self.big >> (idx & 63) & 1 == 0 {
+            return Some(next);
+        }
+        if idx >= self.c0 {
+            if idx >= self.memo || self.open.contains(&idx) {
+                return None;
+            }
+            self.local_refs.push(idx);
+            return Some(next);
+        }
+        let slot = &self.table[idx as usize];
+        let v = slot.load(Relaxed);
+        if v & REF_BIT == 0 {
+            slot.store(v | REF_BIT, Relaxed);
+        }
+        (v & BIG_BIT == 0).then_some(next)
+    }
+
+    /// A string or scalar at `p`: the offset after it.
+    #[inline]
+    fn scalar(&self, p: usize) -> Option<usize> {
+        let buf = self.buf;
+        let left = buf.len().checked_sub(p)?;
+        let w = match *buf.get(p)? {
+            op::SHORT_BINUNICODE => 2 + *buf.get(p + 1)? as usize,
+            op::BINUNICODE => {
+                let b: [u8; 4] = buf.get(p + 1..p + 5)?.try_into().ok()?;
+                5 + u32::from_le_bytes(b) as usize
+            }
+            op::BININT1 => 2,
+            op::BININT2 => 3,
+            op::BININT => 5,
+            op::BINFLOAT => 9,
+            op::LONG1 => 2 + *buf.get(p + 1)? as usize,
+            op::NONE | op::NEWTRUE | op::NEWFALSE => 1,
+            _ => return None,
+        };
+        (w <= left).then_some(p + w)
+    }
+
+    /// A dict at `q` (`}`, a store, MARK, pairs, SETITEMS) whose values are references,
+    /// strings and scalars, and at `level` 0 also a frames list. Returns the offset after it
+    /// and its memo id (or `NONE`); at level 1 its definition is recorded here.
+    fn dict(&mut self, q: usize, level: usize) -> Option<(usize, u32)> {
+        let buf = self.buf;
+        let mut p = self.skip_frames(q + 1);
+        let mut id = NONE;
+        let k = self.store(p)?;
+        if k > 0 {
+            id = self.memo as u32;
+            self.open[level] = self.memo;
+            self.memo += 1;
+            p = self.skip_frames(p + k);
+        }
+        if buf.get(p) != Some(&op::MARK) {
+            return None;
+        }
+        p += 1;
+        let mut items = 0u32;
+        // Start of the last value, while a store may still follow it.
+        let mut last: Option<usize> = None;
+        loop {
+            let at = p;
+            match *buf.get(p)? {
+                op::FRAME => {
+                    // A cut FRAME is left to the opcode path (which reports it).
+                    p = Some(self.skip_frames(p)).filter(|&q| q > p)?;
+                    continue;
+                }
+                op::SETITEMS => {
+                    p += 1;
+                    break;
+                }
+                op::MEMOIZE | op::BINPUT | op::LONG_BINPUT => {
+                    let start = last.take()?;
+                    let k = self.store(p).filter(|&k| k > 0)?;
+                    p += k;
+                    self.defs
+                        .push((self.memo, start as u64, (p - start) as u64));
+                    self.memo += 1;
+                    continue;
+                }
+                op::BINGET | op::LONG_BINGET => {
+                    p = self.reference(p)?;
+                    last = None;
+                }
+                op::EMPTY_LIST if level == 0 => {
+                    p = self.frames_list(p)?;
+                    last = None;
+                }
+                _ => {
+                    p = self.scalar(p)?;
+                    last = Some(at);
+                }
+            }
+            items += 1;
+        }
+        if items % 2 != 0 {
+            return None;
+        }
+        if level > 0 && id != NONE {
+            self.defs.push((id as u64, q as u64, (p - q) as u64));
+        }
+        self.open[level] = u64::MAX;
+        Some((p, id))
+    }
+
+    /// A frames list at `at`: `]`, a store, then nothing or MARK, references and frame
+    /// dicts, APPENDS. Returns the offset after it; its definition is recorded here.
+    fn frames_list(&mut self, at: usize) -> Option<usize> {
+        let buf = self.buf;
+        let mut p = self.skip_frames(at + 1);
+        let mut end = at + 1;
+        let mut id = None;
+        let k = self.store(p)?;
+        if k > 0 {
+            id = Some(self.memo);
+            self.open[1] = self.memo;
+            self.memo += 1;
+            end = p + k;
+            p = self.skip_frames(p + k);
+        }
+        if buf.get(p) == Some(&op::MARK) {
+            p += 1;
+            let (floor, big) = (self.floor, self.big);
+            loop {
+                // Runs of references to complete entries below the floor: the common case,
+                // kept tight.
+                while let Some(rest) = buf.get(p..) {
+                    let (idx, next) = match *rest {
+                        [op::LONG_BINGET, a, b, c, d, ..] => {
+                            (u32::from_le_bytes([a, b, c, d]) as u64, p + 5)
+                        }
+                        [op::BINGET, a, ..] => (a as u64, p + 2),
+                        _ => break,
+                    };
+                    if idx >= floor || big >> (idx & 63) & 1 != 0 {
+                        break;
+                    }
+                    p = next;
+                }
+                match *buf.get(p)? {
+                    op::APPENDS => {
+                        p += 1;
+                        break;
+                    }
+                    op::FRAME => p = Some(self.skip_frames(p)).filter(|&q| q > p)?,
+                    op::BINGET | op::LONG_BINGET => p = self.reference(p)?,
+                    op::EMPTY_DICT => p = self.dict(p, 2)?.0,
+                    _ => return None,
+                }
+            }
+            end = p;
+        }
+        if let Some(id) = id {
+            self.defs.push((id, at as u64, (end - at) as u64));
+        }
+        self.open[1] = u64::MAX;
+        Some(end)
+    }
 }
 
 impl Scanner<'_> {
@@ -629,13 +857,12 @@ impl Scanner<'_> {
     }
 
     /// Walks one trace entry dict at `op_at` in a single specialised pass: a flat dict of
-    /// scalars, strings and memo references, whose frames are a list of references or a
-    /// reference to one. It leaves exactly the state the opcode-by-opcode path would (one
-    /// stack entry for the dict; the same table entries); `false` (nothing changed but
-    /// reference marks that path sets too) for anything else, which that path then walks.
+    /// scalars, strings and memo references, whose frames are a list of references and flat
+    /// frame dicts, or a reference to one. It leaves exactly the state the opcode-by-opcode
+    /// path would (one stack entry for the dict; the same table entries); `false` (nothing
+    /// changed but reference marks that path sets too) for anything else, which that path
+    /// then walks.
     fn skim_entry(&mut self, op_at: usize) -> S<bool> {
-        let buf = self.buf;
-        let n = buf.len();
         let c0 = self.memo_next;
         if c0 != self.defined as u64 || self.stack.len() + 1 >= self.max_stack {
             return Some(false);
@@ -645,240 +872,59 @@ impl Scanner<'_> {
         } else {
             0
         };
-        let big = self.big_ids.iter().fold(0u64, |a, &b| a | 1 << (b & 63));
-        let mut defs = std::mem::take(&mut self.skim_defs);
-        defs.clear();
-        // A reference: complete entries below the floor need nothing; entries defined before
-        // this dict are checked and marked as `get` does; later ones are left to that path.
-        let refer = |idx: u64| -> Option<bool> {
-            if idx < floor && big >> (idx & 63) & 1 == 0 {
-                return Some(true);
-            }
-            if idx >= c0 {
-                return Some(false);
-            }
-            let slot = &self.defs.table[idx as usize];
-            let v = slot.load(Relaxed);
-            if v & REF_BIT == 0 {
-                slot.store(v | REF_BIT, Relaxed);
-            }
-            Some(v & BIG_BIT == 0)
+        let mut w = Skim {
+            buf: self.buf,
+            table: &self.defs.table,
+            c0,
+            floor,
+            big: self.big_ids.iter().fold(0u64, |a, &b| a | 1 << (b & 63)),
+            memo: c0,
+            open: [u64::MAX; 3],
+            defs: std::mem::take(&mut self.skim_defs),
+            local_refs: std::mem::take(&mut self.skim_refs),
         };
-        let mut p = op_at + 1;
-        let mut memo = c0;
-        let mut dict_memo = NONE;
-        // Skip protocol 4 FRAME opcodes between any two opcodes.
-        let skip_frames = |mut p: usize| {
-            while p + 9 <= n && buf[p] == op::FRAME {
-                p += 9;
-            }
-            p
-        };
-        // The length of a memo store at `p` that defines entry `memo` (MEMOIZE, or BINPUT /
-        // LONG_BINPUT naming exactly that id), 0 for another opcode, `None` for a store
-        // the walk leaves to the opcode path.
-        let store = |p: usize, memo: u64| -> Option<usize> {
-            match buf.get(p) {
-                Some(&op::MEMOIZE) => Some(1),
-                Some(&op::BINPUT) => (buf.get(p + 1).map(|&i| i as u64) == Some(memo)).then_some(2),
-                Some(&op::LONG_BINPUT) => {
-                    let b: [u8; 4] = buf.get(p + 1..p + 5)?.try_into().ok()?;
-                    (u32::from_le_bytes(b) as u64 == memo).then_some(5)
-                }
-                _ => Some(0),
-            }
-        };
-        p = skip_frames(p);
-        match store(p, memo) {
-            None => {
-                self.skim_defs = defs;
-                return Some(false);
-            }
-            Some(0) => {}
-            Some(k) => {
-                dict_memo = memo as u32;
-                memo += 1;
-                p = skip_frames(p + k);
-            }
-        }
-        if p >= n || buf[p] != op::MARK {
-            self.skim_defs = defs;
-            return Some(false);
-        }
-        p += 1;
-        let mut items = 0u32;
-        // The start of the last value that can still be memoized, and whether it was.
-        let mut last: Option<usize> = None;
-        let done = loop {
-            p = skip_frames(p);
-            if p >= n {
-                break false;
-            }
-            let at = p;
-            let code = buf[p];
-            match code {
-                op::SETITEMS => {
-                    p += 1;
-                    break items % 2 == 0;
-                }
-                op::MEMOIZE | op::BINPUT | op::LONG_BINPUT => {
-                    let (Some(start), Some(k @ 1..)) = (last.take(), store(p, memo)) else {
-                        break false;
-                    };
-                    p += k;
-                    defs.push((memo, start as u64, (p - start) as u64));
-                    memo += 1;
-                    continue;
-                }
-                op::BINGET | op::LONG_BINGET => {
-                    let (idx, next) = if code == op::BINGET {
-                        if p + 2 > n {
-                            break false;
-                        }
-                        (buf[p + 1] as u64, p + 2)
-                    } else {
-                        if p + 5 > n {
-                            break false;
-                        }
-                        let b: [u8; 4] = buf[p + 1..p + 5].try_into().unwrap_or([0; 4]);
-                        (u32::from_le_bytes(b) as u64, p + 5)
-                    };
-                    if !refer(idx)? {
-                        break false;
-                    }
-                    p = next;
-                    last = None;
-                }
-                op::SHORT_BINUNICODE | op::BINUNICODE => {
-                    let (hdr, len) = if code == op::SHORT_BINUNICODE {
-                        if p + 2 > n {
-                            break false;
-                        }
-                        (2, buf[p + 1] as usize)
-                    } else {
-                        if p + 5 > n {
-                            break false;
-                        }
-                        let b: [u8; 4] = buf[p + 1..p + 5].try_into().unwrap_or([0; 4]);
-                        (5, u32::from_le_bytes(b) as usize)
-                    };
-                    if len > n - p - hdr {
-                        break false;
-                    }
-                    p += hdr + len;
-                    last = Some(at);
-                }
-                op::BININT1
-                | op::BININT2
-                | op::BININT
-                | op::BINFLOAT
-                | op::NONE
-                | op::NEWTRUE
-                | op::NEWFALSE
-                | op::LONG1 => {
-                    let w = match code {
-                        op::BININT1 => 2,
-                        op::BININT2 => 3,
-                        op::BININT => 5,
-                        op::BINFLOAT => 9,
-                        op::LONG1 => match buf.get(p + 1) {
-                            Some(&k) => 2 + k as usize,
-                            None => break false,
-                        },
-                        _ => 1,
-                    };
-                    if w > n - p {
-                        break false;
-                    }
-                    p += w;
-                    last = Some(at);
-                }
-                op::EMPTY_LIST => {
-                    // A frames list: `]`, a memo store, then nothing or MARK, references,
-                    // APPENDS.
-                    p = skip_frames(p + 1);
-                    let mut end = at + 1;
-                    let list_memo = match store(p, memo) {
-                        None => break false,
-                        Some(0) => None,
-                        Some(k) => {
-                            end = p + k;
-                            p = skip_frames(p + k);
-                            memo += 1;
-                            Some(memo - 1)
-                        }
-                    };
-                    if p < n && buf[p] == op::MARK {
-                        p += 1;
-                        loop {
-                            let idx = match buf.get(p) {
-                                Some(&op::BINGET) if p + 2 <= n => {
-                                    p += 2;
-                                    buf[p - 1] as u64
-                                }
-                                Some(&op::LONG_BINGET) if p + 5 <= n => {
-                                    p += 5;
-                                    let b: [u8; 4] = buf[p - 4..p].try_into().unwrap_or([0; 4]);
-                                    u32::from_le_bytes(b) as u64
-                                }
-                                Some(&op::APPENDS) => {
-                                    p += 1;
-                                    break;
-                                }
-                                _ => {
-                                    p = usize::MAX;
-                                    break;
-                                }
-                            };
-                            if !refer(idx)? {
-                                p = usize::MAX;
-                                break;
-                            }
-                        }
-                        if p == usize::MAX {
-                            break false;
-                        }
-                        end = p;
-                    }
-                    if let Some(m) = list_memo {
-                        defs.push((m, at as u64, (end - at) as u64));
-                    }
-                    last = None;
-                }
-                _ => break false,
-            }
-            items += 1;
-        };
-        if !done
-            || memo > self.defs.table.len() as u64
-            || memo >= NONE as u64
-            || defs.iter().any(|&(_, _, len)| len >= LEN_MAX)
-        {
-            self.skim_defs = defs;
-            return Some(false);
-        }
-        // Commit: the dict's own entry (complete once its batch is appended), then the
-        // entries inside it, complete now.
-        if dict_memo != NONE {
-            self.defs.table[c0 as usize].store(op_at as u64 & START_MASK, Relaxed);
-        }
-        for &(idx, start, len) in &defs {
-            self.defs.table[idx as usize]
-                .store(start & START_MASK | len.max(1) << LEN_SHIFT, Relaxed);
-        }
-        self.defined = memo as usize;
-        self.memo_next = memo;
-        self.skim_defs = defs;
-        self.stack.push(Ent {
-            start: op_at as u64,
-            end: p as u64,
-            memo_at: c0,
-            memo: dict_memo,
-            tag: T_PLAIN,
-            container: true,
+        w.defs.clear();
+        w.local_refs.clear();
+        let walked = w.dict(op_at, 0);
+        let Skim {
+            memo,
+            defs,
+            local_refs,
+            ..
+        } = w;
+        let ok = walked.filter(|_| {
+            memo <= self.defs.table.len() as u64
+                && memo < NONE as u64
+                && defs.iter().all(|&(_, _, len)| len < LEN_MAX)
         });
-        self.pos = p;
-        Some(true)
+        if let Some((end, dict_memo)) = ok {
+            // Commit: the dict's own entry (complete once its batch is appended), the entries
+            // inside it (complete now), then the marks of references to them.
+            if dict_memo != NONE {
+                self.defs.table[c0 as usize].store(op_at as u64 & START_MASK, Relaxed);
+            }
+            for &(idx, start, len) in &defs {
+                let v = start & START_MASK | len.max(1) << LEN_SHIFT;
+                self.defs.table[idx as usize].store(v, Relaxed);
+            }
+            for &idx in &local_refs {
+                self.defs.table[idx as usize].fetch_or(REF_BIT, Relaxed);
+            }
+            self.defined = memo as usize;
+            self.memo_next = memo;
+            self.stack.push(Ent {
+                start: op_at as u64,
+                end: end as u64,
+                memo_at: c0,
+                memo: dict_memo,
+                tag: T_PLAIN,
+                container: true,
+            });
+            self.pos = end;
+        }
+        self.skim_defs = defs;
+        self.skim_refs = local_refs;
+        Some(ok.is_some())
     }
 
     /// `MARK` followed only by memo references and `APPENDS` (a frames list of shared frame
