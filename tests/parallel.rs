@@ -183,3 +183,28 @@ fn a_definition_decoded_twice_never_adds_records() {
         assert_eq!(canonical(&got), want, "chunk={chunk}");
     }
 }
+
+#[test]
+fn a_record_decoded_on_demand_is_refused() {
+    // Found by fuzz/parallel_agrees: two flipped bits make an allocator setting a reference
+    // to a trace entry defined inside a chunk. The sequential decoder sees the entry already
+    // converted; decoded again on demand it would be a plain dict, so the parallel path must
+    // refuse it and fall back.
+    let mut bytes = std::fs::read(sample("retained_graph.pickle")).unwrap();
+    bytes[8828] ^= 1 << 1;
+    bytes[40232] ^= 1 << 3;
+    let reference = build(&bytes, Strategy::Sequential, 1, 0);
+    let settings = format!("{:?}", reference.allocator_settings);
+    assert!(
+        settings.contains("(\"PYTORCH_CUDA_ALLOC_CONF\", Other(\"converted object\"))"),
+        "{settings}"
+    );
+    let want = canonical(&reference);
+    for chunk in [64, 4096] {
+        assert_eq!(
+            canonical(&build(&bytes, Strategy::Parallel, 2, chunk)),
+            want,
+            "chunk={chunk}"
+        );
+    }
+}

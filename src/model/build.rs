@@ -280,6 +280,9 @@ impl Hooks for Skipper<'_, '_> {
     fn records(&self) -> usize {
         self.b.records()
     }
+    fn accepts_definition(&self, heap: &Heap, value: Value) -> bool {
+        self.b.accepts_definition(heap, value)
+    }
 }
 
 struct Builder<'p> {
@@ -1261,6 +1264,13 @@ impl Hooks for Builder<'_> {
 
     fn records(&self) -> usize {
         self.events.len() + self.blocks.len() + self.segments.len() + self.annotations.len()
+    }
+
+    fn accepts_definition(&self, heap: &Heap, value: Value) -> bool {
+        match dict_pairs(heap, value) {
+            Some((_, pairs)) => matches!(classify(heap, pairs), None | Some(FRAME)),
+            None => true,
+        }
     }
 
     fn on_progress(&mut self, offset: u64) {

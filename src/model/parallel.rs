@@ -117,8 +117,13 @@ pub(crate) fn try_build(
         cv.notify_all();
         if timing {
             eprintln!(
-                "total: {:.3} s; {} definitions decoded on demand ({} bytes)",
+                "total: {:.3} s{}; {} definitions decoded on demand ({} bytes)",
                 t0.elapsed().as_secs_f64(),
+                if snap.is_some() {
+                    ""
+                } else {
+                    " (failed: the sequential decoder takes over)"
+                },
                 crate::pickle::machine::EXT_COUNT.load(std::sync::atomic::Ordering::Relaxed),
                 crate::pickle::machine::EXT_BYTES.load(std::sync::atomic::Ordering::Relaxed)
             );

@@ -54,6 +54,13 @@ pub trait Hooks {
     fn records(&self) -> usize {
         0
     }
+    /// Whether `value`, a memo definition just decoded on demand, may stand in for the
+    /// object the file defined there. A record (a trace entry, a block...) is converted where
+    /// its list holds it, so a copy decoded elsewhere would differ from it: the decoder
+    /// refuses such a definition.
+    fn accepts_definition(&self, _heap: &Heap, _value: Value) -> bool {
+        true
+    }
 }
 
 /// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).
@@ -299,7 +306,7 @@ impl<'a> Machine<'a> {
             self.prev_memoize,
         ) = saved;
         r?;
-        if !ok {
+        if !ok || !hooks.accepts_definition(&self.heap, self.stack[barrier]) {
             return self.err(format!(
                 "memo entry {index}: its definition is not one value, or holds records"
             ));
