@@ -346,18 +346,12 @@ impl Skim<'_> {
         }
     }
 
-    /// A memo reference at `p`: the offset after it, or `None` when it is not one or is
-    /// left to the opcode path. Complete entries below the floor need nothing; entries
-    /// defined before this one are checked and marked as `get` does; entries of this walk
-    /// are marked on commit unless still open.
+    /// A memo reference to entry `idx` ending at `next`: `next`, or `None` when it is left to
+    /// the opcode path. Complete entries below the floor need nothing; entries defined
+    /// before this one are checked and marked as `get` does; entries of this walk are
+    /// marked on commit unless still open.
     #[inline(always)]
-    fn reference(&mut self, p: usize) -> Option<usize> {
-        let buf = self.buf;
-        let (idx, next) = match *buf.get(p..)? {
-            [op::BINGET, a, ..] => (a as u64, p + 2),
-            [op::LONG_BINGET, a, b, c, d, ..] => (u32::from_le_bytes([a, b, c, d]) as u64, p + 5),
-            _ => return None,
-        };
+    fn reference(&mut self, idx: u64, next: usize) -> Option<usize> {
         if idx < self.floor && self.big >> (idx & 63) & 1 == 0 {
             return Some(next);
         }
@@ -374,6 +368,19 @@ impl Skim<'_> {
             slot.store(v | REF_BIT, Relaxed);
         }
         (v & BIG_BIT == 0).then_some(next)
+    }
+
+    /// The memo id of the BINGET at `p` and the offset after it.
+    #[inline(always)]
+    fn binget(&self, p: usize) -> Option<(u64, usize)> {
+        Some((*self.buf.get(p + 1)? as u64, p + 2))
+    }
+
+    /// The memo id of the LONG_BINGET at `p` and the offset after it.
+    #[inline(always)]
+    fn long_binget(&self, p: usize) -> Option<(u64, usize)> {
+        let b: [u8; 4] = self.buf.get(p + 1..p + 5)?.try_into().ok()?;
+        Some((u32::from_le_bytes(b) as u64, p + 5))
     }
 
     /// A string or scalar at `p`: the offset after it.
@@ -440,8 +447,14 @@ impl Skim<'_> {
                     self.memo += 1;
                     continue;
                 }
-                op::BINGET | op::LONG_BINGET => {
-                    p = self.reference(p)?;
+                op::BINGET => {
+                    let (idx, next) = self.binget(p)?;
+                    p = self.reference(idx, next)?;
+                    last = None;
+                }
+                op::LONG_BINGET => {
+                    let (idx, next) = self.long_binget(p)?;
+                    p = self.reference(idx, next)?;
                     last = None;
                 }
                 op::EMPTY_LIST if level == 0 => {
@@ -505,7 +518,14 @@ impl Skim<'_> {
                         break;
                     }
                     op::FRAME => p = Some(self.skip_frames(p)).filter(|&q| q > p)?,
-                    op::BINGET | op::LONG_BINGET => p = self.reference(p)?,
+                    op::BINGET => {
+                        let (idx, next) = self.binget(p)?;
+                        p = self.reference(idx, next)?;
+                    }
+                    op::LONG_BINGET => {
+                        let (idx, next) = self.long_binget(p)?;
+                        p = self.reference(idx, next)?;
+                    }
                     op::EMPTY_DICT => p = self.dict(p, 2)?.0,
                     _ => return None,
                 }
