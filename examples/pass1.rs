@@ -27,5 +27,8 @@ fn main() {
         std::hint::black_box(&plan);
     }
     let mb = bytes.len() as f64 / 1e6;
-    println!("{path}: {mb:.0} MB, pass 1 {best:.3} s, {:.0} MB/s", mb / best);
+    println!(
+        "{path}: {mb:.0} MB, pass 1 {best:.3} s, {:.0} MB/s",
+        mb / best
+    );
 }
