@@ -7,14 +7,15 @@
 use libfuzzer_sys::fuzz_target;
 use memlens::model::{build, BuildOptions, Snapshot, StackId, Strategy};
 
+#[path = "edits.rs"]
+mod edits;
+
 const SEEDS: [&[u8]; 4] = [
     include_bytes!("../../samples/train_small.pickle"),
     include_bytes!("../../samples/cpp_proto2.pickle"),
     include_bytes!("../../samples/expandable_multi.pickle"),
     include_bytes!("../../samples/retained_graph.pickle"),
 ];
-
-const OPS: &[u8] = b"(.0]}e)uas\x85\x86\x87\x88\x89\x8a\x94hjqrKMJNX\x8c\x95";
 
 fn stack_text(s: &Snapshot, id: StackId) -> String {
     if !id.is_recorded() {
@@ -59,32 +60,9 @@ fn canonical(s: &Snapshot) -> Vec<String> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() < 2 {
+    let Some(buf) = edits::apply(&SEEDS, data) else {
         return;
-    }
-    let mut buf = SEEDS[data[0] as usize % SEEDS.len()].to_vec();
-    for edit in data[1..].chunks_exact(4) {
-        let pos = (u16::from_le_bytes([edit[1], edit[2]]) as usize * buf.len()) >> 16;
-        let arg = edit[3];
-        match edit[0] % 6 {
-            0 => buf[pos] = arg,
-            1 => buf[pos] = OPS[arg as usize % OPS.len()],
-            2 => {
-                let n = (arg as usize % 64).min(buf.len() - pos);
-                buf.drain(pos..pos + n);
-            }
-            3 => {
-                let n = (arg as usize % 64).min(buf.len() - pos);
-                let chunk = buf[pos..pos + n].to_vec();
-                buf.splice(pos..pos, chunk);
-            }
-            4 => buf.truncate(pos.max(2)),
-            _ => buf[pos] ^= 1 << (arg % 8),
-        }
-        if buf.len() < 2 {
-            return;
-        }
-    }
+    };
     let opts = |strategy, threads, chunk_bytes| BuildOptions {
         strategy,
         threads,
