@@ -1,7 +1,7 @@
 //! The typed snapshot: devices, segments, blocks, trace events, settings and warnings.
 //!
 //! Every snapshot variant (modern dict, 2.0-era dict with block `history`, bare segment list,
-//! profiler-derived, JSON) is normalized into these types by [`super::build`].
+//! profiler-derived, JSON) is normalized into these types by [`super::build()`].
 
 use super::ids::{StackId, StrId};
 use super::intern::{Frames, Stacks, Strings};
