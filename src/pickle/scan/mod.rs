@@ -188,9 +188,6 @@ fn is_big_tag(tag: u8) -> bool {
     matches!(tag, T_TOP_DICT | T_TRACES | T_SEG_LIST | T_TRACE_LIST)
 }
 
-/// With more big containers than this, references always check the table.
-const BIG_IDS_MAX: usize = 8;
-
 struct Scanner<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -199,8 +196,9 @@ struct Scanner<'a> {
     memo_next: u64,
     defs: &'a Defs,
     defined: usize,
-    /// Memo ids of big containers (see [`is_big_tag`]).
-    big_ids: Vec<u64>,
+    /// One bit per big container's memo id modulo 64 (see [`is_big_tag`]): a reference
+    /// whose bit is set takes the checked path.
+    big_mask: u64,
     /// Stack index and memo id of the last open floor found (see [`Scanner::open_floor`]).
     floor_at: Option<(usize, u32)>,
     /// Most entries the stack may hold (bounded by the input size).
@@ -262,7 +260,7 @@ fn scan_into_with(
         memo_next: 0,
         defs,
         defined: 0,
-        big_ids: Vec::new(),
+        big_mask: 0,
         floor_at: None,
         max_stack: buf.len() / 16 + 65_536,
         skim,
@@ -568,7 +566,7 @@ impl Scanner<'_> {
         }
         if is_big_tag(e.tag) {
             v |= BIG_BIT;
-            self.big_ids.push(idx);
+            self.big_mask |= 1 << (idx & 63);
         }
         self.defs.table[self.defined].store(v, Relaxed);
         self.defined += 1;
@@ -645,17 +643,13 @@ impl Scanner<'_> {
         if c0 != self.defined as u64 || self.stack.len() + 1 >= self.max_stack {
             return Some(false);
         }
-        let floor = if self.big_ids.len() <= BIG_IDS_MAX {
-            self.open_floor().min(c0)
-        } else {
-            0
-        };
+        let floor = self.open_floor().min(c0);
         let mut w = Skim {
             buf: self.buf,
             table: &self.defs.table,
             c0,
             floor,
-            big: self.big_ids.iter().fold(0u64, |a, &b| a | 1 << (b & 63)),
+            big: self.big_mask,
             memo: c0,
             open: [u64::MAX; 3],
             defs: std::mem::take(&mut self.skim_defs),
@@ -719,14 +713,7 @@ impl Scanner<'_> {
         // Entries below the open floor are complete, so they cannot be filled later and
         // need no reference mark (the table stays untouched: these are the millions of frame
         // references). Anything else takes the checked path.
-        let floor = if self.big_ids.len() <= BIG_IDS_MAX {
-            self.open_floor()
-        } else {
-            0
-        };
-        // One bit per big container id modulo 64: a hit only sends a reference to the
-        // checked path.
-        let big = self.big_ids.iter().fold(0u64, |a, &b| a | 1 << (b & 63));
+        let (floor, big) = (self.open_floor(), self.big_mask);
         let buf = self.buf;
         let mut p = op_at;
         let end = loop {
