@@ -1,7 +1,9 @@
-//! Differential: the same structure-aware edits as `mutate_snapshot`, then the two-pass
-//! parallel decoder (tiny chunks, so chunk boundaries fall everywhere) must give exactly what
-//! the sequential decoder (the reference) gives: the same error-or-success, and the same
-//! snapshot once interned ids are replaced by what they name.
+//! Differential: the same structure-aware edits as `mutate_snapshot`, then the sequential
+//! decoder with its fast path for trace entries, and the two-pass parallel decoder (tiny
+//! chunks, so chunk boundaries fall everywhere), must each give exactly what the sequential
+//! decoder without the fast path (the reference, every opcode through the general loop)
+//! gives: the same error-or-success, and the same snapshot once interned ids are replaced by
+//! what they name.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -63,19 +65,32 @@ fuzz_target!(|data: &[u8]| {
     let Some(buf) = edits::apply(&SEEDS, data) else {
         return;
     };
-    let opts = |strategy, threads, chunk_bytes| BuildOptions {
+    let opts = |strategy, threads, chunk_bytes, no_fast_entries| BuildOptions {
         strategy,
         threads,
         chunk_bytes,
+        no_fast_entries,
         ..Default::default()
     };
-    let want = build(&buf, opts(Strategy::Sequential, 1, 0));
-    for (threads, chunk) in [(2, 64), (2, 4096)] {
-        let got = build(&buf, opts(Strategy::Parallel, threads, chunk));
+    let want = build(&buf, opts(Strategy::Sequential, 1, 0, true));
+    for (strategy, threads, chunk) in [
+        (Strategy::Sequential, 1, 0),
+        (Strategy::Parallel, 2, 64),
+        (Strategy::Parallel, 2, 4096),
+    ] {
+        let got = build(&buf, opts(strategy, threads, chunk, false));
         match (&want, &got) {
-            (Ok(w), Ok(g)) => assert_eq!(canonical(w), canonical(g), "threads={threads} chunk={chunk}"),
+            (Ok(w), Ok(g)) => assert_eq!(
+                canonical(w),
+                canonical(g),
+                "{strategy:?} threads={threads} chunk={chunk}"
+            ),
             (Err(_), Err(_)) => {}
-            (w, g) => panic!("sequential ok={} parallel ok={}", w.is_ok(), g.is_ok()),
+            (w, g) => panic!(
+                "reference ok={} {strategy:?} ok={}",
+                w.is_ok(),
+                g.is_ok()
+            ),
         }
     }
 });

@@ -8,6 +8,7 @@
 
 use super::ids::{FrameId, StackId, StrId};
 use super::intern::{Frame, Frames, Stacks, Strings};
+use super::keys::{Key, KeyCache};
 use super::snapshot::*;
 use super::validate;
 use crate::pickle::{self, DecodeError, Heap, Hooks, ListData, ObjData, ObjId, Value};
@@ -76,6 +77,9 @@ pub struct BuildOptions<'p> {
     /// Keep what was complete before a truncation or corruption instead of failing
     /// (`--salvage`); a `salvaged` warning names the offset.
     pub salvage: bool,
+    /// Decode every dict opcode by opcode, without the fast path for trace entries (slower;
+    /// for differential tests of that path).
+    pub no_fast_entries: bool,
 }
 
 static DEFAULT_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -93,6 +97,13 @@ pub fn default_threads() -> usize {
     }
 }
 
+/// Whether builders use the decoder's fast path for trace entries (`MEMLENS_FLAT=0` turns
+/// it off, to compare both paths in a benchmark).
+fn flat_default() -> bool {
+    static FLAT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FLAT.get_or_init(|| std::env::var("MEMLENS_FLAT").map_or(true, |v| v != "0"))
+}
+
 /// Decodes `buf` (an uncompressed pickle) and builds the snapshot.
 pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildError> {
     let threads = match options.threads {
@@ -106,6 +117,7 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
         _ => None,
     };
     let parallel = !options.salvage
+        && !options.no_fast_entries
         && match options.strategy {
             Strategy::Sequential => false,
             Strategy::Parallel => true,
@@ -126,6 +138,7 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
     }
     let mut b = Builder::new(options.progress);
     b.release = options.release;
+    b.flat &= !options.no_fast_entries;
     if options.salvage {
         let (heap, top, failure) =
             pickle::decode_salvage(buf, &mut b, pickle::Limits::for_input(buf.len()))
@@ -283,6 +296,17 @@ impl Hooks for Skipper<'_, '_> {
     fn accepts_definition(&self, heap: &Heap, value: Value) -> bool {
         self.b.accepts_definition(heap, value)
     }
+    fn wants_flat(&self) -> bool {
+        self.b.flat
+    }
+    fn on_flat(
+        &mut self,
+        heap: &mut Heap,
+        pairs: &mut [(Value, Value)],
+        list: Option<(usize, &[Value])>,
+    ) -> Option<(Value, Value)> {
+        self.b.on_flat(heap, pairs, list)
+    }
 }
 
 struct Builder<'p> {
@@ -301,6 +325,12 @@ struct Builder<'p> {
     /// Input pages behind the decoder are handed back (sequential path), up to `released`.
     release: Option<&'p (dyn Fn(usize, usize) + Sync)>,
     released: u64,
+    /// Trace entries are taken through the decoder's flat-dict fast path.
+    flat: bool,
+    /// Keys and action names recognised by where their strings lie.
+    keys: KeyCache,
+    /// Trace entries converted through the fast path.
+    flat_taken: u64,
 }
 
 fn shape<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, BuildError> {
@@ -366,16 +396,21 @@ fn dict_pairs<'h>(heap: &'h Heap, v: Value) -> Option<(ObjId, &'h [(Value, Value
 
 /// What a dict appended to a list is, judged by its keys.
 fn classify(heap: &Heap, pairs: &[(Value, Value)]) -> Option<u8> {
+    classify_by(pairs, |k| heap.str_bytes(k).map_or(Key::Other, Key::of))
+}
+
+/// [`classify`] with the keys named by `key`.
+fn classify_by(pairs: &[(Value, Value)], mut key: impl FnMut(Value) -> Key) -> Option<u8> {
     let mut has = [false; 6];
     for (k, _) in pairs {
-        match heap.str_bytes(*k) {
-            Some(b"action") => return Some(EVENT),
-            Some(b"blocks") => return Some(SEGMENT),
-            Some(b"filename") => has[0] = true,
-            Some(b"state") => has[1] = true,
-            Some(b"size") => has[2] = true,
-            Some(b"stage") => has[3] = true,
-            Some(b"total_size") => has[4] = true,
+        match key(*k) {
+            Key::Action => return Some(EVENT),
+            Key::Blocks => return Some(SEGMENT),
+            Key::Filename => has[0] = true,
+            Key::State => has[1] = true,
+            Key::Size => has[2] = true,
+            Key::Stage => has[3] = true,
+            Key::TotalSize => has[4] = true,
             _ => {}
         }
     }
@@ -409,6 +444,9 @@ impl<'p> Builder<'p> {
             last_text: [(Vec::new(), StrId::EMPTY), (Vec::new(), StrId::EMPTY)],
             release: None,
             released: 0,
+            flat: flat_default(),
+            keys: KeyCache::default(),
+            flat_taken: 0,
         }
     }
 
@@ -600,10 +638,10 @@ impl<'p> Builder<'p> {
         let mut device_free = None;
         for (k, v) in pairs {
             let v = *v;
-            match heap.str_bytes(*k) {
-                Some(b"action") => {
+            match self.keys.key(heap, *k) {
+                Key::Action => {
                     let name = expect_str(heap, v, "action")?;
-                    let a = Action::parse(name);
+                    let a = self.keys.action(v, name);
                     if a == Action::Other {
                         *self
                             .unknown_actions
@@ -612,18 +650,18 @@ impl<'p> Builder<'p> {
                     }
                     action = Some(a);
                 }
-                Some(b"addr") => e.addr = expect_u64(heap, v, "addr")?,
-                Some(b"size") => e.size = expect_size(heap, v, "size")?,
-                Some(b"stream") => e.stream = expect_u64(heap, v, "stream")?,
-                Some(b"time_us") => e.time_us = expect_i64(heap, v, "time_us")?,
-                Some(b"frames") => e.stack = self.convert_stack(heap, v, "frames")?,
-                Some(b"device_free") => device_free = Some(expect_u64(heap, v, "device_free")?),
-                Some(b"compile_context") => {
+                Key::Addr => e.addr = expect_u64(heap, v, "addr")?,
+                Key::Size => e.size = expect_size(heap, v, "size")?,
+                Key::Stream => e.stream = expect_u64(heap, v, "stream")?,
+                Key::TimeUs => e.time_us = expect_i64(heap, v, "time_us")?,
+                Key::Frames => e.stack = self.convert_stack(heap, v, "frames")?,
+                Key::DeviceFree => device_free = Some(expect_u64(heap, v, "device_free")?),
+                Key::CompileContext => {
                     if let Some(s) = heap.str_bytes(v) {
                         e.compile_context = self.intern_cached(s, 0);
                     }
                 }
-                Some(b"user_metadata") => {
+                Key::UserMetadata => {
                     if let Some(s) = heap.str_bytes(v) {
                         e.user_metadata = self.intern_cached(s, 1);
                     }
@@ -1266,6 +1304,51 @@ impl Hooks for Builder<'_> {
         self.events.len() + self.blocks.len() + self.segments.len() + self.annotations.len()
     }
 
+    fn wants_flat(&self) -> bool {
+        self.flat
+    }
+
+    /// Trace entries only (what `on_append` would classify as one), their frames list given
+    /// as frame handles; anything else, or any error, is left to the general path.
+    fn on_flat(
+        &mut self,
+        heap: &mut Heap,
+        pairs: &mut [(Value, Value)],
+        list: Option<(usize, &[Value])>,
+    ) -> Option<(Value, Value)> {
+        let keys = &mut self.keys;
+        if classify_by(pairs, |k| keys.key(heap, k)) != Some(EVENT) {
+            return None;
+        }
+        let mut stack = Value::None;
+        if let Some((at, items)) = list {
+            if !key_is(heap, pairs[at].0, b"frames") {
+                return None;
+            }
+            let mut scratch = std::mem::take(&mut self.scratch);
+            scratch.clear();
+            let all_frames = items.iter().all(|v| match *v {
+                Value::Ext { kind: FRAME, id } => {
+                    scratch.push(FrameId(id));
+                    true
+                }
+                _ => false,
+            });
+            let sid = all_frames.then(|| self.stacks.intern(&scratch));
+            self.scratch = scratch;
+            stack = Value::Ext {
+                kind: STACK,
+                id: sid?.0,
+            };
+            pairs[at].1 = stack;
+        }
+        let e = self.convert_event(heap, pairs).ok()?;
+        self.events.push(e);
+        self.flat_taken += 1;
+        let id = self.events.len() as u32 - 1;
+        Some((Value::Ext { kind: EVENT, id }, stack))
+    }
+
     fn accepts_definition(&self, heap: &Heap, value: Value) -> bool {
         match dict_pairs(heap, value) {
             Some((_, pairs)) => matches!(classify(heap, pairs), None | Some(FRAME)),
@@ -1284,6 +1367,276 @@ impl Hooks for Builder<'_> {
                 r(self.released as usize, (upto - self.released) as usize);
                 self.released = upto;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sequential decoder with or without the flat-dict fast path, and how many trace
+    /// entries took it.
+    fn build_seq(buf: &[u8], flat: bool) -> (Result<Snapshot, String>, u64) {
+        let mut b = Builder::new(None);
+        b.flat = flat;
+        let decoded = pickle::decode(buf, &mut b, pickle::Limits::for_input(buf.len()));
+        let taken = b.flat_taken;
+        let snap = decoded
+            .map_err(|e| e.to_string())
+            .and_then(|(heap, top)| b.finish(&heap, top).map_err(|e| e.to_string()));
+        (snap, taken)
+    }
+
+    /// Everything a snapshot says, with interned ids resolved (their order may differ).
+    fn canonical(s: &Snapshot) -> Vec<String> {
+        let stack = |id: StackId| -> String {
+            if !id.is_recorded() {
+                return format!("{id:?}");
+            }
+            s.stacks
+                .get(id)
+                .iter()
+                .map(|f| {
+                    let f = s.frames.get(*f);
+                    format!(
+                        "{}:{}:{}",
+                        s.strings.get(f.filename),
+                        f.line,
+                        s.strings.get(f.name)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("|")
+        };
+        let mut out = vec![format!("{:?} {:?}", s.layout, s.devices)];
+        for seg in &s.segments {
+            let mut plain = seg.clone();
+            plain.stack = StackId::EMPTY;
+            out.push(format!("{plain:?} {}", stack(seg.stack)));
+        }
+        for b in &s.blocks {
+            let mut plain = *b;
+            plain.stack = StackId::EMPTY;
+            out.push(format!("{plain:?} {}", stack(b.stack)));
+        }
+        for e in &s.events {
+            out.push(format!(
+                "{:?} {} {} {} {} {} {:?} {:?}",
+                e.action,
+                e.addr,
+                e.size,
+                e.stream,
+                e.time_us,
+                stack(e.stack),
+                s.strings.get(e.compile_context),
+                s.strings.get(e.user_metadata)
+            ));
+        }
+        out.push(format!("{:?}", s.allocator_settings));
+        out.push(format!("{:?}", s.annotations));
+        out.push(format!("{:?}", s.warnings));
+        out
+    }
+
+    /// Asserts both paths agree; returns how many entries took the fast path.
+    fn assert_flat_agrees(name: &str, buf: &[u8]) -> u64 {
+        let ((fast, taken), (general, none)) = (build_seq(buf, true), build_seq(buf, false));
+        assert_eq!(none, 0);
+        match (fast, general) {
+            (Ok(a), Ok(b)) => {
+                let (a, b) = (canonical(&a), canonical(&b));
+                assert_eq!(a.len(), b.len(), "{name}");
+                for (x, y) in a.iter().zip(&b) {
+                    assert_eq!(x, y, "{name}");
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{name}"),
+            (a, b) => panic!("{name}: fast path {:?}, general {:?}", a.err(), b.err()),
+        }
+        taken
+    }
+
+    #[test]
+    fn the_flat_fast_path_builds_what_the_general_path_builds() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dirs = [
+            root.join("samples"),
+            root.join("samples/ranks"),
+            root.join("samples/captured"),
+            root.join("../shared/samples/real"),
+        ];
+        let (mut seen, mut taken) = (0, 0);
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths {
+                if path.extension().and_then(|e| e.to_str()) == Some("json") {
+                    continue;
+                }
+                let Ok(input) = crate::input::read(&path) else {
+                    continue;
+                };
+                let buf = input.bytes();
+                taken += assert_flat_agrees(&path.display().to_string(), buf);
+                // Every cut of the first 4 KiB of the trace, and a few later ones: errors and
+                // truncations land inside entries at every offset.
+                if seen < 3 {
+                    let start = buf
+                        .windows(13)
+                        .position(|w| w == b"device_traces")
+                        .unwrap_or(0);
+                    for cut in (start..(start + 4096).min(buf.len())).step_by(7) {
+                        assert_flat_agrees(
+                            &format!("{} cut at {cut}", path.display()),
+                            &buf[..cut],
+                        );
+                    }
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 20, "only {seen} files found");
+        assert!(taken > 10_000, "only {taken} entries took the fast path");
+    }
+
+    /// A protocol-4 pickle written opcode by opcode, counting implicit memo ids.
+    struct Pickle {
+        b: Vec<u8>,
+        memo: u8,
+    }
+
+    impl Pickle {
+        fn memoize(&mut self) -> u8 {
+            self.b.push(0x94);
+            self.memo += 1;
+            self.memo - 1
+        }
+        fn str(&mut self, s: &str) -> u8 {
+            self.b.extend([0x8c, s.len() as u8]);
+            self.b.extend(s.as_bytes());
+            self.memoize()
+        }
+        fn get(&mut self, i: u8) {
+            self.b.extend([b'h', i]);
+        }
+        fn op(&mut self, bytes: &[u8]) {
+            self.b.extend_from_slice(bytes);
+        }
+        fn new_dict(&mut self) {
+            self.op(b"}");
+            self.memoize();
+            self.op(b"(");
+        }
+    }
+
+    #[test]
+    fn flat_entries_with_inline_frames_shared_lists_and_appends_agree() {
+        let mut p = Pickle {
+            b: vec![0x80, 4],
+            memo: 0,
+        };
+        p.op(b"}");
+        p.memoize();
+        p.str("device_traces");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        // e1: a frame dict defined inline, in a one-item list (general path).
+        p.new_dict();
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let frames = p.str("frames");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"}");
+        let frame = p.memoize();
+        p.op(b"(");
+        p.str("filename");
+        p.str("f.py");
+        p.str("name");
+        p.str("g");
+        p.str("line");
+        p.op(b"K\x07uau");
+        // e2: references, an 8-byte LONG1, a new string, a frames list of references.
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.str("addr");
+        p.op(&[0x8a, 8, 0, 0, 0, 0, 0, 0x7f, 0, 0]);
+        p.str("compile_context");
+        p.str("N/A");
+        p.get(frames);
+        p.op(b"]");
+        let list2 = p.memoize();
+        p.op(b"(");
+        p.get(frame);
+        p.get(frame);
+        p.op(b"eu");
+        // e3: an empty frames list.
+        p.new_dict();
+        p.get(action);
+        p.str("free_requested");
+        p.get(frames);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"u");
+        // e4: a one-item list written with APPEND.
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.get(frames);
+        p.op(b"]");
+        p.memoize();
+        p.get(frame);
+        p.op(b"au");
+        // e5: e2's frames list, shared.
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.get(frames);
+        p.get(list2);
+        p.op(b"u");
+        // e6: a FRAME opcode between two pairs (general path).
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.op(&[0x95, 0, 0, 0, 0, 0, 0, 0, 0]);
+        p.get(frames);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"u");
+        // e7: two lists, the second of strings (general path).
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.get(frames);
+        p.op(b"]");
+        p.memoize();
+        p.get(frame);
+        p.op(b"a");
+        p.str("forward_frames");
+        p.op(b"]");
+        p.memoize();
+        p.str("x");
+        p.op(b"au");
+        p.op(b"eas.");
+        let body = p.b;
+        let (snap, _) = build_seq(&body, true);
+        let snap = snap.expect("decodes");
+        assert_eq!(snap.events.len(), 7);
+        assert_eq!(snap.events[1].addr, 0x7f << 40);
+        assert_eq!(snap.strings.get(snap.events[1].compile_context), "N/A");
+        assert_eq!(snap.stacks.get(snap.events[1].stack).len(), 2);
+        assert_eq!(snap.events[4].stack, snap.events[1].stack);
+        assert_eq!(assert_flat_agrees("inline", &body), 4);
+        for cut in 0..body.len() {
+            assert_flat_agrees(&format!("inline cut at {cut}"), &body[..cut]);
         }
     }
 }

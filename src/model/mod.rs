@@ -6,6 +6,7 @@
 pub mod build;
 pub mod ids;
 pub mod intern;
+mod keys;
 mod parallel;
 pub mod snapshot;
 pub mod validate;

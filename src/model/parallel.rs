@@ -117,7 +117,7 @@ pub(crate) fn try_build(
         cv.notify_all();
         if timing {
             eprintln!(
-                "total: {:.3} s{}; {} definitions decoded on demand ({} bytes)",
+                "total: {:.3} s{}; {} definitions decoded on demand ({} bytes); {} dicts left to the general decoder",
                 t0.elapsed().as_secs_f64(),
                 if snap.is_some() {
                     ""
@@ -125,7 +125,8 @@ pub(crate) fn try_build(
                     " (failed: the sequential decoder takes over)"
                 },
                 crate::pickle::machine::EXT_COUNT.load(std::sync::atomic::Ordering::Relaxed),
-                crate::pickle::machine::EXT_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+                crate::pickle::machine::EXT_BYTES.load(std::sync::atomic::Ordering::Relaxed),
+                crate::pickle::machine::flat::DECLINED.load(std::sync::atomic::Ordering::Relaxed)
             );
         }
         snap

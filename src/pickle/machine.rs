@@ -9,6 +9,8 @@ use super::ops::{self, op};
 use super::scan::{Chunk, Defs};
 use super::value::{Heap, ListData, ObjData, ObjId, Value};
 
+pub mod flat;
+
 /// A decoding failure at a byte offset of the (decompressed) input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError {
@@ -60,6 +62,24 @@ pub trait Hooks {
     /// refuses such a definition.
     fn accepts_definition(&self, _heap: &Heap, _value: Value) -> bool {
         true
+    }
+    /// Whether the decoder should offer flat dicts to [`Hooks::on_flat`] (checked per dict).
+    fn wants_flat(&self) -> bool {
+        false
+    }
+    /// A dict built directly inside a list, read in one step because it is flat: string keys,
+    /// scalar, string or converted values, and at most one list of such values, whose pair
+    /// index and items `list` gives (its value in `pairs` is a placeholder). Returns the
+    /// dict's value and the list's (`Value::None` without a list), or `None` to have the
+    /// dict decoded opcode by opcode instead. Must be equivalent to what `on_setitem` and
+    /// `on_append` would do with that dict.
+    fn on_flat(
+        &mut self,
+        _heap: &mut Heap,
+        _pairs: &mut [(Value, Value)],
+        _list: Option<(usize, &[Value])>,
+    ) -> Option<(Value, Value)> {
+        None
     }
 }
 
@@ -211,6 +231,9 @@ struct Machine<'a> {
     ext_cache: Vec<(u64, Value)>,
     /// Salvaging: a FRAME that runs past the end is not an error (decode up to the cut).
     salvage: bool,
+    /// Scratch of the flat-dict fast path (`flat.rs`): pairs and list items.
+    flat_pairs: Vec<(Value, Value)>,
+    flat_items: Vec<Value>,
 }
 
 const EXT_CACHE: usize = 1 << 14;
@@ -246,6 +269,8 @@ impl<'a> Machine<'a> {
             depth: 0,
             ext_cache: Vec::new(),
             salvage: false,
+            flat_pairs: Vec::new(),
+            flat_items: Vec::new(),
         }
     }
 
@@ -811,6 +836,12 @@ impl<'a> Machine<'a> {
                     self.push(v)?;
                 }
                 op::EMPTY_DICT => {
+                    if hooks.wants_flat() && self.depth == 0 {
+                        if let Some(v) = self.try_flat(hooks) {
+                            self.push(v)?;
+                            continue;
+                        }
+                    }
                     let v = self.heap.new_dict();
                     self.push(v)?;
                 }

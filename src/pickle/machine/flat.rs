@@ -1,0 +1,348 @@
+//! The fast path for flat dicts built inside a list: trace entries.
+//!
+//! A trace entry is a dict of string keys and scalar values with one list of memo references
+//! (its frames). Decoded opcode by opcode it costs a heap dict, a heap list, a stack push per
+//! value and a hook call per container; here it is read in one pass over its bytes, and the
+//! driver converts it from a slice ([`Hooks::on_flat`]). Anything else — a frame dict defined
+//! inline, a reference to an unconverted container or to a definition not decoded yet, a FRAME
+//! boundary, the end of the range — makes the path decline; the memo is rolled back and the
+//! general loop decodes the dict from its first byte, so both paths leave the same state.
+
+use super::super::ops::op;
+use super::{Hooks, Machine};
+use crate::pickle::value::{ObjData, ObjId, Value};
+
+/// Most pairs in a flat dict (a trace entry has 8 to 10).
+const MAX_PAIRS: usize = 32;
+/// Most converted items waiting above the list's MARK that are converted early (see
+/// [`Machine::finish_flat`]); more makes the path decline.
+const MAX_PENDING: usize = 64;
+
+/// Dicts offered to the fast path that it left to the general loop (for `MEMLENS_TIMING`).
+pub static DECLINED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// What [`Machine::parse_flat`] read.
+struct Parsed {
+    /// Offset after the dict's `SETITEMS`.
+    end: usize,
+    /// Memo slot of the dict, if memoized.
+    dict_slot: Option<u64>,
+    /// Pair index of the list value and its memo slot.
+    list: Option<(usize, Option<u64>)>,
+}
+
+impl Machine<'_> {
+    /// Tries the fast path at an `EMPTY_DICT` (already consumed); `Some(value)` when the dict
+    /// was read and converted, with `pos` after it.
+    pub(super) fn try_flat<H: Hooks>(&mut self, hooks: &mut H) -> Option<Value> {
+        // Only inside a list's MARK: the dict is then an item of that list.
+        let m = *self.marks.last()?;
+        let Value::Obj(list_id) = *self.stack.get(m.checked_sub(1)?)? else {
+            return None;
+        };
+        if !matches!(self.heap.data(list_id), ObjData::List(_)) {
+            return None;
+        }
+        let saved = (self.heap.memo.len(), self.memo_next);
+        let done = match self.parse_flat() {
+            Some(parsed) => self.finish_flat(hooks, list_id, m, parsed),
+            None => None,
+        };
+        if done.is_none() {
+            DECLINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.heap.memo.truncate(saved.0);
+            self.memo_next = saved.1;
+        }
+        done
+    }
+
+    /// Reads the dict's bytes from `pos`, storing its strings in the memo as it goes (and a
+    /// placeholder for the dict and the list); `None` on anything outside the flat shape.
+    fn parse_flat(&mut self) -> Option<Parsed> {
+        let buf = self.buf;
+        let lim = self.end.min(self.next_skip).min(buf.len());
+        let mut pending = [None; 2];
+        let (dict_slot, mut p) = self.memo_op(self.pos, lim)?;
+        if let Some(i) = dict_slot {
+            self.memo_put(i, Value::None).ok()?;
+            pending[0] = Some(i);
+        }
+        if *buf.get(p).filter(|_| p < lim)? != op::MARK {
+            return None;
+        }
+        p += 1;
+        self.flat_pairs.clear();
+        self.flat_items.clear();
+        let mut list = None;
+        loop {
+            let code = *buf.get(p).filter(|_| p < lim)?;
+            if code == op::SETITEMS {
+                p += 1;
+                break;
+            }
+            if self.flat_pairs.len() == MAX_PAIRS {
+                return None;
+            }
+            let (key, q) = self.flat_scalar(p, lim, &pending)?;
+            if !matches!(key, Value::Str { .. }) {
+                return None;
+            }
+            p = q;
+            if *buf.get(p).filter(|_| p < lim)? != op::EMPTY_LIST {
+                let (value, q) = self.flat_scalar(p, lim, &pending)?;
+                self.flat_pairs.push((key, value));
+                p = q;
+                continue;
+            }
+            if list.is_some() {
+                return None;
+            }
+            let (slot, q) = self.memo_op(p + 1, lim)?;
+            if let Some(i) = slot {
+                self.memo_put(i, Value::None).ok()?;
+                pending[1] = Some(i);
+            }
+            p = q;
+            match buf.get(p).filter(|_| p < lim) {
+                Some(&op::MARK) => p = self.flat_items_run(p + 1, lim, &pending)?,
+                Some(&(op::BINGET | op::LONG_BINGET)) => {
+                    // One item and APPEND, or an empty list followed by a key reference.
+                    if let Some((item, q)) = self.flat_ref(p, lim, &pending) {
+                        if buf.get(q).filter(|_| q < lim) == Some(&op::APPEND) {
+                            self.flat_items.push(item);
+                            p = q + 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            list = Some((self.flat_pairs.len(), slot));
+            self.flat_pairs.push((key, Value::None));
+        }
+        Some(Parsed {
+            end: p,
+            dict_slot,
+            list,
+        })
+    }
+
+    /// The items of a list from `p` to its `APPENDS`, all memo references (a frames list):
+    /// each is copied from its slot as one 16-byte block. Returns the offset after `APPENDS`.
+    fn flat_items_run(
+        &mut self,
+        mut p: usize,
+        lim: usize,
+        pending: &[Option<u64>; 2],
+    ) -> Option<usize> {
+        let buf = &self.buf[..lim];
+        let base = self.heap.memo_base;
+        let in_chunk = self.defs.is_some();
+        loop {
+            if p + 5 > buf.len() || self.flat_items.len() >= self.limits.max_stack {
+                return None;
+            }
+            let w: &[u8; 5] = buf[p..p + 5].try_into().ok()?;
+            let (index, next) = match w[0] {
+                op::BINGET => (w[1] as u64, p + 2),
+                op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
+                op::APPENDS => return Some(p + 1),
+                _ => return None,
+            };
+            if pending[0] == Some(index) || pending[1] == Some(index) {
+                return None;
+            }
+            let rel = index.wrapping_sub(base) as usize;
+            let slot = match self.heap.memo.get(rel..rel.wrapping_add(1)) {
+                Some(s) if !matches!(s[0], Value::Obj(_)) => s,
+                None if in_chunk => {
+                    match self
+                        .ext_cache
+                        .get((index as usize) & (super::EXT_CACHE - 1))
+                    {
+                        Some(e) if e.0 == index => std::slice::from_ref(&e.1),
+                        _ => return None,
+                    }
+                }
+                _ => {
+                    let v = self.flat_ref_slow(index)?;
+                    self.flat_items.push(v);
+                    p = next;
+                    continue;
+                }
+            };
+            self.flat_items.extend_from_slice(slot);
+            p = next;
+        }
+    }
+
+    /// An optional memo opcode at `p`: its slot (implicit ids counted as `MEMOIZE` does).
+    fn memo_op(&mut self, p: usize, lim: usize) -> Option<(Option<u64>, usize)> {
+        let buf = self.buf;
+        match buf.get(p).filter(|_| p < lim) {
+            Some(&op::MEMOIZE) => {
+                let index = match self.memo_next.as_mut() {
+                    Some(n) => {
+                        *n += 1;
+                        *n - 1
+                    }
+                    None => self.heap.memo_base + self.heap.memo.len() as u64,
+                };
+                Some((Some(index), p + 1))
+            }
+            Some(&op::BINPUT) if p + 2 <= lim => Some((Some(buf[p + 1] as u64), p + 2)),
+            Some(&op::LONG_BINPUT) if p + 5 <= lim => {
+                let b: [u8; 4] = buf[p + 1..p + 5].try_into().ok()?;
+                Some((Some(u32::from_le_bytes(b) as u64), p + 5))
+            }
+            Some(&(op::PUT | op::BINPUT | op::LONG_BINPUT)) => None,
+            _ => Some((None, p)),
+        }
+    }
+
+    /// A key or scalar value at `p`: a string (memoized as it is read), an integer, None, a
+    /// bool, or a reference to a non-container.
+    #[inline(always)]
+    fn flat_scalar(
+        &mut self,
+        p: usize,
+        lim: usize,
+        pending: &[Option<u64>; 2],
+    ) -> Option<(Value, usize)> {
+        let buf = self.buf;
+        // Every fixed-size form below fits in 10 bytes; nearer the end, decline.
+        if p + 10 > lim {
+            return None;
+        }
+        let w: &[u8; 10] = buf[p..p + 10].try_into().ok()?;
+        let (v, q) = match w[0] {
+            op::BINGET | op::LONG_BINGET => return self.flat_ref(p, lim, pending),
+            op::SHORT_BINUNICODE => {
+                let n = w[1] as usize;
+                if p + 2 + n > lim {
+                    return None;
+                }
+                let v = Value::Str {
+                    off: (p + 2) as u64,
+                    len: n as u32,
+                };
+                (v, p + 2 + n)
+            }
+            op::BINUNICODE => {
+                let n = u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as usize;
+                if n > lim - p - 5 {
+                    return None;
+                }
+                let v = Value::Str {
+                    off: (p + 5) as u64,
+                    len: n as u32,
+                };
+                (v, p + 5 + n)
+            }
+            op::LONG1 => {
+                let n = w[1] as usize;
+                if n > 8 {
+                    return None;
+                }
+                (self.long(&w[2..2 + n]), p + 2 + n)
+            }
+            op::BININT => (
+                Value::Int(i32::from_le_bytes([w[1], w[2], w[3], w[4]]) as i64),
+                p + 5,
+            ),
+            op::BININT1 => (Value::Int(w[1] as i64), p + 2),
+            op::BININT2 => (Value::Int(u16::from_le_bytes([w[1], w[2]]) as i64), p + 3),
+            op::NONE => (Value::None, p + 1),
+            op::NEWTRUE => (Value::Bool(true), p + 1),
+            op::NEWFALSE => (Value::Bool(false), p + 1),
+            _ => return None,
+        };
+        if let Value::Str { .. } = v {
+            let (slot, q) = self.memo_op(q, lim)?;
+            if let Some(i) = slot {
+                self.memo_put(i, v).ok()?;
+            }
+            return Some((v, q));
+        }
+        Some((v, q))
+    }
+
+    /// A memo reference at `p` to anything but a container (a string, a scalar, a converted
+    /// handle), from the memo or, in a chunk, from the cache of outside definitions.
+    #[inline(always)]
+    fn flat_ref(&self, p: usize, lim: usize, pending: &[Option<u64>; 2]) -> Option<(Value, usize)> {
+        let buf = self.buf;
+        let (index, q) = match buf[p] {
+            op::BINGET if p + 2 <= lim => (buf[p + 1] as u64, p + 2),
+            op::LONG_BINGET if p + 5 <= lim => {
+                let b: [u8; 4] = buf[p + 1..p + 5].try_into().ok()?;
+                (u32::from_le_bytes(b) as u64, p + 5)
+            }
+            _ => return None,
+        };
+        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+        let pend = pending[0] == Some(index) || pending[1] == Some(index);
+        if let Some(v) = self.heap.memo.get(rel) {
+            if !matches!(v, Value::Obj(_)) && !pend {
+                return Some((*v, q));
+            }
+        } else if self.defs.is_some() && !pend {
+            // In a chunk: an entry defined outside it, from the cache the general loop fills.
+            if let Some(e) = self
+                .ext_cache
+                .get((index as usize) & (super::EXT_CACHE - 1))
+            {
+                if e.0 == index {
+                    return Some((e.1, q));
+                }
+            }
+        }
+        if pend {
+            return None;
+        }
+        self.flat_ref_slow(index).map(|v| (v, q))
+    }
+
+    /// [`Machine::flat_ref`] for converted containers and sparse entries.
+    #[inline(never)]
+    fn flat_ref_slow(&self, index: u64) -> Option<Value> {
+        let v = self.heap.resolve(self.memo_lookup(index)?);
+        (!matches!(v, Value::Obj(_))).then_some(v)
+    }
+
+    /// Hands the parsed dict to the hooks and stores what they return; `None` when they
+    /// decline. Unconverted items already above the list's MARK are offered to `on_append`
+    /// first, so that records keep the order of the list.
+    fn finish_flat<H: Hooks>(
+        &mut self,
+        hooks: &mut H,
+        list_id: ObjId,
+        m: usize,
+        parsed: Parsed,
+    ) -> Option<Value> {
+        let mut i = self.stack.len();
+        while i > m && matches!(self.stack[i - 1], Value::Obj(_)) {
+            i -= 1;
+            if self.stack.len() - i > MAX_PENDING {
+                return None;
+            }
+        }
+        for j in i..self.stack.len() {
+            let item = self.stack[j];
+            self.stack[j] = hooks.on_append(&mut self.heap, list_id, item).ok()?;
+        }
+        if self.stack.len() >= self.limits.max_stack {
+            return None;
+        }
+        let list = parsed.list.map(|(at, _)| (at, &self.flat_items[..]));
+        let (value, list_value) = hooks.on_flat(&mut self.heap, &mut self.flat_pairs, list)?;
+        if let Some(i) = parsed.dict_slot {
+            self.memo_store(i, value);
+        }
+        if let Some((_, Some(i))) = parsed.list {
+            self.memo_store(i, list_value);
+        }
+        self.pos = parsed.end;
+        self.op_at = parsed.end;
+        Some(value)
+    }
+}
