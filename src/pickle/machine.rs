@@ -234,6 +234,13 @@ struct Machine<'a> {
     /// Scratch of the flat-dict fast path (`flat.rs`): pairs and list items.
     flat_pairs: Vec<(Value, Value)>,
     flat_items: Vec<Value>,
+    /// Stack indices (ascending) of the items the fast path converted that no `APPEND(S)`
+    /// has consumed yet; see [`Machine::flat_consumed`].
+    flat_pending: Vec<usize>,
+    /// Memo slots given to such items, with their values; until the items are appended the
+    /// slots hold `flat_sentinel`, whose use stops the decode like [`Machine::flat_consumed`].
+    flat_memo: Vec<(u64, Value)>,
+    flat_sentinel: Option<Value>,
 }
 
 const EXT_CACHE: usize = 1 << 14;
@@ -271,6 +278,9 @@ impl<'a> Machine<'a> {
             salvage: false,
             flat_pairs: Vec::new(),
             flat_items: Vec::new(),
+            flat_pending: Vec::new(),
+            flat_memo: Vec::new(),
+            flat_sentinel: None,
         }
     }
 
@@ -535,6 +545,9 @@ impl<'a> Machine<'a> {
 
     fn memo_get<H: Hooks>(&mut self, hooks: &mut H, index: u64) -> R<Value> {
         let v = if let Some(v) = self.memo_lookup(index) {
+            if Some(v) == self.flat_sentinel {
+                return self.err(flat::FLAT_BROKEN);
+            }
             let r = self.heap.resolve(v);
             if r != v && !matches!(r, Value::Obj(_)) {
                 // Point the memo entry at the converted value: later references skip the heap.
@@ -824,13 +837,16 @@ impl<'a> Machine<'a> {
                     self.marks.push(self.stack.len());
                 }
                 op::POP => {
+                    self.flat_consumed(self.stack.len().saturating_sub(1))?;
                     self.pop("POP")?;
                 }
                 op::POP_MARK => {
                     let m = self.pop_mark("POP_MARK")?;
+                    self.flat_consumed(m)?;
                     self.stack.truncate(m);
                 }
                 op::DUP => {
+                    self.flat_consumed(self.stack.len().saturating_sub(1))?;
                     let v = self.top("DUP")?;
                     self.heap.note_escaped(v);
                     self.push(v)?;
@@ -862,18 +878,21 @@ impl<'a> Machine<'a> {
                             ops::name(code).unwrap()
                         ));
                     }
+                    self.flat_consumed(self.stack.len() - n)?;
                     let items: Box<[Value]> = self.stack.split_off(self.stack.len() - n).into();
                     let v = self.heap.alloc(ObjData::Tuple(items));
                     self.push(v)?;
                 }
                 op::TUPLE => {
                     let m = self.pop_mark("TUPLE")?;
+                    self.flat_consumed(m)?;
                     let items: Box<[Value]> = self.stack.split_off(m).into();
                     let v = self.heap.alloc(ObjData::Tuple(items));
                     self.push(v)?;
                 }
                 op::LIST => {
                     let m = self.pop_mark("LIST")?;
+                    self.flat_consumed(m)?;
                     let v = self.heap.alloc(ObjData::List(ListData::Items(Vec::new())));
                     let Value::Obj(id) = v else { unreachable!() };
                     self.fill_list(hooks, id, m)?;
@@ -881,6 +900,7 @@ impl<'a> Machine<'a> {
                 }
                 op::DICT => {
                     let m = self.pop_mark("DICT")?;
+                    self.flat_consumed(m)?;
                     let v = self.heap.alloc(ObjData::Dict(Vec::new()));
                     let Value::Obj(id) = v else { unreachable!() };
                     self.fill_dict(hooks, id, m, "DICT")?;
@@ -894,6 +914,7 @@ impl<'a> Machine<'a> {
                     let m = self.stack.len() - 1;
                     let id = self.container(&self.heap, self.stack[m - 1], "APPEND", true)?;
                     self.fill_list(hooks, id, m)?;
+                    self.flat_appended(m);
                 }
                 op::APPENDS => {
                     let m = self.pop_mark("APPENDS")?;
@@ -903,6 +924,7 @@ impl<'a> Machine<'a> {
                     let target = self.stack[m - 1];
                     let id = self.container(&self.heap, target, "APPENDS", true)?;
                     self.fill_list(hooks, id, m)?;
+                    self.flat_appended(m);
                 }
                 op::SETITEM => {
                     let floor = self.marks.last().copied().unwrap_or(0);
@@ -910,6 +932,7 @@ impl<'a> Machine<'a> {
                         return self.err("SETITEM needs a dict, a key and a value on the stack");
                     }
                     let m = self.stack.len() - 2;
+                    self.flat_consumed(m - 1)?;
                     let id = self.container(&self.heap, self.stack[m - 1], "SETITEM", false)?;
                     self.fill_dict(hooks, id, m, "SETITEM")?;
                 }
@@ -918,6 +941,7 @@ impl<'a> Machine<'a> {
                     if m == 0 || m <= self.marks.last().copied().unwrap_or(0) {
                         return self.err("SETITEMS needs a dict below its MARK");
                     }
+                    self.flat_consumed(m - 1)?;
                     let target = self.stack[m - 1];
                     let id = self.container(&self.heap, target, "SETITEMS", false)?;
                     self.fill_dict(hooks, id, m, "SETITEMS")?;
@@ -1026,6 +1050,7 @@ impl<'a> Machine<'a> {
                         }
                         None => self.heap.memo_base + self.heap.memo.len() as u64,
                     };
+                    let v = self.flat_memoized(index, v);
                     self.memo_put(index, v)?;
                     self.prev_memoize = true;
                 }
@@ -1036,6 +1061,7 @@ impl<'a> Machine<'a> {
                         _ => self.text_index("PUT")?,
                     };
                     let v = self.top("PUT")?;
+                    let v = self.flat_memoized(index, v);
                     self.memo_put(index, v)?;
                 }
                 op::BINGET | op::LONG_BINGET => {

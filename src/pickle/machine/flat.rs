@@ -18,6 +18,11 @@ const MAX_PAIRS: usize = 32;
 /// [`Machine::finish_flat`]); more makes the path decline.
 const MAX_PENDING: usize = 64;
 
+/// The error that stops a decode whose fast-path assumption broke (see
+/// [`Machine::flat_consumed`]); decoding again without the fast path gives the answer.
+pub const FLAT_BROKEN: &str =
+    "a trace entry read by the fast path was used as something other than a list item";
+
 /// Dicts offered to the fast path that it left to the general loop (for `MEMLENS_TIMING`).
 pub static DECLINED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -243,7 +248,15 @@ impl Machine<'_> {
                 if n > 8 {
                     return None;
                 }
-                (self.long(&w[2..2 + n]), p + 2 + n)
+                // Non-negative (top bit of the last byte clear): zero-extended as is.
+                let v = if n > 0 && w[1 + n] < 0x80 {
+                    let mut b = [0u8; 8];
+                    b[..n].copy_from_slice(&w[2..2 + n]);
+                    Value::Int(u64::from_le_bytes(b) as i64)
+                } else {
+                    self.long(&w[2..2 + n])
+                };
+                (v, p + 2 + n)
             }
             op::BININT => (
                 Value::Int(i32::from_le_bytes([w[1], w[2], w[3], w[4]]) as i64),
@@ -336,13 +349,68 @@ impl Machine<'_> {
         let list = parsed.list.map(|(at, _)| (at, &self.flat_items[..]));
         let (value, list_value) = hooks.on_flat(&mut self.heap, &mut self.flat_pairs, list)?;
         if let Some(i) = parsed.dict_slot {
-            self.memo_store(i, value);
+            let s = self.sentinel();
+            self.memo_store(i, s);
+            self.flat_memo.push((i, value));
         }
         if let Some((_, Some(i))) = parsed.list {
             self.memo_store(i, list_value);
         }
         self.pos = parsed.end;
         self.op_at = parsed.end;
+        self.flat_pending.push(self.stack.len());
         Some(value)
+    }
+
+    /// Called before an opcode other than `APPEND(S)` takes the stack values from `from` up:
+    /// the fast path converted a dict on the assumption that its list would take it, so if
+    /// anything else does, decoding stops ([`FLAT_BROKEN`]) and the caller decodes again
+    /// without the fast path. Real snapshots never get here.
+    #[inline]
+    pub(super) fn flat_consumed(&self, from: usize) -> Result<(), super::DecodeError> {
+        match self.flat_pending.last() {
+            Some(&i) if i >= from => self.err(FLAT_BROKEN),
+            _ => Ok(()),
+        }
+    }
+
+    /// `APPEND(S)` moved the stack values from `from` up into a list, as the fast path assumed.
+    #[inline]
+    pub(super) fn flat_appended(&mut self, from: usize) {
+        while self.flat_pending.last().is_some_and(|&i| i >= from) {
+            self.flat_pending.pop();
+        }
+        if self.flat_pending.is_empty() && !self.flat_memo.is_empty() {
+            for (index, v) in std::mem::take(&mut self.flat_memo) {
+                if self.memo_lookup(index) == self.flat_sentinel {
+                    self.memo_store(index, v);
+                }
+            }
+        }
+    }
+
+    /// The value to memoize at `index` for `v`, the top of the stack: a pending item gets the
+    /// sentinel until its list takes it (the general decoder would hand out the dict itself
+    /// before that, a converted handle after).
+    #[inline]
+    pub(super) fn flat_memoized(&mut self, index: u64, v: Value) -> Value {
+        if self.flat_pending.last() != Some(&(self.stack.len() - 1)) {
+            return v;
+        }
+        self.flat_memo.push((index, v));
+        self.sentinel()
+    }
+
+    /// The stand-in of pending items in the memo (an object no opcode can produce).
+    fn sentinel(&mut self) -> Value {
+        match self.flat_sentinel {
+            Some(s) => s,
+            None => {
+                let s = self.heap.alloc(ObjData::Tuple(Box::new([])));
+                self.heap.note_escaped(s);
+                self.flat_sentinel = Some(s);
+                s
+            }
+        }
     }
 }
