@@ -85,11 +85,7 @@ pub struct LeaksReport {
 /// True when a stack runs under a module's forward (where autograd saves tensors for
 /// backward); `annotate` events saying "autograd graph" are the other evidence.
 pub fn under_forward(snap: &Snapshot, stack: StackId) -> bool {
-    snap.stacks.get(stack).iter().any(|&f| {
-        let fr = snap.frames.get(f);
-        let name = snap.strings.get(fr.name);
-        name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl"
-    })
+    steps::under_module_forward(snap, stack)
 }
 
 fn fit(v: &[u64]) -> (f64, f64) {
