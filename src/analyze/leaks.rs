@@ -217,7 +217,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
                 )
             } else {
                 format!(
-                    "tensors allocated at {} every step are never released: a Python list or dict that grows, or a cache without eviction; keep `.item()` / `.detach().cpu()` copies, or bound the container",
+                    "tensors allocated at {} every step are never released: a Python list or dict that grows, a cache without eviction, or a loss accumulated as a tensor (`total += loss` keeps each step's autograd graph and the tensors it saved, even outside a module's forward); keep `.item()` / `.detach().cpu()` copies, or bound the container",
                     names[k]
                 )
             };
