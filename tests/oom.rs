@@ -196,7 +196,7 @@ fn check_state_consistency(file: &Path) {
 
 #[test]
 fn rebuilt_states_agree_with_the_replay() {
-    for f in samples() {
+    for f in samples().into_iter().chain(captured()) {
         check_state_consistency(&f);
     }
     if let Some(files) = real_snapshots() {
@@ -208,7 +208,7 @@ fn rebuilt_states_agree_with_the_replay() {
 
 #[test]
 fn frag_at_the_end_equals_the_summary() {
-    for f in samples() {
+    for f in samples().into_iter().chain(captured()) {
         let o = memlens([
             "frag".as_ref(),
             "--format".as_ref(),

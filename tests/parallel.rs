@@ -1,6 +1,7 @@
 //! The parallel decoder gives the same snapshot as the sequential one (the reference) on every
-//! sample and real file: same reports, and the same content once interned ids are replaced by
-//! what they name. Tiny chunks put chunk boundaries everywhere, mid-batch included.
+//! sample, GPU capture (samples/captured) and real file: same reports, and the same content
+//! once interned ids are replaced by what they name. Tiny chunks put chunk boundaries
+//! everywhere, mid-batch included.
 
 mod common;
 use common::*;
@@ -85,6 +86,7 @@ fn report(s: &Snapshot) -> String {
 
 fn inputs() -> Vec<PathBuf> {
     let mut v = samples();
+    v.extend(captured());
     v.extend(real_snapshots().unwrap_or_default());
     v
 }

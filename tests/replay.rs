@@ -1,5 +1,5 @@
 //! Replay and `top` against an independent replay (tests/oracle/replay_oracle.py) on every
-//! real snapshot and sample, and against the known answers of the scenario samples.
+//! real snapshot, sample and GPU capture (samples/captured), and against the known answers of the scenario samples.
 
 mod common;
 use common::*;
@@ -124,7 +124,7 @@ fn replay_matches_the_oracle_on_samples() {
     if !have_python() {
         return;
     }
-    for f in samples() {
+    for f in samples().into_iter().chain(captured()) {
         compare_with_oracle(&f);
     }
 }

@@ -15,7 +15,10 @@
 //!    large (`snapshot-format.md` §8: before raising it has already released every unsplit
 //!    cached segment, so what stays reserved sits in segments that hold live tensors);
 //! 3. a per-process limit (`set_per_process_memory_fraction`) is what the request hit →
-//!    [`Verdict::Capacity`] against that limit;
+//!    [`Verdict::Capacity`] against that limit; without the message's "N allowed", a snapshot
+//!    whose `oom` entry still saw the request's size free on the device implies such a limit
+//!    (only it makes the allocator refuse memory the device has: `alloc_block` checks it before
+//!    calling cudaMalloc) → [`Verdict::Capacity`] against the limit the trace implies;
 //! 4. much of the device is used outside this process's PyTorch (capacity − free − reserved is
 //!    well above a CUDA context's share, or other processes are listed) and releasing it would
 //!    fit the request → [`Verdict::OutsidePytorch`];
@@ -65,6 +68,11 @@ pub struct Evidence {
     pub other_processes: Vec<(u64, u64)>,
     /// Per-process limit ("X allowed"), from `torch.cuda.set_per_process_memory_fraction`.
     pub allowed_bytes: Option<u64>,
+    /// Bounds `(at_least, below)` of a per-process limit that a snapshot implies but does not
+    /// record: the device had the request's size free, so the allocator refused it itself. The
+    /// limit is at least the most PyTorch reserved before (every earlier segment fit under it)
+    /// and below reserved + the request (this one did not). Ignored when `allowed_bytes` is known.
+    pub implied_limit_bytes: Option<(u64, u64)>,
     /// Whether `expandable_segments` exists for this allocator: `Some(false)` before PyTorch 2.1
     /// and for allocators without it (cudaMallocAsync, XPU).
     pub expandable_segments_available: Option<bool>,
@@ -156,7 +164,9 @@ pub struct Diagnosis {
     pub reserved_bytes: Option<u64>,
     /// capacity − free − reserved: device memory not reserved by this process's PyTorch.
     pub non_pytorch_bytes: Option<u64>,
-    /// request − device free: how much more free memory the request needed.
+    /// How much more memory the request needed: request − device free; under a per-process
+    /// limit, reserved + request − the limit when that is more (with a limit a snapshot only
+    /// implies, its lower bound: the most the request can have been short).
     pub shortfall_bytes: Option<u64>,
 }
 
@@ -188,6 +198,7 @@ enum Rule {
     TooBig,
     Fragmented,
     LimitBound,
+    LimitImplied,
     Outside,
     FragmentedWithFree,
     FreeEnough,
@@ -205,6 +216,8 @@ struct Facts<'a> {
     unalloc: Option<u64>,
     reserved: Option<u64>,
     limit: Option<u64>,
+    /// Bounds of a limit implied by a snapshot, when no limit is known.
+    implied: Option<(u64, u64)>,
     non_pt: Option<u64>,
     others: u64,
     in_process_non_pt: Option<u64>,
@@ -222,6 +235,22 @@ impl<'a> Facts<'a> {
             (Some(c), Some(f), Some(r)) => Some(c.saturating_sub(f).saturating_sub(r)),
             _ => None,
         };
+        // A limit at or above the capacity limits nothing.
+        let limit = e.allowed_bytes.filter(|&l| cap.map_or(true, |c| l < c));
+        let implied = e.implied_limit_bytes.filter(|_| limit.is_none());
+        let device_short = e
+            .requested_bytes
+            .zip(e.device_free_bytes)
+            .map(|(r, f)| r.saturating_sub(f));
+        // Under a limit the allocator checks reserved + request against it, not device free.
+        let limit_short = limit
+            .or(implied.map(|(lo, _)| lo))
+            .zip(reserved.zip(e.requested_bytes))
+            .map(|(l, (res, r))| res.saturating_add(r).saturating_sub(l));
+        let shortfall = match (device_short, limit_short) {
+            (Some(d), Some(l)) => Some(d.max(l)),
+            (d, l) => d.or(l),
+        };
         Facts {
             e,
             req: e.requested_bytes,
@@ -230,18 +259,39 @@ impl<'a> Facts<'a> {
             alloc: e.allocated_bytes,
             unalloc: e.reserved_unallocated_bytes,
             reserved,
-            // A limit at or above the capacity limits nothing.
-            limit: e.allowed_bytes.filter(|&l| cap.map_or(true, |c| l < c)),
+            limit,
+            implied,
             non_pt,
             others: e.other_processes.iter().map(|&(_, b)| b).sum(),
             in_process_non_pt: e
                 .process_bytes
                 .zip(reserved)
                 .map(|(p, r)| p.saturating_sub(r)),
-            shortfall: e
-                .requested_bytes
-                .zip(e.device_free_bytes)
-                .map(|(r, f)| r.saturating_sub(f)),
+            shortfall,
+        }
+    }
+
+    /// The shortfall in words: "up to" when it rests on an implied limit's lower bound.
+    fn short(&self) -> String {
+        match (self.implied, self.shortfall) {
+            (Some(_), Some(x)) => format!("up to {}", size(x)),
+            (_, x) => s(x),
+        }
+    }
+
+    /// What the request fell short of, in words: free memory, or what the limit leaves.
+    fn short_of(&self) -> String {
+        match (self.limit, self.implied) {
+            (Some(l), _) => format!(
+                "{} short of what the {} limit leaves",
+                self.short(),
+                size(l)
+            ),
+            (None, Some(_)) => format!(
+                "{} short of what the per-process limit leaves",
+                self.short()
+            ),
+            (None, None) => format!("{} short of free memory", self.short()),
         }
     }
 
@@ -294,6 +344,11 @@ impl<'a> Facts<'a> {
                 return Rule::LimitBound;
             }
         }
+        if let (Some(r), Some(f), Some(_)) = (req, free, self.implied) {
+            if f >= r {
+                return Rule::LimitImplied;
+            }
+        }
         if let (Some(r), Some(out)) = (req, self.outside()) {
             let f = free.unwrap_or(0);
             if out >= self.outside_threshold()
@@ -329,7 +384,7 @@ pub fn diagnose(e: &Evidence) -> Diagnosis {
     let f = Facts::new(e);
     let rule = f.rule();
     let verdict = match rule {
-        Rule::TooBig | Rule::LimitBound | Rule::LiveSet => Verdict::Capacity,
+        Rule::TooBig | Rule::LimitBound | Rule::LimitImplied | Rule::LiveSet => Verdict::Capacity,
         Rule::Fragmented | Rule::FragmentedWithFree => Verdict::Fragmentation,
         Rule::Outside => Verdict::OutsidePytorch,
         Rule::FreeEnough | Rule::Undecided => Verdict::Unknown,
@@ -379,6 +434,17 @@ fn headline(f: &Facts, rule: Rule) -> String {
             s(f.limit),
             s(f.req)
         ),
+        Rule::LimitImplied => {
+            let (lo, hi) = f.implied.unwrap_or_default();
+            format!(
+                "Real shortage under a per-process limit: the device had {} free, so the allocator refused the {} request itself; the process is capped (torch.cuda.set_per_process_memory_fraction) at between {} and {}, and PyTorch already reserves {} of it.",
+                s(f.free),
+                s(f.req),
+                size(lo),
+                size(hi),
+                s(f.reserved)
+            )
+        }
         Rule::Outside => match (f.non_pt, f.cap) {
             (Some(n), Some(c)) => format!(
                 "Memory held outside PyTorch: {} of the {} GPU is used by something other than this process's PyTorch allocator, which reserves only {}.",
@@ -462,7 +528,15 @@ fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
         }
     }
     if let (Some(fr), Some(r)) = (f.free, f.req) {
-        if fr >= r {
+        if let (true, Some((lo, hi))) = (fr >= r, f.implied) {
+            v.push(format!(
+                "Device free: {}, more than the {} request, yet the allocator refused it: only a per-process limit does that (torch.cuda.set_per_process_memory_fraction, or per_process_memory_fraction in PYTORCH_CUDA_ALLOC_CONF). The snapshot does not record it; the trace puts it at {} or more (PyTorch reserved that much before) and below {} (reserved + the request).",
+                size(fr),
+                size(r),
+                size(lo),
+                size(hi)
+            ));
+        } else if fr >= r {
             v.push(format!(
                 "Device free: {}, more than the {} request.",
                 size(fr),
@@ -601,6 +675,22 @@ fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
             ));
             live_set_recs(f, &mut v);
         }
+        Rule::LimitImplied => {
+            let (lo, hi) = f.implied.unwrap_or_default();
+            v.push(rec(
+                Cost::Free,
+                "Raise or remove the per-process limit: `torch.cuda.set_per_process_memory_fraction(...)`, or per_process_memory_fraction in PYTORCH_CUDA_ALLOC_CONF",
+                format!(
+                    "the device had {} free, but this process may use only between {} and {}; it reserves {} and needed {} more",
+                    s(f.free),
+                    size(lo),
+                    size(hi),
+                    s(f.reserved),
+                    s(f.req)
+                ),
+            ));
+            live_set_recs(f, &mut v);
+        }
         Rule::Outside => outside_recs(f, &mut v),
         Rule::LiveSet => live_set_recs(f, &mut v),
         Rule::FreeEnough => v.push(rec(
@@ -700,7 +790,7 @@ fn micro_batch(why: String) -> Recommendation {
 
 fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
     let e = f.e;
-    let short = s(f.shortfall);
+    let short = f.short();
     let (a, c) = (s(f.alloc), s(f.cap));
     if e.vllm {
         v.push(rec(
@@ -727,7 +817,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         v.push(rec(
             Cost::Results,
             "Serve a quantized model (--quantization fp8, or an AWQ/GPTQ checkpoint) and/or --kv-cache-dtype fp8",
-            format!("halves weight or KV-cache bytes against the {short} shortfall, at some accuracy cost"),
+            format!("halves weight or KV-cache bytes against a shortfall of {short}, at some accuracy cost"),
         ));
         return;
     }
@@ -740,21 +830,25 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
     ));
     v.push(micro_batch(
         format!(
-            "the {} request was {short} short of free memory; activations scale with the micro-batch, so halving it frees about half of them while the effective batch stays the same",
-            s(f.req)
+            "the {} request was {}; activations scale with the micro-batch, so halving it frees about half of them while the effective batch stays the same",
+            s(f.req),
+            f.short_of()
         ),
     ));
     v.push(rec(
         Cost::Speed,
         "Turn on activation checkpointing: `model.gradient_checkpointing_enable()` (Hugging Face) or `torch.utils.checkpoint.checkpoint(...)` per block",
         format!(
-            "recomputes activations in backward instead of storing them: about 20% more step time for several times less activation memory, against a {short} shortfall"
+            "recomputes activations in backward instead of storing them: about 20% more step time for several times less activation memory, against a shortfall of {short}"
         ),
     ));
     v.push(rec(
         Cost::Speed,
         "Offload optimizer state (and parameters) to CPU: DeepSpeed ZeRO `offload_optimizer`, FSDP `CPUOffload(offload_params=True)`",
-        format!("moves state that sits idle between steps off the {c} GPU; each step pays PCIe transfers"),
+        match f.cap {
+            Some(c) => format!("moves state that sits idle between steps off the {} GPU; each step pays PCIe transfers", size(c)),
+            None => "moves state that sits idle between steps off the GPU; each step pays PCIe transfers".to_string(),
+        },
     ));
     // AdamW keeps 8 bytes of state per parameter, the 8-bit version 2.
     let params = f
@@ -767,7 +861,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
             } else {
                 format!("{:.0} million", (params / 1e6).max(1.0))
             };
-            format!(", more than the {short} shortfall once the model has over {n} parameters")
+            format!(", more than a shortfall of {short} once the model has over {n} parameters")
         })
         .unwrap_or_default();
     v.push(rec(
@@ -781,7 +875,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         Cost::Results,
         "Quantize the weights (`BitsAndBytesConfig(load_in_4bit=True)` / 8-bit) and, for fine-tuning, train QLoRA adapters instead of all weights",
         format!(
-            "4-bit weights take about 0.5 byte per parameter instead of 2 in bf16, and LoRA keeps optimizer state for the adapters only; the {a} live set shrinks by more than the {short} needed for most models"
+            "4-bit weights take about 0.5 byte per parameter instead of 2 in bf16, and LoRA keeps optimizer state for the adapters only; the {a} live set shrinks by more than the shortfall ({short}) for most models"
         ),
     ));
 }
@@ -886,6 +980,9 @@ fn cannot_conclude(f: &Facts, verdict: Verdict) -> Vec<String> {
     }
     if f.free.is_none() {
         v.push("How much the device had free when the allocation failed.".into());
+    }
+    if f.implied.is_some() {
+        v.push("The exact per-process limit: a snapshot does not record it (the error message says \"N allowed\"); pass the message to `memlens explain` for it.".into());
     }
     if verdict == Verdict::OutsidePytorch
         && e.other_processes.is_empty()
@@ -1084,6 +1181,62 @@ mod tests {
         assert!(d.recommendations[0]
             .action
             .contains("set_per_process_memory_fraction"));
+    }
+
+    #[test]
+    fn a_limit_implied_by_a_snapshot_is_a_capacity_verdict_against_it() {
+        // GIVEN a snapshot's numbers: 1.5 GiB live, 2 MiB cached, a 1 GiB request refused
+        // while the device had 137 GiB free, and a trace that reserved at most 1.57 GiB
+        let mut e = Evidence {
+            requested_bytes: Some(GIB),
+            device_free_bytes: Some(gib(137.69)),
+            allocated_bytes: Some(gib(1.5)),
+            reserved_unallocated_bytes: Some(2 * MIB),
+            ..Evidence::default()
+        };
+        let res = gib(1.5) + 2 * MIB;
+        e.implied_limit_bytes = Some((res + 64 * MIB, res + GIB));
+        // WHEN diagnosed
+        let d = diagnose(&e);
+        // THEN a real shortage under a limit, not "released in between" nor another process
+        assert_eq!(d.verdict, Verdict::Capacity);
+        assert_invariants(&d);
+        assert!(d.headline.contains("per-process limit"), "{}", d.headline);
+        assert!(d.recommendations[0]
+            .action
+            .contains("set_per_process_memory_fraction"));
+        let all = format!("{d:?}");
+        assert!(
+            !all.contains("another process") && !all.contains("nvidia-smi"),
+            "{all}"
+        );
+        // the shortfall is against the limit's lower bound, not device free (which had room)
+        assert_eq!(d.shortfall_bytes, Some(GIB - 64 * MIB));
+        assert!(d
+            .cannot_conclude
+            .iter()
+            .any(|c| c.contains("exact per-process limit")));
+        // AND with fragmentation the verdict stays fragmentation, the evidence names the limit
+        e.reserved_unallocated_bytes = Some(gib(1.76));
+        e.allocated_bytes = Some(200 * MIB);
+        e.requested_bytes = Some(72 * MIB);
+        let d = diagnose(&e);
+        assert_eq!(d.verdict, Verdict::Fragmentation);
+        assert!(d
+            .evidence_lines
+            .iter()
+            .any(|l| l.contains("Device free") && l.contains("per-process limit")));
+    }
+
+    #[test]
+    fn a_known_limit_measures_the_shortfall_against_it() {
+        // GIVEN "2.00 GiB allowed", 1.5 GiB + 2 MiB reserved, 1 GiB requested, 137 GiB free
+        let mut e = ev(GIB, gib(137.69), gib(139.80), gib(1.5), 2 * MIB);
+        e.allowed_bytes = Some(2 * GIB);
+        let d = diagnose(&e);
+        // THEN reserved + request − limit, as the allocator's check counts it
+        assert_eq!(d.verdict, Verdict::Capacity);
+        assert_eq!(d.shortfall_bytes, Some(gib(1.5) + 2 * MIB + GIB - 2 * GIB));
     }
 
     #[test]

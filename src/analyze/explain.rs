@@ -111,7 +111,9 @@ pub struct OomExplained {
     pub reserved_unallocated_bytes: Option<u64>,
     /// capacity − free − reserved.
     pub non_pytorch_bytes: Option<u64>,
-    /// request − device free.
+    /// How much more memory the request needed: request − device free; under a per-process
+    /// limit, reserved + request − the limit when that is more (with a limit a snapshot only
+    /// implies, its lower bound).
     pub shortfall_bytes: Option<u64>,
     /// Per-process limit, when one is set.
     pub allowed_bytes: Option<u64>,
@@ -187,6 +189,8 @@ pub fn evidence(p: &ParsedOom, capacity: Option<u64>, vllm: bool) -> Evidence {
         retained_bytes_per_step: None,
         other_processes: p.other_processes.clone(),
         allowed_bytes: p.allowed_bytes,
+        // The message says "N allowed" when a limit is set: nothing to infer.
+        implied_limit_bytes: None,
         expandable_segments_available: available,
         rocm: p.backend == "HIP",
         vllm,

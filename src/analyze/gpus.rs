@@ -31,6 +31,8 @@ const fn gib(hundredths: u64) -> u64 {
 
 const OBSERVED: &str = "observed: \"total capacity\" in public PyTorch OOM messages";
 const BRIEF: &str = "memlens issue #4 (torch total_memory as reported)";
+const MEASURED: &str =
+    "measured: torch.cuda.get_device_properties(0).total_memory on an H200 (PyTorch 2.11.0+cu130, driver for CUDA 13.0)";
 const NOMINAL: &str = "nominal: advertised size less the usual driver reserve; not measured";
 
 /// The built-in table, in display order.
@@ -64,8 +66,9 @@ pub const GPUS: &[Gpu] = &[
     Gpu {
         name: "H200 141GB",
         keys: &["h200", "h200141"],
-        capacity_bytes: gib(13970),
-        source: BRIEF,
+        // 139.80 GiB: total_memory of the H200 that recorded samples/captured.
+        capacity_bytes: 150_109_880_320,
+        source: MEASURED,
     },
     Gpu {
         name: "L4",

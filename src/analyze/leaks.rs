@@ -85,11 +85,7 @@ pub struct LeaksReport {
 /// True when a stack runs under a module's forward (where autograd saves tensors for
 /// backward); `annotate` events saying "autograd graph" are the other evidence.
 pub fn under_forward(snap: &Snapshot, stack: StackId) -> bool {
-    snap.stacks.get(stack).iter().any(|&f| {
-        let fr = snap.frames.get(f);
-        let name = snap.strings.get(fr.name);
-        name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl"
-    })
+    steps::under_module_forward(snap, stack)
 }
 
 fn fit(v: &[u64]) -> (f64, f64) {
@@ -221,7 +217,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
                 )
             } else {
                 format!(
-                    "tensors allocated at {} every step are never released: a Python list or dict that grows, or a cache without eviction; keep `.item()` / `.detach().cpu()` copies, or bound the container",
+                    "tensors allocated at {} every step are never released: a Python list or dict that grows, a cache without eviction, or a loss accumulated as a tensor (`total += loss` keeps each step's autograd graph and the tensors it saved, even outside a module's forward); keep `.item()` / `.detach().cpu()` copies, or bound the container",
                     names[k]
                 )
             };

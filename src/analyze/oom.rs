@@ -38,6 +38,19 @@ pub struct SnapshotOom {
     pub pool_free_bytes: u64,
     /// What was live at the OOM, by call site.
     pub live_sites: Vec<SiteRow>,
+    /// The per-process limit this OOM implies, when the device still had the request's size
+    /// free (see [`implied_limit`]); `null` otherwise.
+    pub implied_limit: Option<ImpliedLimit>,
+}
+
+/// Bounds of a per-process limit (`set_per_process_memory_fraction`) that a snapshot implies
+/// but does not record.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct ImpliedLimit {
+    /// The limit is at least this: the most PyTorch reserved before the OOM.
+    pub at_least_bytes: u64,
+    /// The limit is below this: reserved at the OOM plus the segment it needed.
+    pub below_bytes: u64,
 }
 
 /// Headroom of a device, reported when it had no OOM.
@@ -124,8 +137,10 @@ pub fn run(
                 PoolKind::Large
             };
             let (allocated, reserved, pool_free, largest) = numbers(&st, pool, e.stream);
+            let requested = segment_size_for(rounded);
             let ev = Evidence {
-                requested_bytes: Some(segment_size_for(rounded)),
+                requested_bytes: Some(requested),
+                implied_limit_bytes: implied_limit(replay, i, reserved, requested, e.device_free()),
                 device_free_bytes: e.device_free(),
                 capacity_bytes: opts.capacity_bytes,
                 allocated_bytes: Some(allocated),
@@ -195,6 +210,12 @@ pub fn run(
                 live_requested_bytes: replay.map_or(0, |r| r.live_at(i)),
                 pool_free_bytes: pool_free,
                 live_sites,
+                implied_limit: ev.implied_limit_bytes.map(|(at_least_bytes, below_bytes)| {
+                    ImpliedLimit {
+                        at_least_bytes,
+                        below_bytes,
+                    }
+                }),
             });
         }
         let end = state::state_at(snap, dev, trace.len() as i64 - 1);
@@ -241,6 +262,37 @@ pub fn run(
     })
 }
 
+/// Bounds `(at_least, below)` of the per-process limit an `oom` event at `index` implies, when
+/// the device still had the request's size free (`device_free`, read after the allocator's
+/// last retry): then the allocator refused the memory itself, which only a limit set with
+/// `set_per_process_memory_fraction` does (`alloc_block` checks reserved + size against it
+/// before cudaMalloc). Every reserved level the trace reached before fit under the limit;
+/// `reserved` + `requested` did not. `None` when the device was short itself, or when the
+/// bounds contradict each other (a limit lowered at run time, a trace missing segments).
+pub fn implied_limit(
+    replay: Option<&DeviceReplay>,
+    index: i64,
+    reserved: u64,
+    requested: u64,
+    device_free: Option<u64>,
+) -> Option<(u64, u64)> {
+    if device_free? < requested {
+        return None;
+    }
+    let before = replay.filter(|r| !r.reserved_incomplete).map_or(0, |r| {
+        let upto = (index.max(0) as usize).min(r.reserved.len());
+        r.reserved[..upto]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(r.initial_reserved)
+    });
+    let at_least = before.max(reserved);
+    let below = reserved.saturating_add(requested);
+    (at_least < below).then_some((at_least, below))
+}
+
 /// (allocated as the message counts it, reserved, free in the request's pool, largest free
 /// block in that pool) of a state; the pool is the default one on `stream`.
 fn numbers(st: &AllocatorState, pool: PoolKind, stream: u64) -> (u64, u64, u64, u64) {
@@ -267,6 +319,20 @@ fn numbers(st: &AllocatorState, pool: PoolKind, stream: u64) -> (u64, u64, u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_is_implied_only_when_the_device_had_room() {
+        // GIVEN 1.5 GiB reserved at the oom event, a 1 GiB request, no replay
+        let (res, req) = (1536 * MIB, 1024 * MIB);
+        // WHEN the device had room THEN the limit lies in [reserved, reserved + request)
+        assert_eq!(
+            implied_limit(None, 5, res, req, Some(100 * 1024 * MIB)),
+            Some((res, res + req))
+        );
+        // WHEN the device itself was short (or its free memory is unknown) THEN nothing
+        assert_eq!(implied_limit(None, 5, res, req, Some(512 * MIB)), None);
+        assert_eq!(implied_limit(None, 5, res, req, None), None);
+    }
 
     #[test]
     fn segment_sizes_follow_the_allocator() {

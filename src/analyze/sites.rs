@@ -1,7 +1,9 @@
 //! Call sites: which frame of an allocation stack names the user's line of code.
 //!
 //! Site = the innermost frame that is neither a C++/interpreter frame (filename `??`, empty,
-//! a C/C++/CUDA source, a shared object, object file or assembly: `.so`, `.o`, `.S`) nor inside
+//! a C/C++/CUDA source, a shared object, object file or assembly: `.so`, `libc.so.6`, `.dylib`,
+//! `.dll`, `.pyd`, `.o`, `.S`; the Python interpreter itself, `/usr/bin/python3.12`, as
+//! `stacks="all"` records it with the fast symbolizer; or a function named `??`) nor inside
 //! the `torch` package (a directory named `torch`); the
 //! innermost Python frame when every Python frame is inside torch; `<no frames>` when the
 //! stack holds no Python frame. Written `filename:line:name`, the filename as recorded.
@@ -18,16 +20,48 @@ pub struct SiteOptions {
     pub keep_torch: bool,
 }
 
-/// True for C++ and interpreter frames.
+/// True for C++ and interpreter frames, by filename: sources and objects of C, C++, CUDA and
+/// assembly, shared libraries (versioned too: `libc.so.6`), and the Python interpreter binary.
 pub fn is_native(filename: &str) -> bool {
     if filename.is_empty() || filename == "??" {
         return true;
     }
-    const NATIVE: [&str; 11] = [
-        ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so", ".o", ".s",
+    const NATIVE: [&str; 15] = [
+        ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so", ".o", ".s", ".dylib",
+        ".dll", ".pyd", ".exe",
     ];
     let lower = filename.to_ascii_lowercase();
     NATIVE.iter().any(|ext| lower.ends_with(ext))
+        || is_versioned_shared_object(&lower)
+        || is_python_binary(&lower)
+}
+
+/// The last path component.
+fn basename(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// `libc.so.6`, `libcudart.so.12.4.127`: a shared object with a version suffix.
+fn is_versioned_shared_object(lower: &str) -> bool {
+    let name = basename(lower);
+    name.split_once(".so.")
+        .is_some_and(|(_, v)| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+}
+
+/// `python`, `python3.12`, `python3.13t`: the interpreter executable, which `stacks="all"`
+/// names as the file of its own C frames (`/usr/bin/python3.12:…:_PyEval_EvalFrameDefault`).
+fn is_python_binary(lower: &str) -> bool {
+    basename(lower).strip_prefix("python").is_some_and(|rest| {
+        rest.bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b"dmtu".contains(&b))
+            && !rest.ends_with('.')
+    })
+}
+
+/// True for C++ and interpreter frames: a native filename ([`is_native`]) or a function the
+/// symbolizer could not name (`??`), which no Python function is called.
+pub fn is_native_frame(filename: &str, name: &str) -> bool {
+    name == "??" || is_native(filename)
 }
 
 /// True for frames inside the `torch` package (a `torch` path component).
@@ -71,7 +105,7 @@ pub fn site_frame(snap: &Snapshot, stack: StackId, opts: SiteOptions) -> Option<
     for &f in frames {
         let fr = snap.frames.get(f);
         let file = snap.strings.get(fr.filename);
-        if is_native(file) {
+        if is_native_frame(file, snap.strings.get(fr.name)) {
             continue;
         }
         if opts.keep_torch || !is_torch(file) {
@@ -124,6 +158,18 @@ mod tests {
         assert!(is_native("CUDACachingAllocator.cpp"));
         assert!(is_native("/usr/src/python/Objects/call.c"));
         assert!(!is_native("/home/u/train.py"));
+        // stacks="all" with the fast symbolizer (PyTorch 2.11): binaries and versioned libraries
+        assert!(is_native("/usr/bin/python3.12"));
+        assert!(is_native("/opt/conda/bin/python"));
+        assert!(is_native("/lib/x86_64-linux-gnu/libc.so.6"));
+        assert!(is_native("/usr/lib/libcudart.so.12.4.127"));
+        assert!(is_native("C:\\Python312\\python.exe"));
+        assert!(!is_native("/home/u/python_utils.py"));
+        assert!(!is_native("/home/u/pythonic/run.py"));
+        assert!(!is_native("/home/u/libs.so.py"));
+        assert!(!is_native("<eval_with_key>.0"));
+        assert!(is_native_frame("/usr/local/bin/app", "??"));
+        assert!(!is_native_frame("/home/u/train", "main"));
         assert!(is_torch(
             "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/linear.py"
         ));

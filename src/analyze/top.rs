@@ -98,6 +98,10 @@ pub struct DeviceTop {
     pub window: Window,
     /// Live requested bytes at `at`.
     pub live_requested_bytes: u64,
+    /// Of those, the bytes freed by the program but not yet reusable: a `free_requested`
+    /// without its `free_completed` (blocks used on other streams, `record_stream`, wait for
+    /// that work). Counted in the live cost, since the memory is still held; 0 for other costs.
+    pub pending_free_bytes: u64,
     /// Σ cost over all groups.
     pub total: u64,
     /// Unit of `bytes` and `total`: `bytes`, `byte_us` or `byte_events`.
@@ -173,9 +177,18 @@ pub fn run(
             })
             .collect();
         let live: u64 = items.iter().map(|i| i.bytes).sum();
+        let pending: Vec<CostItem> = snap
+            .live_blocks(dev)
+            .filter(|b| b.state == crate::model::BlockState::ActivePendingFree)
+            .map(|b| CostItem {
+                stack: b.stack,
+                bytes: b.requested_size,
+            })
+            .collect();
         let mut d = group(snap, items, opts, live, "bytes");
         d.device = dev.id;
         d.basis = "final_state";
+        add_pending_note(snap, &mut d, pending, opts);
         d.notes.push(format!(
             "device {} has no trace: only its final state is known (no peak, no timeline); record history with torch.cuda.memory._record_memory_history(max_entries=100000)",
             dev.id
@@ -295,6 +308,17 @@ fn device_top(
     d.device = r.device;
     d.at = replay::moment(trace, at);
     d.window = window;
+    if opts.cost == Cost::Live {
+        let pending = r
+            .live_allocations(at)
+            .filter(|a| a.free_requested.is_some_and(|f| f <= at))
+            .map(|a| CostItem {
+                stack: a.stack,
+                bytes: a.size,
+            })
+            .collect();
+        add_pending_note(snap, &mut d, pending, opts);
+    }
     if r.allocations
         .iter()
         .any(|a| a.origin != replay::Origin::Trace)
@@ -310,6 +334,40 @@ fn device_top(
     }
     add_frame_note(snap, &mut d);
     Ok(d)
+}
+
+/// Sets `pending_free_bytes` from the live allocations already freed by the program, and names
+/// their sites in a note.
+fn add_pending_note(snap: &Snapshot, d: &mut DeviceTop, pending: Vec<CostItem>, opts: &TopOptions) {
+    if pending.is_empty() {
+        return;
+    }
+    d.pending_free_bytes = pending.iter().map(|p| p.bytes).sum();
+    let blocks = pending.len();
+    let mut per_site: FxHashMap<String, u64> = FxHashMap::default();
+    for p in &pending {
+        *per_site
+            .entry(sites::site_label(snap, p.stack, opts.sites))
+            .or_default() += p.bytes;
+    }
+    let mut rows: Vec<(String, u64)> = per_site.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let named: Vec<String> = rows
+        .iter()
+        .take(3)
+        .map(|(site, b)| format!("{site} ({})", crate::units::iec(*b)))
+        .collect();
+    let more = if rows.len() > 3 {
+        format!(" and {} more sites", rows.len() - 3)
+    } else {
+        String::new()
+    };
+    d.notes.push(format!(
+        "{} of the live memory ({blocks} block{}) was freed by the program but still waits for work on other streams (record_stream) before the allocator may reuse it: {}{more}",
+        crate::units::iec(d.pending_free_bytes),
+        if blocks == 1 { "" } else { "s" },
+        named.join(", ")
+    ));
 }
 
 fn add_frame_note(snap: &Snapshot, d: &mut DeviceTop) {
@@ -408,6 +466,7 @@ fn group(
             last: -1,
         },
         live_requested_bytes: live,
+        pending_free_bytes: 0,
         total,
         unit,
         groups: n,

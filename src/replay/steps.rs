@@ -15,7 +15,7 @@ pub enum StepSource {
     UserDefined,
     /// Repeats of the optimizer's `step` (allocations under `torch/optim`).
     OptimizerStep,
-    /// Repeats of the first allocation's stack.
+    /// Regular repeats of one allocation (same stack and size), see [`periodic_starts`].
     Periodic,
 }
 
@@ -109,6 +109,72 @@ fn has_optim_frame(snap: &Snapshot, stack: StackId) -> bool {
         // Optimizers subclass torch.optim.Optimizer: its `wrapper` frame is on every step.
         file.contains("torch/optim/")
     })
+}
+
+/// True when a stack runs inside an `nn.Module` call (a frame named `forward`, `_call_impl` or
+/// `_wrapped_call_impl`).
+pub fn under_module_forward(snap: &Snapshot, stack: StackId) -> bool {
+    snap.stacks.get(stack).iter().any(|&f| {
+        let name = snap.strings.get(snap.frames.get(f).name);
+        name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl"
+    })
+}
+
+/// True for the actions that release a block.
+fn is_free(action: Action) -> bool {
+    matches!(
+        action,
+        Action::FreeRequested | Action::FreeCompleted | Action::Free
+    )
+}
+
+/// The loop of a trace without markers: the allocation (same stack of more than one frame,
+/// same size) that repeats most often at regular intervals — at least 3 times, at least 4
+/// events apart on average, gaps varying by less than 20% of their mean — with memory released
+/// inside every interval (a loop iteration frees its temporaries; a set-up loop that only
+/// allocates, such as building layers, is not a step), outside any `nn.Module` call (a loop
+/// inside a forward pass runs over layers or blocks, not steps). Ties go to the earliest
+/// allocation, so the first allocation of an iteration marks it.
+///
+/// Returns the first event of that allocation and the events where each step starts. The most
+/// frequent regular repeat is the innermost such loop: a decode step rather than a request of
+/// many decode steps. A loop over identical blocks written without `nn.Module` can still pass
+/// for the steps; `ProfilerStep` annotations (`torch.profiler.profile(...).step()`) avoid the
+/// guess.
+pub fn periodic_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(i64, Vec<i64>)> {
+    let mut frees_before = Vec::with_capacity(trace.len() + 1);
+    let mut n = 0u32;
+    frees_before.push(0);
+    for e in trace {
+        n += u32::from(is_free(e.action));
+        frees_before.push(n);
+    }
+    let mut keys: rustc_hash::FxHashMap<(StackId, u64), Vec<i64>> = Default::default();
+    for (i, e) in trace.iter().enumerate() {
+        if e.action == Action::Alloc
+            && snap.stacks.get(e.stack).len() > 1
+            && !under_module_forward(snap, e.stack)
+        {
+            keys.entry((e.stack, e.size)).or_default().push(i as i64);
+        }
+    }
+    let regular = |starts: &[i64]| {
+        if starts.len() < 3 {
+            return false;
+        }
+        let gaps: Vec<f64> = starts.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        mean >= 4.0
+            && var.sqrt() / mean < 0.2
+            && starts
+                .windows(2)
+                .all(|w| frees_before[w[1] as usize] > frees_before[w[0] as usize])
+    };
+    keys.into_values()
+        .filter(|starts| regular(starts))
+        .max_by_key(|starts| (starts.len(), std::cmp::Reverse(starts[0])))
+        .map(|starts| (starts[0], starts))
 }
 
 /// Finds the steps of a replayed device.
@@ -250,38 +316,18 @@ pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
         }
     }
     if source.is_none() {
-        // Periodic: the first allocation's stack repeating at regular intervals.
-        if let Some((i0, e0)) = trace
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.action == Action::Alloc && snap.stacks.get(e.stack).len() > 1)
-        {
-            let starts: Vec<i64> = trace[i0..]
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| {
-                    e.action == Action::Alloc && e.stack == e0.stack && e.size == e0.size
-                })
-                .map(|(k, _)| (i0 + k) as i64)
-                .collect();
-            if starts.len() >= 3 {
-                let gaps: Vec<f64> = starts.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
-                let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
-                let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
-                if mean >= 4.0 && var.sqrt() / mean < 0.2 {
-                    for (k, w) in starts.windows(2).enumerate() {
-                        ranges.push((format!("step {}", k + 1), w[0], w[1] - 1));
-                    }
-                    let last = *starts.last().unwrap();
-                    ranges.push((
-                        format!("step {}", starts.len()),
-                        last,
-                        trace.len() as i64 - 1,
-                    ));
-                    source = Some(StepSource::Periodic);
-                    marker = Some(format!("stack of event {i0}"));
-                }
+        if let Some((key_event, starts)) = periodic_starts(snap, trace) {
+            for (k, w) in starts.windows(2).enumerate() {
+                ranges.push((format!("step {}", k + 1), w[0], w[1] - 1));
             }
+            let last = *starts.last().expect("periodic keys repeat");
+            ranges.push((
+                format!("step {}", starts.len()),
+                last,
+                trace.len() as i64 - 1,
+            ));
+            source = Some(StepSource::Periodic);
+            marker = Some(format!("stack of event {key_event}"));
         }
     }
     let steps = ranges

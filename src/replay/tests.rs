@@ -149,3 +149,82 @@ fn round_size_follows_the_allocator() {
     assert_eq!(round_size(513), 1024);
     assert_eq!(round_size(1 << 20), 1 << 20);
 }
+
+/// A trace event with a two-frame stack `(file, line, name)` innermost first.
+fn ev_at(action: &str, addr: u64, size: u64, frames: &[(&str, u32, &str)]) -> String {
+    let frames: Vec<String> = frames
+        .iter()
+        .map(|(f, l, n)| format!(r#"{{"filename": "{f}", "line": {l}, "name": "{n}"}}"#))
+        .collect();
+    format!(
+        r#"{{"action": "{action}", "addr": {addr}, "size": {size}, "stream": 0, "frames": [{}]}}"#,
+        frames.join(",")
+    )
+}
+
+/// A loop body: set-up allocations once, then `n` iterations of (x, h, free h, free x?).
+fn loop_trace(n: u64, frees: bool, outer: (&str, u32, &str)) -> Snapshot {
+    let mut t = vec![
+        ev_at("alloc", 1, 4096, &[("/u/run.py", 5, "init"), outer]),
+        ev_at("alloc", 2, 4096, &[("/u/run.py", 6, "init"), outer]),
+    ];
+    for k in 0..n {
+        let (x, h) = (100 + 2 * k, 101 + 2 * k);
+        t.push(ev_at("alloc", x, 512, &[("/u/run.py", 10, "step"), outer]));
+        t.push(ev_at("alloc", h, 1024, &[("/u/run.py", 11, "step"), outer]));
+        t.push(ev_at(
+            "alloc",
+            900 + k,
+            64,
+            &[("/u/run.py", 12, "step"), outer],
+        ));
+        if frees {
+            t.push(ev_at("free_requested", h, 1024, &[outer]));
+            t.push(ev_at("free_completed", h, 1024, &[outer]));
+        } else {
+            t.push(ev_at(
+                "alloc",
+                800 + k,
+                8,
+                &[("/u/run.py", 13, "step"), outer],
+            ));
+        }
+    }
+    snap(&format!(
+        r#"{{"segments": [], "device_traces": [[{}]]}}"#,
+        t.join(",")
+    ))
+}
+
+#[test]
+fn a_loop_without_markers_is_found_by_its_first_repeating_allocation() {
+    // GIVEN 6 iterations that each allocate x, h and a kept tensor, and free h, after set-up
+    let s = loop_trace(6, true, ("/u/run.py", 30, "main"));
+    let r = replay(&s);
+    // WHEN the steps are looked for
+    let st = steps::find(&s, &r[0]);
+    // THEN the loop's first allocation (event 2, x) starts each of the 6 steps
+    assert_eq!(st.source, Some(steps::StepSource::Periodic));
+    assert_eq!(st.marker.as_deref(), Some("stack of event 2"));
+    assert_eq!(st.steps.len(), 6);
+    assert_eq!(
+        st.steps.iter().map(|s| s.first_event).collect::<Vec<_>>(),
+        vec![2, 7, 12, 17, 22, 27]
+    );
+    assert_eq!(st.steps[5].last_event, 31);
+}
+
+#[test]
+fn a_loop_that_frees_nothing_or_runs_inside_a_forward_is_not_a_step() {
+    // GIVEN the same loop without frees (building layers), and one inside a module's forward
+    for s in [
+        loop_trace(6, false, ("/u/run.py", 30, "main")),
+        loop_trace(6, true, ("/u/model.py", 30, "forward")),
+    ] {
+        let r = replay(&s);
+        // WHEN the steps are looked for THEN none are found
+        let st = steps::find(&s, &r[0]);
+        assert_eq!(st.source, None, "{:?}", st.steps);
+        assert!(st.steps.is_empty());
+    }
+}

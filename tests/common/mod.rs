@@ -30,6 +30,18 @@ pub fn samples() -> Vec<PathBuf> {
     v
 }
 
+/// The real snapshots captured on a GPU (`samples/captured/*.pickle`, see
+/// samples/capture/README.md), sorted.
+pub fn captured() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("samples/captured"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+        .collect();
+    v.sort();
+    v
+}
+
 /// The real snapshots in `../shared/samples/real`, or `None` (with a message) when absent.
 pub fn real_snapshots() -> Option<Vec<PathBuf>> {
     let dir = root()

@@ -34,7 +34,9 @@ peak: {"devices": [{"device", "events", "initial_bytes", "peak_bytes", "peak_eve
 timeline: {"devices": [{"device", "events", "initial_bytes", "bytes": [live bytes after event i, ...]}]}
 
 Site of an allocation: the innermost frame that is neither a C++/interpreter frame (filename `??`,
-empty, or ending in .c .cc .cpp .cxx .h .hpp .cu .cuh) nor inside the `torch` package (a path
+empty, or ending in .c .cc .cpp .cxx .h .hpp .cu .cuh .so .o .s .dylib .dll .pyd .exe; a versioned
+shared object such as libc.so.6; the interpreter binary python / python3.12 / python3.13t; or a
+frame whose name is `??`, as stacks="all" records unsymbolized code) nor inside the `torch` package (a path
 component equal to `torch`); else the innermost non-C++ frame; else `<no frames>` (frames absent,
 empty, or C++ only). Written `filename:line:name`; lines 2^64-1 and -1 print as -1.
 """
@@ -43,12 +45,16 @@ import gzip
 import io
 import json
 import pickle
+import re
 import sys
 
 U64 = (1 << 64) - 1
 # Native code: C/C++/CUDA sources, shared objects, object files and assembly (seen in real
 # stacks="all" files: thread48.o, clone3.S), compared case-insensitively.
-CPP_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so", ".o", ".s")
+CPP_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".so", ".o", ".s",
+                ".dylib", ".dll", ".pyd", ".exe")
+VERSIONED_SO = re.compile(r"\.so\.[0-9.]+$")
+PYTHON_BINARY = re.compile(r"^python[0-9.dmtu]*$")
 NO_FRAMES = "<no frames>"
 
 
@@ -76,7 +82,12 @@ def is_cpp_frame(fr):
     fn = fr.get("filename", "")
     if not isinstance(fn, str):
         fn = str(fn)
-    return fn in ("??", "") or fn.lower().endswith(CPP_SUFFIXES)
+    if fr.get("name") == "??" or fn in ("??", ""):
+        return True
+    low = fn.lower()
+    base = low.replace("\\", "/").rsplit("/", 1)[-1]
+    return (low.endswith(CPP_SUFFIXES) or bool(VERSIONED_SO.search(base))
+            or (bool(PYTHON_BINARY.match(base)) and not base.endswith(".")))
 
 
 def is_torch_frame(fr):

@@ -3,6 +3,7 @@
 
   python3 tests/oracle/snapshot_oracle.py summary FILE   per-device totals as one JSON object
   python3 tests/oracle/snapshot_oracle.py check FILE     invariant violations (I1-I5, I8) as a JSON list
+  python3 tests/oracle/snapshot_oracle.py frames FILE    distinct frames, by kind, as one JSON object
 
 Input: a raw pickle, a gzip-compressed pickle (by magic bytes), or JSON (first non-blank
 byte `{` or `[`). Pickles are loaded with an Unpickler whose find_class refuses every
@@ -23,6 +24,10 @@ Summary semantics (per device; a device is listed when it has segments or a non-
   actions                         action -> count over that device's trace
 Addresses may be negative (int64 casts in the C++ path); they are masked to u64 where
 compared. Sizes are used as they are.
+
+Frames: every frame of block frames, block history and trace entries, distinct by
+(filename, line, name): `distinct`, and of those `python` (filename ends in `.py`) and
+`other` (C++, interpreter and generated code), plus `occurrences` (every frame counted).
 
 Check: one object per violation {segment (index), device, address, invariant, message[, expected,
 actual]}. I1 sum of block sizes == total_size; I2 allocated_size; I3 active_size; I4 segment
@@ -182,16 +187,41 @@ def check(snap):
     return out
 
 
+def frames(snap):
+    segs, traces, _kind = shape(snap)
+    seen = set()
+    occurrences = 0
+
+    def take(fr):
+        nonlocal occurrences
+        for f in fr or []:
+            occurrences += 1
+            seen.add((f.get("filename", ""), f.get("line", 0), f.get("name", "")))
+
+    for s in segs:
+        for b in s.get("blocks") or []:
+            take(b.get("frames"))
+            for h in b.get("history") or []:
+                take(h.get("frames"))
+    for t in traces or []:
+        for e in t or []:
+            take(e.get("frames"))
+    python = sum(1 for f in seen if isinstance(f[0], str) and f[0].endswith(".py"))
+    return {"distinct": len(seen), "python": python, "other": len(seen) - python,
+            "occurrences": occurrences}
+
+
 def dumps(obj):
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] not in ("summary", "check"):
+    commands = {"summary": summary, "check": check, "frames": frames}
+    if len(argv) != 3 or argv[1] not in commands:
         sys.stderr.write(__doc__)
         return 2
     snap = load(argv[2])
-    print(dumps(summary(snap) if argv[1] == "summary" else check(snap)))
+    print(dumps(commands[argv[1]](snap)))
     return 0
 
 
