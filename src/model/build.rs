@@ -1546,6 +1546,9 @@ mod tests {
         fn get(&mut self, i: u8) {
             self.b.extend([b'h', i]);
         }
+        fn put(&mut self, i: u8) {
+            self.b.extend([b'q', i]);
+        }
         fn op(&mut self, bytes: &[u8]) {
             self.b.extend_from_slice(bytes);
         }
@@ -1686,5 +1689,65 @@ mod tests {
             canonical(&with_fallback),
             canonical(&general.expect("reads"))
         );
+    }
+
+    #[test]
+    fn a_put_that_rebinds_an_id_wins_over_converting_what_it_held() {
+        // Pickle semantics: memo id n names the last object PUT there. A frame dict put at n,
+        // then a second (non-frame) dict put at n in the same list: converting the first when
+        // the list is filled must not take n back. Both paths must give the second.
+        let mut p = Pickle {
+            b: vec![0x80, 4],
+            memo: 0,
+        };
+        p.op(b"}");
+        p.memoize();
+        p.str("device_traces");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        p.new_dict();
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let frames = p.str("frames");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(}(");
+        p.str("filename");
+        p.str("f.py");
+        let name = p.str("name");
+        p.str("g");
+        p.str("line");
+        p.op(b"K\x01u");
+        let n = p.memo;
+        p.put(n);
+        p.memo += 1;
+        p.op(b"}(");
+        p.get(name);
+        p.str("h");
+        p.op(b"u");
+        p.put(n);
+        p.op(b"eu");
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.get(frames);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        p.get(n);
+        p.op(b"eu");
+        p.op(b"eas.");
+        let body = p.b;
+        for flat in [true, false] {
+            let snap = build_seq(&body, flat).0.expect("decodes");
+            let stack = snap.stacks.get(snap.events[1].stack);
+            assert_eq!(stack.len(), 1);
+            let f = snap.frames.get(stack[0]);
+            assert_eq!((snap.strings.get(f.name), f.line), ("h", -1), "flat={flat}");
+        }
+        assert_flat_agrees("rebound", &body, false);
     }
 }

@@ -442,12 +442,19 @@ impl<'a> Heap<'a> {
             std::mem::replace(&mut obj.data, ObjData::Replaced(to))
         } else {
             if obj.memo != NO_MEMO {
+                // Only while the slot still holds this object: a later PUT to the same id
+                // rebinds it (pickle semantics), and must not be undone by this conversion.
                 let m = obj.memo as u64;
                 let rel = m.wrapping_sub(self.memo_base) as usize;
+                let me = Value::Obj(id);
                 if m >= self.memo_base && rel < self.memo.len() {
-                    self.memo[rel] = to;
-                } else {
-                    self.sparse_memo.insert(m, to);
+                    if self.memo[rel] == me {
+                        self.memo[rel] = to;
+                    }
+                } else if let Some(slot) = self.sparse_memo.get_mut(&m) {
+                    if *slot == me {
+                        *slot = to;
+                    }
                 }
             }
             let old = std::mem::replace(&mut obj.data, ObjData::Free);
