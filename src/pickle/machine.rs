@@ -241,6 +241,10 @@ struct Machine<'a> {
     /// slots hold `flat_sentinel`, whose use stops the decode like [`Machine::flat_consumed`].
     flat_memo: Vec<(u64, Value)>,
     flat_sentinel: Option<Value>,
+    /// Dicts still to leave to the general loop before the fast path is tried again, and
+    /// how many the next decline adds (doubling while declines follow each other).
+    flat_skip: u32,
+    flat_backoff: u32,
 }
 
 const EXT_CACHE: usize = 1 << 14;
@@ -281,6 +285,8 @@ impl<'a> Machine<'a> {
             flat_pending: Vec::new(),
             flat_memo: Vec::new(),
             flat_sentinel: None,
+            flat_skip: 0,
+            flat_backoff: 0,
         }
     }
 
@@ -853,7 +859,9 @@ impl<'a> Machine<'a> {
                 }
                 op::EMPTY_DICT => {
                     if hooks.wants_flat() && self.depth == 0 {
-                        if let Some(v) = self.try_flat(hooks) {
+                        if self.flat_skip > 0 {
+                            self.flat_skip -= 1;
+                        } else if let Some(v) = self.try_flat(hooks) {
                             self.push(v)?;
                             continue;
                         }

@@ -26,6 +26,9 @@ pub const FLAT_BROKEN: &str =
 /// Dicts offered to the fast path that it left to the general loop (for `MEMLENS_TIMING`).
 pub static DECLINED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Most dicts skipped after a run of declines (see [`Machine::try_flat`]).
+const MAX_BACKOFF: u32 = 1024;
+
 /// What [`Machine::parse_flat`] read.
 struct Parsed {
     /// Offset after the dict's `SETITEMS`.
@@ -57,6 +60,12 @@ impl Machine<'_> {
             DECLINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.heap.memo.truncate(saved.0);
             self.memo_next = saved.1;
+            // A layout the path does not read (every frame dict defined inline, say) would
+            // pay for a partial read of every entry: back off, 1, 2, 4 ... 1024 dicts.
+            self.flat_skip = self.flat_backoff;
+            self.flat_backoff = (self.flat_backoff * 2).clamp(1, MAX_BACKOFF);
+        } else {
+            self.flat_backoff = 0;
         }
         done
     }
