@@ -1119,6 +1119,11 @@ impl<'p> Builder<'p> {
                 .map(|&i| self.segments[i as usize].clone())
                 .collect()
         };
+        // A segment without blocks gets one spelling of its empty range, whichever decoder
+        // (and chunking) built it.
+        for seg in segments.iter_mut().filter(|s| s.blocks.is_empty()) {
+            seg.blocks = 0..0;
+        }
         let sorted = segments
             .windows(2)
             .all(|w| (w[0].device, w[0].address) <= (w[1].device, w[1].address));
