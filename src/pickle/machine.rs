@@ -245,6 +245,9 @@ struct Machine<'a> {
     /// how many the next decline adds (doubling while declines follow each other).
     flat_skip: u32,
     flat_backoff: u32,
+    /// Set when the fast path declined only because a reference was not resolved yet (a
+    /// definition outside a chunk not decoded so far): such a decline is no reason to back off.
+    flat_transient: std::cell::Cell<bool>,
 }
 
 const EXT_CACHE: usize = 1 << 14;
@@ -287,6 +290,7 @@ impl<'a> Machine<'a> {
             flat_sentinel: None,
             flat_skip: 0,
             flat_backoff: 0,
+            flat_transient: std::cell::Cell::new(false),
         }
     }
 

@@ -52,6 +52,7 @@ impl Machine<'_> {
             return None;
         }
         let saved = (self.heap.memo.len(), self.memo_next);
+        self.flat_transient.set(false);
         let done = match self.parse_flat() {
             Some(parsed) => self.finish_flat(hooks, list_id, m, parsed),
             None => None,
@@ -62,8 +63,10 @@ impl Machine<'_> {
             self.memo_next = saved.1;
             // A layout the path does not read (every frame dict defined inline, say) would
             // pay for a partial read of every entry: back off, 1, 2, 4 ... 1024 dicts.
-            self.flat_skip = self.flat_backoff;
-            self.flat_backoff = (self.flat_backoff * 2).clamp(1, MAX_BACKOFF);
+            if !self.flat_transient.replace(false) {
+                self.flat_skip = self.flat_backoff;
+                self.flat_backoff = (self.flat_backoff * 2).clamp(1, MAX_BACKOFF);
+            }
         } else {
             self.flat_backoff = 0;
         }
@@ -174,7 +177,10 @@ impl Machine<'_> {
                         .get((index as usize) & (super::EXT_CACHE - 1))
                     {
                         Some(e) if e.0 == index => std::slice::from_ref(&e.1),
-                        _ => return None,
+                        _ => {
+                            self.flat_transient.set(true);
+                            return None;
+                        }
                     }
                 }
                 _ => {
@@ -327,7 +333,11 @@ impl Machine<'_> {
     /// [`Machine::flat_ref`] for converted containers and sparse entries.
     #[inline(never)]
     fn flat_ref_slow(&self, index: u64) -> Option<Value> {
-        let v = self.heap.resolve(self.memo_lookup(index)?);
+        let Some(v) = self.memo_lookup(index) else {
+            self.flat_transient.set(true);
+            return None;
+        };
+        let v = self.heap.resolve(v);
         (!matches!(v, Value::Obj(_))).then_some(v)
     }
 
