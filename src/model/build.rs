@@ -313,8 +313,14 @@ impl Hooks for Skipper<'_, '_> {
     fn records(&self) -> usize {
         self.b.records()
     }
+    /// The calling thread decodes what lies outside the chunks (the top-level dict, allocator
+    /// settings, annotations). A frame dict it needs from inside a chunk would be a plain
+    /// dict here but converted in the sequential decoder (its frames list converts it), and
+    /// a setting holding one would read differently: such a plan is given up.
     fn accepts_definition(&self, heap: &Heap, value: Value) -> bool {
         self.b.accepts_definition(heap, value)
+            && !dict_pairs(heap, value)
+                .is_some_and(|(_, pairs)| classify(heap, pairs) == Some(FRAME))
     }
     fn wants_flat(&self) -> bool {
         self.b.flat
