@@ -100,15 +100,20 @@ impl Machine<'_> {
             if self.flat_pairs.len() == MAX_PAIRS {
                 return None;
             }
-            let (key, q) = self.flat_scalar(p, lim, &pending)?;
-            if !matches!(key, Value::Str { .. }) {
+            // Values travel through out-parameters, not `Option<(Value, usize)>`: that
+            // niche-packed return moves a Value as tag + 15 bytes, whose reload stalls.
+            let mut key = Value::None;
+            p = self.flat_scalar(p, lim, &pending, &mut key);
+            if p == 0 || !matches!(key, Value::Str { .. }) {
                 return None;
             }
-            p = q;
             if *buf.get(p).filter(|_| p < lim)? != op::EMPTY_LIST {
-                let (value, q) = self.flat_scalar(p, lim, &pending)?;
+                let mut value = Value::None;
+                p = self.flat_scalar(p, lim, &pending, &mut value);
+                if p == 0 {
+                    return None;
+                }
                 self.flat_pairs.push((key, value));
-                p = q;
                 continue;
             }
             if list.is_some() {
@@ -124,11 +129,11 @@ impl Machine<'_> {
                 Some(&op::MARK) => p = self.flat_items_run(p + 1, lim, &pending)?,
                 Some(&(op::BINGET | op::LONG_BINGET)) => {
                     // One item and APPEND, or an empty list followed by a key reference.
-                    if let Some((item, q)) = self.flat_ref(p, lim, &pending) {
-                        if buf.get(q).filter(|_| q < lim) == Some(&op::APPEND) {
-                            self.flat_items.push(item);
-                            p = q + 1;
-                        }
+                    let mut item = Value::None;
+                    let q = self.flat_ref(p, lim, &pending, &mut item);
+                    if q != 0 && buf.get(q).filter(|_| q < lim) == Some(&op::APPEND) {
+                        self.flat_items.push(item);
+                        p = q + 1;
                     }
                 }
                 _ => {}
@@ -219,27 +224,32 @@ impl Machine<'_> {
         }
     }
 
-    /// A key or scalar value at `p`: a string (memoized as it is read), an integer, None, a
-    /// bool, or a reference to a non-container.
+    /// A key or scalar value at `p` into `out`: a string (memoized as it is read), an integer,
+    /// None, a bool, or a reference to a non-container. Returns the offset after it, 0 when
+    /// declining.
     #[inline(always)]
     fn flat_scalar(
         &mut self,
         p: usize,
         lim: usize,
         pending: &[Option<u64>; 2],
-    ) -> Option<(Value, usize)> {
+        out: &mut Value,
+    ) -> usize {
         let buf = self.buf;
         // Every fixed-size form below fits in 10 bytes; nearer the end, decline.
         if p + 10 > lim {
-            return None;
+            return 0;
         }
-        let w: &[u8; 10] = buf[p..p + 10].try_into().ok()?;
+        let w: [u8; 10] = match buf[p..p + 10].try_into() {
+            Ok(w) => w,
+            Err(_) => return 0,
+        };
         let (v, q) = match w[0] {
-            op::BINGET | op::LONG_BINGET => return self.flat_ref(p, lim, pending),
+            op::BINGET | op::LONG_BINGET => return self.flat_ref(p, lim, pending, out),
             op::SHORT_BINUNICODE => {
                 let n = w[1] as usize;
                 if p + 2 + n > lim {
-                    return None;
+                    return 0;
                 }
                 let v = Value::Str {
                     off: (p + 2) as u64,
@@ -250,7 +260,7 @@ impl Machine<'_> {
             op::BINUNICODE => {
                 let n = u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as usize;
                 if n > lim - p - 5 {
-                    return None;
+                    return 0;
                 }
                 let v = Value::Str {
                     off: (p + 5) as u64,
@@ -261,7 +271,7 @@ impl Machine<'_> {
             op::LONG1 => {
                 let n = w[1] as usize;
                 if n > 8 {
-                    return None;
+                    return 0;
                 }
                 // Non-negative (top bit of the last byte clear): zero-extended as is.
                 let v = if n > 0 && w[1 + n] < 0x80 {
@@ -282,36 +292,42 @@ impl Machine<'_> {
             op::NONE => (Value::None, p + 1),
             op::NEWTRUE => (Value::Bool(true), p + 1),
             op::NEWFALSE => (Value::Bool(false), p + 1),
-            _ => return None,
+            _ => return 0,
         };
+        *out = v;
         if let Value::Str { .. } = v {
-            let (slot, q) = self.memo_op(q, lim)?;
+            let Some((slot, q)) = self.memo_op(q, lim) else {
+                return 0;
+            };
             if let Some(i) = slot {
-                self.memo_put(i, v).ok()?;
+                if self.memo_put(i, v).is_err() {
+                    return 0;
+                }
             }
-            return Some((v, q));
+            return q;
         }
-        Some((v, q))
+        q
     }
 
     /// A memo reference at `p` to anything but a container (a string, a scalar, a converted
     /// handle), from the memo or, in a chunk, from the cache of outside definitions.
     #[inline(always)]
-    fn flat_ref(&self, p: usize, lim: usize, pending: &[Option<u64>; 2]) -> Option<(Value, usize)> {
+    fn flat_ref(&self, p: usize, lim: usize, pending: &[Option<u64>; 2], out: &mut Value) -> usize {
         let buf = self.buf;
         let (index, q) = match buf[p] {
             op::BINGET if p + 2 <= lim => (buf[p + 1] as u64, p + 2),
-            op::LONG_BINGET if p + 5 <= lim => {
-                let b: [u8; 4] = buf[p + 1..p + 5].try_into().ok()?;
-                (u32::from_le_bytes(b) as u64, p + 5)
-            }
-            _ => return None,
+            op::LONG_BINGET if p + 5 <= lim => (
+                u32::from_le_bytes([buf[p + 1], buf[p + 2], buf[p + 3], buf[p + 4]]) as u64,
+                p + 5,
+            ),
+            _ => return 0,
         };
         let rel = index.wrapping_sub(self.heap.memo_base) as usize;
         let pend = pending[0] == Some(index) || pending[1] == Some(index);
         if let Some(v) = self.heap.memo.get(rel) {
             if !matches!(v, Value::Obj(_)) && !pend {
-                return Some((*v, q));
+                *out = *v;
+                return q;
             }
         } else if self.defs.is_some() && !pend {
             // In a chunk: an entry defined outside it, from the cache the general loop fills.
@@ -320,14 +336,21 @@ impl Machine<'_> {
                 .get((index as usize) & (super::EXT_CACHE - 1))
             {
                 if e.0 == index {
-                    return Some((e.1, q));
+                    *out = e.1;
+                    return q;
                 }
             }
         }
         if pend {
-            return None;
+            return 0;
         }
-        self.flat_ref_slow(index).map(|v| (v, q))
+        match self.flat_ref_slow(index) {
+            Some(v) => {
+                *out = v;
+                q
+            }
+            None => 0,
+        }
     }
 
     /// [`Machine::flat_ref`] for converted containers and sparse entries.
