@@ -60,7 +60,7 @@ fn canonical(s: &Snapshot) -> Vec<String> {
             e.action,
             e.addr,
             e.size,
-            e.stream,
+            s.event_stream(e),
             e.time_us,
             stack_text(s, e.stack),
             s.strings.get(e.compile_context),

@@ -39,7 +39,7 @@ fn resolved(s: &Snapshot) -> Vec<String> {
                 e.action,
                 e.addr,
                 e.size,
-                e.stream,
+                s.event_stream(e),
                 e.time_us,
                 e.stack.is_recorded(),
                 s.strings.get(e.compile_context),

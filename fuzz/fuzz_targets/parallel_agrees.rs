@@ -47,8 +47,10 @@ fn canonical(s: &Snapshot) -> Vec<String> {
         e2.stack = StackId::EMPTY;
         e2.compile_context = Default::default();
         e2.user_metadata = Default::default();
+        e2.stream = Default::default();
         out.push(format!(
-            "{e2:?} {} {} {}",
+            "{e2:?} {} {} {} {}",
+            s.event_stream(e),
             stack_text(s, e.stack),
             s.strings.get(e.compile_context),
             s.strings.get(e.user_metadata)

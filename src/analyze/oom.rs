@@ -136,7 +136,8 @@ pub fn run(
             } else {
                 PoolKind::Large
             };
-            let (allocated, reserved, pool_free, largest) = numbers(&st, pool, e.stream);
+            let (allocated, reserved, pool_free, largest) =
+                numbers(&st, pool, snap.event_stream(e));
             let requested = segment_size_for(rounded);
             let ev = Evidence {
                 requested_bytes: Some(requested),

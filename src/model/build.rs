@@ -6,7 +6,7 @@
 //! to its list. Memo entries then point at the converted handles, so shared objects are
 //! converted once and the generic containers are released as the decoder goes.
 
-use super::ids::{FrameId, StackId, StrId};
+use super::ids::{FrameId, StackId, StrId, StreamId};
 use super::intern::{Frame, Frames, Stacks, Strings};
 use super::keys::{Key, KeyCache};
 use super::snapshot::*;
@@ -192,6 +192,7 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
 
 /// What a worker produced for one chunk: its own interning tables and converted items.
 pub(crate) struct ChunkOut {
+    streams: Vec<u64>,
     strings: Strings,
     frames: Frames,
     stacks: Stacks,
@@ -242,6 +243,7 @@ pub(crate) fn build_chunk(
     }
     drop(heap);
     Some(ChunkOut {
+        streams: b.streams,
         strings: b.strings,
         frames: b.frames,
         stacks: b.stacks,
@@ -336,6 +338,8 @@ impl Hooks for Skipper<'_, '_> {
 }
 
 struct Builder<'p> {
+    /// Raw stream handles of the events so far, by [`StreamId`].
+    streams: Vec<u64>,
     strings: Strings,
     frames: Frames,
     stacks: Stacks,
@@ -456,6 +460,7 @@ fn classify_by(pairs: &[(Value, Value)], mut key: impl FnMut(Value) -> Key) -> O
 impl<'p> Builder<'p> {
     fn new(progress: Option<&'p mut dyn FnMut(u64)>) -> Self {
         Builder {
+            streams: vec![0],
             strings: Strings::default(),
             frames: Frames::default(),
             stacks: Stacks::default(),
@@ -525,8 +530,14 @@ impl<'p> Builder<'p> {
         if out.segments.is_empty() {
             let start = self.events.len() as u32;
             let n = out.events.len() as u32;
+            let streams: Vec<StreamId> = out
+                .streams
+                .iter()
+                .map(|&s| self.intern_stream(s).unwrap_or(StreamId::DEFAULT))
+                .collect();
             self.events.extend(out.events.into_iter().map(|mut e| {
                 e.stack = st(e.stack);
+                e.stream = streams[e.stream.0 as usize];
                 e.compile_context = smap[e.compile_context.0 as usize];
                 e.user_metadata = smap[e.user_metadata.0 as usize];
                 e
@@ -542,6 +553,21 @@ impl<'p> Builder<'p> {
             }));
             (SEGMENT, start, n)
         }
+    }
+
+    /// The id of stream handle `raw` (the last one is checked first: traces run on one or two).
+    fn intern_stream(&mut self, raw: u64) -> Result<StreamId, String> {
+        if let Some(i) = self.streams.iter().rposition(|&s| s == raw) {
+            return Ok(StreamId(i as u16));
+        }
+        if self.streams.len() > u16::MAX as usize {
+            return Err(format!(
+                "key 'stream': more than {} distinct streams in one trace; not a snapshot",
+                u16::MAX as usize + 1
+            ));
+        }
+        self.streams.push(raw);
+        Ok(StreamId(self.streams.len() as u16 - 1))
     }
 
     fn intern_text(&mut self, bytes: &[u8]) -> StrId {
@@ -653,7 +679,7 @@ impl<'p> Builder<'p> {
         let mut e = TraceEvent {
             addr: 0,
             size: 0,
-            stream: 0,
+            stream: StreamId::DEFAULT,
             time_us: NO_TIME,
             stack: StackId::ABSENT,
             compile_context: StrId::EMPTY,
@@ -678,7 +704,7 @@ impl<'p> Builder<'p> {
                 }
                 Key::Addr => e.addr = expect_u64(heap, v, "addr")?,
                 Key::Size => e.size = expect_size(heap, v, "size")?,
-                Key::Stream => e.stream = expect_u64(heap, v, "stream")?,
+                Key::Stream => e.stream = self.intern_stream(expect_u64(heap, v, "stream")?)?,
                 Key::TimeUs => e.time_us = expect_i64(heap, v, "time_us")?,
                 Key::Frames => e.stack = self.convert_stack(heap, v, "frames")?,
                 Key::DeviceFree => device_free = Some(expect_u64(heap, v, "device_free")?),
@@ -1227,6 +1253,7 @@ impl<'p> Builder<'p> {
             segments,
             blocks: self.blocks,
             events,
+            streams: std::mem::take(&mut self.streams),
             devices,
             allocator_settings: settings,
             annotations,
@@ -1457,7 +1484,7 @@ mod tests {
                 e.action,
                 e.addr,
                 e.size,
-                e.stream,
+                s.event_stream(e),
                 e.time_us,
                 stack(e.stack),
                 s.strings.get(e.compile_context),
@@ -1760,5 +1787,44 @@ mod tests {
             assert_eq!((snap.strings.get(f.name), f.line), ("h", -1), "flat={flat}");
         }
         assert_flat_agrees("rebound", &body, false);
+    }
+
+    #[test]
+    fn streams_are_interned_and_an_event_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<TraceEvent>(), 40);
+        // Three entries on streams 0x7f00aa, 0 (default) and 0x7f00aa again.
+        let mut p = Pickle { b: vec![0x80, 4], memo: 0 };
+        p.op(b"}");
+        p.memoize();
+        p.str("device_traces");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        p.new_dict();
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let stream = p.str("stream");
+        p.op(&[b'J', 0xaa, 0x00, 0x7f, 0x00, b'u']);
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.get(stream);
+        p.op(b"K\x00u");
+        p.new_dict();
+        p.get(action);
+        p.get(alloc);
+        p.get(stream);
+        p.op(&[b'J', 0xaa, 0x00, 0x7f, 0x00, b'u']);
+        p.op(b"eas.");
+        for flat in [true, false] {
+            let snap = build_seq(&p.b, flat).0.expect("decodes");
+            let raw: Vec<u64> = snap.events.iter().map(|e| snap.event_stream(e)).collect();
+            assert_eq!(raw, [0x7f00aa, 0, 0x7f00aa], "flat={flat}");
+            assert_eq!(snap.events[1].stream, StreamId::DEFAULT);
+            assert_eq!(snap.events[0].stream, snap.events[2].stream);
+            assert_eq!(snap.streams.len(), 2);
+        }
     }
 }

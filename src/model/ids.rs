@@ -9,6 +9,16 @@ impl StrId {
     pub const EMPTY: StrId = StrId(0);
 }
 
+/// Index of an event's stream in [`super::Snapshot::streams`]; `StreamId::DEFAULT` is stream 0.
+/// A trace names a handful of streams, so 16 bits keep an event at 40 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct StreamId(pub u16);
+
+impl StreamId {
+    /// The default stream (handle 0), always id 0.
+    pub const DEFAULT: StreamId = StreamId(0);
+}
+
 /// Index of an interned frame in [`super::Frames`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FrameId(pub u32);

@@ -12,6 +12,6 @@ pub mod snapshot;
 pub mod validate;
 
 pub use build::{build, default_threads, set_default_threads, BuildError, BuildOptions, Strategy};
-pub use ids::{FrameId, StackId, StrId};
+pub use ids::{FrameId, StackId, StrId, StreamId};
 pub use intern::{Frame, Frames, Stacks, Strings};
 pub use snapshot::*;

@@ -3,7 +3,7 @@
 //! Every snapshot variant (modern dict, 2.0-era dict with block `history`, bare segment list,
 //! profiler-derived, JSON) is normalized into these types by [`super::build()`].
 
-use super::ids::{StackId, StrId};
+use super::ids::{StackId, StrId, StreamId};
 use super::intern::{Frames, Stacks, Strings};
 use serde::Serialize;
 use std::ops::Range;
@@ -183,15 +183,15 @@ impl Action {
 /// Sentinel for an event without `time_us` (files before PyTorch 2.2).
 pub const NO_TIME: i64 = i64::MIN;
 
-/// One entry of a device's trace ring buffer (48 bytes).
+/// One entry of a device's trace ring buffer (40 bytes).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TraceEvent {
     /// Block or segment address; for `oom`, the device's free bytes (`device_free`).
     pub addr: u64,
     /// Bytes (requested bytes for alloc/free; segment bytes for segment actions).
     pub size: u64,
-    /// Raw stream handle.
-    pub stream: u64,
+    /// The stream: its raw handle is [`Snapshot::event_stream`].
+    pub stream: StreamId,
     /// Wall-clock µs since the epoch, or [`NO_TIME`].
     pub time_us: i64,
     /// Stack, or `StackId::ABSENT` when the entry had no `frames` key.
@@ -290,6 +290,8 @@ pub struct Snapshot {
     pub blocks: Vec<Block>,
     /// All trace events; each device owns a contiguous range.
     pub events: Vec<TraceEvent>,
+    /// Raw stream handles of the events, by [`StreamId`] (`streams[0]` is 0, the default).
+    pub streams: Vec<u64>,
     /// Devices with segments or a trace list, sorted by id.
     pub devices: Vec<Device>,
     /// `allocator_settings`, in file order, if present.
@@ -321,6 +323,7 @@ impl Snapshot {
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
         self.events.capacity() * size_of::<TraceEvent>()
+            + self.streams.capacity() * size_of::<u64>()
             + self.blocks.capacity() * size_of::<Block>()
             + self.segments.capacity() * size_of::<Segment>()
             + self.devices.capacity() * size_of::<Device>()
@@ -328,6 +331,11 @@ impl Snapshot {
             + self.strings.heap_bytes()
             + self.frames.heap_bytes()
             + self.stacks.heap_bytes()
+    }
+
+    /// The raw stream handle of event `e` (0 = the default stream).
+    pub fn event_stream(&self, e: &TraceEvent) -> u64 {
+        self.streams.get(e.stream.0 as usize).copied().unwrap_or(0)
     }
 
     /// The blocks of `device` that hold memory at the end (allocated or pending free).

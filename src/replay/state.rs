@@ -224,7 +224,7 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                     e.addr,
                     Seg {
                         size: e.size,
-                        stream: e.stream,
+                        stream: snap.event_stream(e),
                         pool: if e.size <= 2 << 20 {
                             PoolKind::Small
                         } else {
@@ -294,7 +294,7 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                 blocks.insert(e.addr, free_block(e.addr, e.size));
                 let mut size = e.size;
                 let (mut stream, mut pool, mut pool_id) = (
-                    e.stream,
+                    snap.event_stream(e),
                     if e.size % (20 << 20) == 0 {
                         PoolKind::Large
                     } else {
@@ -303,7 +303,7 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                     (0, 0),
                 );
                 if let Some((&pa, p)) = segs.range(..e.addr).next_back() {
-                    if pa + p.size == e.addr && p.expandable && p.stream == e.stream {
+                    if pa + p.size == e.addr && p.expandable && p.stream == snap.event_stream(e) {
                         let p = segs.remove(&pa).unwrap();
                         base = pa;
                         size += p.size;
@@ -312,7 +312,7 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
                     }
                 }
                 if let Some(n) = segs.get(&(e.addr + e.size)) {
-                    if n.expandable && n.stream == e.stream {
+                    if n.expandable && n.stream == snap.event_stream(e) {
                         let n = segs.remove(&(e.addr + e.size)).unwrap();
                         size += n.size;
                         (pool, pool_id) = (n.pool, n.pool_id);
