@@ -1571,6 +1571,27 @@ mod tests {
     }
 
     impl Pickle {
+        /// `{"device_traces": [[` with the entries' MARK open; [`Pickle::finish`] closes it.
+        fn trace() -> Pickle {
+            let mut p = Pickle {
+                b: vec![0x80, 4],
+                memo: 0,
+            };
+            p.op(b"}");
+            p.memoize();
+            p.str("device_traces");
+            p.op(b"]");
+            p.memoize();
+            p.op(b"]");
+            p.memoize();
+            p.op(b"(");
+            p
+        }
+        /// Closes what [`Pickle::trace`] opened and returns the pickle.
+        fn finish(mut self) -> Vec<u8> {
+            self.op(b"eas.");
+            self.b
+        }
         fn memoize(&mut self) -> u8 {
             self.b.push(0x94);
             self.memo += 1;
@@ -1599,18 +1620,7 @@ mod tests {
 
     #[test]
     fn flat_entries_with_inline_frames_shared_lists_and_appends_agree() {
-        let mut p = Pickle {
-            b: vec![0x80, 4],
-            memo: 0,
-        };
-        p.op(b"}");
-        p.memoize();
-        p.str("device_traces");
-        p.op(b"]");
-        p.memoize();
-        p.op(b"]");
-        p.memoize();
-        p.op(b"(");
+        let mut p = Pickle::trace();
         // e1: a frame dict defined inline, in a one-item list (general path).
         p.new_dict();
         let action = p.str("action");
@@ -1689,8 +1699,7 @@ mod tests {
         p.memoize();
         p.str("x");
         p.op(b"au");
-        p.op(b"eas.");
-        let body = p.b;
+        let body = p.finish();
         let (snap, _) = build_seq(&body, true);
         let snap = snap.expect("decodes");
         assert_eq!(snap.events.len(), 7);
@@ -1734,18 +1743,7 @@ mod tests {
         // Pickle semantics: memo id n names the last object PUT there. A frame dict put at n,
         // then a second (non-frame) dict put at n in the same list: converting the first when
         // the list is filled must not take n back. Both paths must give the second.
-        let mut p = Pickle {
-            b: vec![0x80, 4],
-            memo: 0,
-        };
-        p.op(b"}");
-        p.memoize();
-        p.str("device_traces");
-        p.op(b"]");
-        p.memoize();
-        p.op(b"]");
-        p.memoize();
-        p.op(b"(");
+        let mut p = Pickle::trace();
         p.new_dict();
         let action = p.str("action");
         let alloc = p.str("alloc");
@@ -1777,8 +1775,7 @@ mod tests {
         p.op(b"(");
         p.get(n);
         p.op(b"eu");
-        p.op(b"eas.");
-        let body = p.b;
+        let body = p.finish();
         for flat in [true, false] {
             let snap = build_seq(&body, flat).0.expect("decodes");
             let stack = snap.stacks.get(snap.events[1].stack);
@@ -1793,15 +1790,7 @@ mod tests {
     fn streams_are_interned_and_an_event_is_40_bytes() {
         assert_eq!(std::mem::size_of::<TraceEvent>(), 40);
         // Three entries on streams 0x7f00aa, 0 (default) and 0x7f00aa again.
-        let mut p = Pickle { b: vec![0x80, 4], memo: 0 };
-        p.op(b"}");
-        p.memoize();
-        p.str("device_traces");
-        p.op(b"]");
-        p.memoize();
-        p.op(b"]");
-        p.memoize();
-        p.op(b"(");
+        let mut p = Pickle::trace();
         p.new_dict();
         let action = p.str("action");
         let alloc = p.str("alloc");
@@ -1817,9 +1806,9 @@ mod tests {
         p.get(alloc);
         p.get(stream);
         p.op(&[b'J', 0xaa, 0x00, 0x7f, 0x00, b'u']);
-        p.op(b"eas.");
+        let body = p.finish();
         for flat in [true, false] {
-            let snap = build_seq(&p.b, flat).0.expect("decodes");
+            let snap = build_seq(&body, flat).0.expect("decodes");
             let raw: Vec<u64> = snap.events.iter().map(|e| snap.event_stream(e)).collect();
             assert_eq!(raw, [0x7f00aa, 0, 0x7f00aa], "flat={flat}");
             assert_eq!(snap.events[1].stream, StreamId::DEFAULT);
