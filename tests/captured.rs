@@ -399,6 +399,20 @@ fn the_kv_cache_is_flat_and_the_kept_logits_leak() {
 
 /// `memlens oom --format json` on a capture: its single OOM, checked against the truth's
 /// `oom` trace entry, and the whole report as text for wording checks.
+/// The capture's truth facts and its one OOM report, whose verdict, request and allocated
+/// bytes are checked against them.
+fn oom_with_truth(name: &str) -> (Value, Value, String) {
+    let t = facts(name);
+    let (o, words) = single_oom(name, &[]);
+    assert_eq!(o["verdict"], t["verdict"]);
+    assert_eq!(u(&o["requested_bytes"]), u(&t["requested_bytes"]));
+    assert_eq!(
+        u(&o["allocated_bytes"]),
+        u(&t["allocated_bytes_at_request"])
+    );
+    (t, o, words)
+}
+
 fn single_oom(name: &str, extra: &[&str]) -> (Value, String) {
     let mut args = vec!["oom"];
     args.extend_from_slice(extra);
@@ -463,14 +477,7 @@ fn judged_against_the_cap(name: &str, o: &Value, words: &str) {
 
 #[test]
 fn the_fragmentation_oom_has_its_numbers_and_verdict() {
-    let t = facts("frag_oom");
-    let (o, words) = single_oom("frag_oom", &[]);
-    assert_eq!(o["verdict"], t["verdict"]);
-    assert_eq!(u(&o["requested_bytes"]), u(&t["requested_bytes"]));
-    assert_eq!(
-        u(&o["allocated_bytes"]),
-        u(&t["allocated_bytes_at_request"])
-    );
+    let (t, o, words) = oom_with_truth("frag_oom");
     assert_eq!(u(&o["reserved_bytes"]), u(&t["reserved_bytes_at_request"]));
     assert_eq!(
         u(&o["reserved_unallocated_bytes"]),
@@ -560,14 +567,7 @@ fn expandable_segments_avoid_the_oom() {
 
 #[test]
 fn the_capacity_oom_is_a_shortage_under_the_cap() {
-    let t = facts("capacity_oom");
-    let (o, words) = single_oom("capacity_oom", &[]);
-    assert_eq!(o["verdict"], t["verdict"]);
-    assert_eq!(u(&o["requested_bytes"]), u(&t["requested_bytes"]));
-    assert_eq!(
-        u(&o["allocated_bytes"]),
-        u(&t["allocated_bytes_at_request"])
-    );
+    let (t, o, words) = oom_with_truth("capacity_oom");
     // The flush released the 64 MiB scratch segment before the oom entry.
     assert_eq!(u(&o["reserved_bytes"]), u(&t["reserved_bytes_after_flush"]));
     let summary = summary_json(&pickle("capacity_oom"));

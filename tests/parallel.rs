@@ -21,38 +21,18 @@ fn build(bytes: &[u8], strategy: Strategy, threads: usize, chunk_bytes: usize) -
     .unwrap()
 }
 
-fn stack_text(s: &Snapshot, id: StackId) -> String {
-    if !id.is_recorded() {
-        return "<absent>".into();
-    }
-    s.stacks
-        .get(id)
-        .iter()
-        .map(|f| {
-            let f = s.frames.get(*f);
-            format!(
-                "{}:{}:{}",
-                s.strings.get(f.filename),
-                s.strings.get(f.name),
-                f.line
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(";")
-}
-
 /// Everything in the snapshot, with ids replaced by their content.
 fn canonical(s: &Snapshot) -> Vec<String> {
     let mut out = vec![format!("{:?}", s.layout)];
     for seg in &s.segments {
         let mut seg2 = seg.clone();
         seg2.stack = StackId::EMPTY;
-        out.push(format!("{seg2:?} {}", stack_text(s, seg.stack)));
+        out.push(format!("{seg2:?} {}", s.stack_text(seg.stack)));
     }
     for b in &s.blocks {
         let mut b2 = *b;
         b2.stack = StackId::EMPTY;
-        out.push(format!("{b2:?} {}", stack_text(s, b.stack)));
+        out.push(format!("{b2:?} {}", s.stack_text(b.stack)));
     }
     for e in &s.events {
         out.push(format!(
@@ -62,7 +42,7 @@ fn canonical(s: &Snapshot) -> Vec<String> {
             e.size,
             s.event_stream(e),
             e.time_us,
-            stack_text(s, e.stack),
+            s.stack_text(e.stack),
             s.strings.get(e.compile_context),
             s.strings.get(e.user_metadata)
         ));

@@ -20,31 +20,16 @@ fn resolved(s: &Snapshot) -> Vec<String> {
     s.events
         .iter()
         .map(|e| {
-            let frames: Vec<String> = s
-                .stacks
-                .get(e.stack)
-                .iter()
-                .map(|f| {
-                    let f = s.frames.get(*f);
-                    format!(
-                        "{}:{}:{}",
-                        s.strings.get(f.filename),
-                        f.line,
-                        s.strings.get(f.name)
-                    )
-                })
-                .collect();
             format!(
-                "{:?} {} {} {} {} {:?} {:?} {:?} {}",
+                "{:?} {} {} {} {} {:?} {:?} {}",
                 e.action,
                 e.addr,
                 e.size,
                 s.event_stream(e),
                 e.time_us,
-                e.stack.is_recorded(),
                 s.strings.get(e.compile_context),
                 s.strings.get(e.user_metadata),
-                frames.join("|")
+                s.stack_text(e.stack)
             )
         })
         .collect()

@@ -19,28 +19,17 @@ const SEEDS: [&[u8]; 4] = [
     include_bytes!("../../samples/retained_graph.pickle"),
 ];
 
-fn stack_text(s: &Snapshot, id: StackId) -> String {
-    if !id.is_recorded() {
-        return "<absent>".into();
-    }
-    let frames = s.stacks.get(id).iter().map(|f| {
-        let f = s.frames.get(*f);
-        format!("{}:{}:{}", s.strings.get(f.filename), s.strings.get(f.name), f.line)
-    });
-    frames.collect::<Vec<_>>().join(";")
-}
-
 fn canonical(s: &Snapshot) -> Vec<String> {
     let mut out = vec![format!("{:?}", s.layout)];
     for seg in &s.segments {
         let mut seg2 = seg.clone();
         seg2.stack = StackId::EMPTY;
-        out.push(format!("{seg2:?} {}", stack_text(s, seg.stack)));
+        out.push(format!("{seg2:?} {}", s.stack_text(seg.stack)));
     }
     for b in &s.blocks {
         let mut b2 = *b;
         b2.stack = StackId::EMPTY;
-        out.push(format!("{b2:?} {}", stack_text(s, b.stack)));
+        out.push(format!("{b2:?} {}", s.stack_text(b.stack)));
     }
     for e in &s.events {
         let mut e2 = *e;
@@ -51,7 +40,7 @@ fn canonical(s: &Snapshot) -> Vec<String> {
         out.push(format!(
             "{e2:?} {} {} {} {}",
             s.event_stream(e),
-            stack_text(s, e.stack),
+            s.stack_text(e.stack),
             s.strings.get(e.compile_context),
             s.strings.get(e.user_metadata)
         ));

@@ -1448,25 +1448,7 @@ mod tests {
 
     /// Everything a snapshot says, with interned ids resolved (their order may differ).
     fn canonical(s: &Snapshot) -> Vec<String> {
-        let stack = |id: StackId| -> String {
-            if !id.is_recorded() {
-                return format!("{id:?}");
-            }
-            s.stacks
-                .get(id)
-                .iter()
-                .map(|f| {
-                    let f = s.frames.get(*f);
-                    format!(
-                        "{}:{}:{}",
-                        s.strings.get(f.filename),
-                        f.line,
-                        s.strings.get(f.name)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("|")
-        };
+        let stack = |id: StackId| s.stack_text(id);
         let mut out = vec![format!("{:?} {:?}", s.layout, s.devices)];
         for seg in &s.segments {
             let mut plain = seg.clone();
@@ -1616,6 +1598,13 @@ mod tests {
             self.memoize();
             self.op(b"(");
         }
+        /// A new dict whose first items are references to the memo ids `refs`.
+        fn entry(&mut self, refs: &[u8]) {
+            self.new_dict();
+            for &r in refs {
+                self.get(r);
+            }
+        }
     }
 
     #[test]
@@ -1638,9 +1627,7 @@ mod tests {
         p.str("line");
         p.op(b"K\x07uau");
         // e2: references, an 8-byte LONG1, a new string, a frames list of references.
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
+        p.entry(&[action, alloc]);
         p.str("addr");
         p.op(&[0x8a, 8, 0, 0, 0, 0, 0, 0x7f, 0, 0]);
         p.str("compile_context");
@@ -1653,43 +1640,30 @@ mod tests {
         p.get(frame);
         p.op(b"eu");
         // e3: an empty frames list.
-        p.new_dict();
-        p.get(action);
+        p.entry(&[action]);
         p.str("free_requested");
         p.get(frames);
         p.op(b"]");
         p.memoize();
         p.op(b"u");
         // e4: a one-item list written with APPEND.
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
-        p.get(frames);
+        p.entry(&[action, alloc, frames]);
         p.op(b"]");
         p.memoize();
         p.get(frame);
         p.op(b"au");
         // e5: e2's frames list, shared.
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
-        p.get(frames);
-        p.get(list2);
+        p.entry(&[action, alloc, frames, list2]);
         p.op(b"u");
         // e6: a FRAME opcode between two pairs (general path).
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
+        p.entry(&[action, alloc]);
         p.op(&[0x95, 0, 0, 0, 0, 0, 0, 0, 0]);
         p.get(frames);
         p.op(b"]");
         p.memoize();
         p.op(b"u");
         // e7: two lists, the second of strings (general path).
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
-        p.get(frames);
+        p.entry(&[action, alloc, frames]);
         p.op(b"]");
         p.memoize();
         p.get(frame);
@@ -1766,10 +1740,7 @@ mod tests {
         p.op(b"u");
         p.put(n);
         p.op(b"eu");
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
-        p.get(frames);
+        p.entry(&[action, alloc, frames]);
         p.op(b"]");
         p.memoize();
         p.op(b"(");
@@ -1796,15 +1767,9 @@ mod tests {
         let alloc = p.str("alloc");
         let stream = p.str("stream");
         p.op(&[b'J', 0xaa, 0x00, 0x7f, 0x00, b'u']);
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
-        p.get(stream);
+        p.entry(&[action, alloc, stream]);
         p.op(b"K\x00u");
-        p.new_dict();
-        p.get(action);
-        p.get(alloc);
-        p.get(stream);
+        p.entry(&[action, alloc, stream]);
         p.op(&[b'J', 0xaa, 0x00, 0x7f, 0x00, b'u']);
         let body = p.finish();
         for flat in [true, false] {

@@ -333,6 +333,21 @@ impl Snapshot {
             + self.stacks.heap_bytes()
     }
 
+    /// Every frame of a stack, innermost first, as `filename:name:line` joined by `;`
+    /// (`<absent>` when the holder had no `frames` key): a stack spelled out, for comparing
+    /// snapshots whose interned ids are numbered differently.
+    pub fn stack_text(&self, id: StackId) -> String {
+        if !id.is_recorded() {
+            return "<absent>".into();
+        }
+        let frames = self.stacks.get(id).iter().map(|f| {
+            let f = self.frames.get(*f);
+            let (file, name) = (self.strings.get(f.filename), self.strings.get(f.name));
+            format!("{file}:{name}:{}", f.line)
+        });
+        frames.collect::<Vec<_>>().join(";")
+    }
+
     /// The raw stream handle of event `e` (0 = the default stream).
     pub fn event_stream(&self, e: &TraceEvent) -> u64 {
         self.streams.get(e.stream.0 as usize).copied().unwrap_or(0)
