@@ -1418,10 +1418,11 @@ impl Hooks for Builder<'_> {
         if let Some(p) = self.progress.as_mut() {
             p(offset)
         }
-        // Keep 16 MiB behind the decoder mapped; strings read again later fault back in.
-        let upto = offset.saturating_sub(16 << 20);
+        // Keep 4 MiB behind the decoder mapped, hand back 8 MiB at a time; strings read
+        // again later fault back in from the page cache.
+        let upto = offset.saturating_sub(4 << 20);
         if let Some(r) = self.release {
-            if upto >= self.released + (64 << 20) {
+            if upto >= self.released + (8 << 20) {
                 r(self.released as usize, (upto - self.released) as usize);
                 self.released = upto;
             }

@@ -33,14 +33,26 @@ pub(crate) fn try_build(
     progress: &mut Option<&mut dyn FnMut(u64)>,
     release: Option<&(dyn Fn(usize, usize) + Sync)>,
 ) -> Option<Snapshot> {
-    let t0 = std::time::Instant::now();
     let timing = std::env::var_os("MEMLENS_TIMING").is_some();
     let defs = Defs::for_input(buf.len());
+    // MEMLENS_PRESCAN=1 (benchmarks only): pass 1 runs to the end before any worker starts,
+    // so that what follows measures pass 2 and the merge alone (scripts/bench --scaling).
+    let prescan = std::env::var_os("MEMLENS_PRESCAN").is_some();
+    let mut pre = Vec::new();
+    if prescan {
+        let t = std::time::Instant::now();
+        scan::scan_into(buf, chunk_bytes, &defs, &mut |c| pre.push(c))?;
+        if timing {
+            eprintln!("prescan: {:.3} s", t.elapsed().as_secs_f64());
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let n_pre = pre.len();
     let state = Mutex::new(State {
-        chunks: Vec::new(),
-        slots: Vec::new(),
+        chunks: pre,
+        slots: (0..n_pre).map(|_| None).collect(),
         next: 0,
-        scanned: false,
+        scanned: prescan,
         abort: false,
     });
     let cv = Condvar::new();
@@ -76,12 +88,24 @@ pub(crate) fn try_build(
                 cv.notify_all();
             });
         }
-        let planned = scan::scan_into(buf, chunk_bytes, defs, &mut |c| {
-            let mut st = lock(state);
-            st.chunks.push(c);
-            st.slots.push(None);
-            cv.notify_one();
-        });
+        // Pass 1 hands back the pages it has walked: a worker maps its chunk again from the
+        // page cache, so the input is resident only where a worker is reading it.
+        let mut scanned_to = 0usize;
+        let planned = if prescan {
+            Some(())
+        } else {
+            scan::scan_into(buf, chunk_bytes, defs, &mut |c| {
+                if let Some(r) = release {
+                    let upto = c.end as usize;
+                    r(scanned_to, upto.saturating_sub(scanned_to));
+                    scanned_to = scanned_to.max(upto);
+                }
+                let mut st = lock(state);
+                st.chunks.push(c);
+                st.slots.push(None);
+                cv.notify_one();
+            })
+        };
         let chunks = {
             let mut st = lock(state);
             st.scanned = true;
