@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use memlens::model::{self, BuildOptions, Snapshot, StackId, Strategy};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 fn build(bytes: &[u8], strategy: Strategy, threads: usize, chunk_bytes: usize) -> Snapshot {
     model::build(
@@ -188,5 +189,104 @@ fn a_record_decoded_on_demand_is_refused() {
             want,
             "chunk={chunk}"
         );
+    }
+}
+
+/// Input that arrives a few KiB at a time from another thread, as a decompressing thread
+/// delivers it; `cap` below the length makes it outgrow its reservation.
+struct Trickle {
+    bytes: Vec<u8>,
+    cap: usize,
+    avail: std::sync::Mutex<usize>,
+    cv: std::sync::Condvar,
+    /// Requests that had to wait for bytes, and requests for the whole input.
+    waits: AtomicUsize,
+    wholes: AtomicUsize,
+}
+
+impl Trickle {
+    fn feed(&self) {
+        let mut at = 0;
+        while at < self.bytes.len() {
+            at = (at + 4099).min(self.bytes.len());
+            *self.avail.lock().unwrap() = at;
+            self.cv.notify_all();
+            std::thread::yield_now();
+        }
+    }
+    fn wait(&self, want: usize) -> usize {
+        let mut a = self.avail.lock().unwrap();
+        if *a < want {
+            self.waits.fetch_add(1, Relaxed);
+        }
+        while *a < want {
+            a = self.cv.wait(a).unwrap();
+        }
+        *a
+    }
+}
+
+impl model::Arriving for Trickle {
+    fn upto(&self, n: usize) -> &[u8] {
+        let a = self.wait(n.min(self.cap));
+        &self.bytes[..a.min(self.cap)]
+    }
+    fn all(&self) -> &[u8] {
+        self.wholes.fetch_add(1, Relaxed);
+        self.wait(self.bytes.len());
+        &self.bytes
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+}
+
+#[test]
+fn input_still_arriving_builds_what_the_whole_input_builds() {
+    for path in inputs() {
+        let input = memlens::input::read(&path).unwrap();
+        let bytes = input.bytes();
+        let reference = build(bytes, Strategy::Sequential, 1, 0);
+        let (want_report, want) = (report(&reference), canonical(&reference));
+        let len = bytes.len();
+        // Whole reservations, then one the input outgrows (pass 1 cannot finish: the
+        // sequential decoder takes the whole input).
+        for (threads, chunk, cap) in [(2, 4096, len), (3, 1, len), (2, 0, len), (2, 4096, len / 2)]
+        {
+            let src = Trickle {
+                bytes: bytes.to_vec(),
+                cap,
+                avail: std::sync::Mutex::new(0),
+                cv: std::sync::Condvar::new(),
+                waits: AtomicUsize::new(0),
+                wholes: AtomicUsize::new(0),
+            };
+            let got = std::thread::scope(|s| {
+                s.spawn(|| src.feed());
+                model::build_arriving(
+                    &src,
+                    BuildOptions {
+                        strategy: Strategy::Parallel,
+                        threads,
+                        chunk_bytes: chunk,
+                        ..Default::default()
+                    },
+                )
+                .unwrap()
+            });
+            let what = format!(
+                "{} threads={threads} chunk={chunk} cap={cap}",
+                path.display()
+            );
+            assert_eq!(report(&got), want_report, "{what}");
+            assert_eq!(canonical(&got), want, "{what}");
+            let name = path.file_name().unwrap().to_str().unwrap();
+            if ["train_small.pickle", "cpp_proto2.pickle"].contains(&name) {
+                // Pass 1 followed the input as it came, and the plan held to the end
+                // unless the input outgrew its reservation.
+                assert!(src.waits.load(Relaxed) > 0, "{what}");
+                assert_eq!(src.wholes.load(Relaxed), usize::from(cap < len), "{what}");
+            }
+        }
     }
 }

@@ -150,8 +150,22 @@ fn salvage_through_the_binary_and_compressed_streams() {
     let gz = enc.finish().unwrap();
     let pg = dir.path().join("cut.pickle.gz");
     std::fs::write(&pg, &gz[..gz.len() / 2]).unwrap();
-    let o = memlens(["summary".as_ref(), pg.as_os_str()]);
-    assert_eq!(o.status.code(), Some(2));
+    for threads in ["1", "2"] {
+        // One line naming the stream and where it broke, whichever decoder was running.
+        let o = memlens([
+            "--threads".as_ref(),
+            threads.as_ref(),
+            "summary".as_ref(),
+            pg.as_os_str(),
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("decompressed byte") && err.contains("gzip stream is broken"),
+            "{err}"
+        );
+    }
     let o = memlens(["--salvage".as_ref(), "top".as_ref(), pg.as_os_str()]);
     assert_eq!(
         o.status.code(),

@@ -138,11 +138,15 @@ static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::n
 pub fn load(path: &std::path::Path) -> Result<memlens::model::Snapshot, Error> {
     let salvage = SALVAGE.load(std::sync::atomic::Ordering::Relaxed);
     let t0 = std::time::Instant::now();
-    let inp = memlens::input::read_with(path, salvage)?;
+    let inp = if salvage {
+        memlens::input::read_with(path, true)?
+    } else {
+        memlens::input::read_streaming(path)?
+    };
     if std::env::var_os("MEMLENS_TIMING").is_some() {
         eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
     }
-    let bar = progress::bytes_bar(inp.bytes().len() as u64, &path.display().to_string());
+    let bar = progress::bytes_bar(inp.len_hint() as u64, &path.display().to_string());
     let snap =
         memlens::input::build_input_with(path, &inp, &mut |pos| bar.set_position(pos), salvage);
     bar.finish_and_clear();

@@ -11,7 +11,7 @@ use super::intern::{Frame, Frames, Stacks, Strings};
 use super::keys::{Key, KeyCache};
 use super::snapshot::*;
 use super::validate;
-use crate::pickle::{self, DecodeError, Heap, Hooks, ListData, ObjData, ObjId, Value};
+use crate::pickle::{self, scan, DecodeError, Heap, Hooks, ListData, ObjData, ObjId, Value};
 use std::collections::BTreeMap;
 
 const FRAME: u8 = 1;
@@ -104,12 +104,53 @@ fn flat_default() -> bool {
     *FLAT.get_or_init(|| std::env::var("MEMLENS_FLAT").map_or(true, |v| v != "0"))
 }
 
-/// Decodes `buf` (an uncompressed pickle) and builds the snapshot.
-pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildError> {
-    let threads = match options.threads {
+/// Input bytes still arriving (a decompressing thread): the parallel decoder's pass 1
+/// follows them, so decompression overlaps the decode.
+pub trait Arriving: Sync {
+    /// Blocks until at least `n` bytes (at most [`Arriving::capacity`]) are there or no more
+    /// will come; returns everything there so far.
+    fn upto(&self, n: usize) -> &[u8];
+    /// Blocks until the input is complete; all of it.
+    fn all(&self) -> &[u8];
+    /// The most bytes [`Arriving::upto`] returns (the expected size).
+    fn capacity(&self) -> usize;
+}
+
+/// Like [`build`], on input still arriving: the parallel decoder starts on the first bytes;
+/// otherwise (one thread, a small input, or a layout it gives up on) the input is awaited
+/// whole and decoded as [`build`] would.
+pub fn build_arriving(
+    src: &dyn Arriving,
+    mut options: BuildOptions,
+) -> Result<Snapshot, BuildError> {
+    if let Some(chunk) = parallel_chunk(&options, src.capacity()) {
+        let more = |n: usize| src.upto(n);
+        let first = src.upto(scan::WINDOW);
+        if let Some(snap) = super::parallel::try_build(
+            first,
+            Some((&more, src.capacity())),
+            resolved_threads(&options),
+            chunk,
+            &mut options.progress,
+            options.release,
+        ) {
+            return Ok(snap);
+        }
+    }
+    options.strategy = Strategy::Sequential;
+    build(src.all(), options)
+}
+
+fn resolved_threads(options: &BuildOptions) -> usize {
+    match options.threads {
         0 => default_threads(),
         n => n,
-    };
+    }
+}
+
+/// The chunk size when `options` choose the parallel decoder for an input of `len` bytes.
+fn parallel_chunk(options: &BuildOptions, len: usize) -> Option<usize> {
+    let threads = resolved_threads(options);
     // MEMLENS_STRATEGY=parallel|sequential overrides Auto (benchmarks of one path).
     let forced = match std::env::var("MEMLENS_STRATEGY").as_deref() {
         Ok("parallel") => Some(true),
@@ -123,16 +164,25 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
             Strategy::Parallel => true,
             // From two threads on, the two-pass decoder beats the sequential one on inputs of
             // tens of MB and up (docs/performance.md); small inputs are not worth the pass.
-            Strategy::Auto => forced.unwrap_or(threads >= 2 && buf.len() >= 16 << 20),
+            Strategy::Auto => forced.unwrap_or(threads >= 2 && len >= 16 << 20),
         };
-    if parallel {
-        let chunk = match options.chunk_bytes {
-            0 => 8 << 20,
-            n => n,
-        };
-        if let Some(snap) =
-            super::parallel::try_build(buf, threads, chunk, &mut options.progress, options.release)
-        {
+    parallel.then_some(match options.chunk_bytes {
+        0 => 8 << 20,
+        n => n,
+    })
+}
+
+/// Decodes `buf` (an uncompressed pickle) and builds the snapshot.
+pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildError> {
+    if let Some(chunk) = parallel_chunk(&options, buf.len()) {
+        if let Some(snap) = super::parallel::try_build(
+            buf,
+            None,
+            resolved_threads(&options),
+            chunk,
+            &mut options.progress,
+            options.release,
+        ) {
             return Ok(snap);
         }
     }

@@ -11,7 +11,10 @@ mod parallel;
 pub mod snapshot;
 pub mod validate;
 
-pub use build::{build, default_threads, set_default_threads, BuildError, BuildOptions, Strategy};
+pub use build::{
+    build, build_arriving, default_threads, set_default_threads, Arriving, BuildError,
+    BuildOptions, Strategy,
+};
 pub use ids::{FrameId, StackId, StrId, StreamId};
 pub use intern::{Frame, Frames, Stacks, Strings};
 pub use snapshot::*;

@@ -25,23 +25,31 @@ fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Builds with `threads` workers; `None` when the plan or any step fails.
-pub(crate) fn try_build(
-    buf: &[u8],
+/// Builds with `threads` workers; `None` when the plan or any step fails. With `more`, `buf`
+/// is the part of the input there so far (see [`scan::More`]).
+pub(crate) fn try_build<'a>(
+    buf: &'a [u8],
+    more: Option<scan::More<'a>>,
     threads: usize,
     chunk_bytes: usize,
     progress: &mut Option<&mut dyn FnMut(u64)>,
     release: Option<&(dyn Fn(usize, usize) + Sync)>,
 ) -> Option<Snapshot> {
     let timing = std::env::var_os("MEMLENS_TIMING").is_some();
-    let defs = Defs::for_input(buf.len());
+    let total = more.map_or(buf.len(), |(_, total)| total.max(buf.len()));
+    let defs = Defs::for_input(total);
+    // The input as far as `end` (all of it once pass 1 is done).
+    let upto = |end: usize| match more {
+        Some((f, _)) => f(end),
+        None => buf,
+    };
     // MEMLENS_PRESCAN=1 (benchmarks only): pass 1 runs to the end before any worker starts,
     // so that what follows measures pass 2 and the merge alone (scripts/bench --scaling).
     let prescan = std::env::var_os("MEMLENS_PRESCAN").is_some();
     let mut pre = Vec::new();
     if prescan {
         let t = std::time::Instant::now();
-        scan::scan_into(buf, chunk_bytes, &defs, &mut |c| pre.push(c))?;
+        scan::scan_into(buf, more, chunk_bytes, &defs, &mut |c| pre.push(c))?;
         if timing {
             eprintln!("prescan: {:.3} s", t.elapsed().as_secs_f64());
         }
@@ -56,36 +64,43 @@ pub(crate) fn try_build(
         abort: false,
     });
     let cv = Condvar::new();
-    let (state, cv, defs) = (&state, &cv, &defs);
+    let (state, cv, defs, upto) = (&state, &cv, &defs, &upto);
     std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(move || loop {
-                let (i, chunk) = {
-                    let mut st = lock(state);
-                    loop {
-                        if st.abort || (st.scanned && st.next >= st.chunks.len()) {
-                            return;
-                        }
-                        if st.next < st.chunks.len() {
-                            break;
-                        }
-                        st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
-                    }
-                    st.next += 1;
-                    (st.next - 1, st.chunks[st.next - 1])
-                };
-                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    build_chunk(buf, &chunk, defs)
-                }))
-                .ok()
-                .flatten();
-                if let Some(r) = release {
-                    r(chunk.start as usize, (chunk.end - chunk.start) as usize);
+        for w in 0..threads.max(1) {
+            s.spawn(move || {
+                // While the input is still arriving, the thread producing it has a core:
+                // one worker fewer until it is all there.
+                if w > 0 && w + 1 == threads && more.is_some() {
+                    upto(usize::MAX);
                 }
-                let mut st = lock(state);
-                st.abort |= out.is_none();
-                st.slots[i] = Some(out);
-                cv.notify_all();
+                loop {
+                    let (i, chunk) = {
+                        let mut st = lock(state);
+                        loop {
+                            if st.abort || (st.scanned && st.next >= st.chunks.len()) {
+                                return;
+                            }
+                            if st.next < st.chunks.len() {
+                                break;
+                            }
+                            st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                        }
+                        st.next += 1;
+                        (st.next - 1, st.chunks[st.next - 1])
+                    };
+                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        build_chunk(upto(chunk.end as usize), &chunk, defs)
+                    }))
+                    .ok()
+                    .flatten();
+                    if let Some(r) = release {
+                        r(chunk.start as usize, (chunk.end - chunk.start) as usize);
+                    }
+                    let mut st = lock(state);
+                    st.abort |= out.is_none();
+                    st.slots[i] = Some(out);
+                    cv.notify_all();
+                }
             });
         }
         // Pass 1 hands back the pages it has walked: a worker maps its chunk again from the
@@ -94,7 +109,7 @@ pub(crate) fn try_build(
         let planned = if prescan {
             Some(())
         } else {
-            scan::scan_into(buf, chunk_bytes, defs, &mut |c| {
+            scan::scan_into(buf, more, chunk_bytes, defs, &mut |c| {
                 if let Some(r) = release {
                     let upto = c.end as usize;
                     r(scanned_to, upto.saturating_sub(scanned_to));
@@ -136,7 +151,7 @@ pub(crate) fn try_build(
             }
         };
         let progress = progress.as_mut().map(|p| &mut **p as &mut dyn FnMut(u64));
-        let snap = build_planned(buf, &chunks, defs, progress, &mut take);
+        let snap = build_planned(upto(usize::MAX), &chunks, defs, progress, &mut take);
         lock(state).abort = true;
         cv.notify_all();
         if timing {

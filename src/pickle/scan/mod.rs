@@ -188,8 +188,12 @@ fn is_big_tag(tag: u8) -> bool {
     matches!(tag, T_TOP_DICT | T_TRACES | T_SEG_LIST | T_TRACE_LIST)
 }
 
-struct Scanner<'a> {
-    buf: &'a [u8],
+struct Scanner<'a, 'b> {
+    buf: &'b [u8],
+    /// Where the rest of an input still arriving comes from.
+    more: Option<&'b (dyn Fn(usize) -> &'b [u8] + Sync)>,
+    /// At this position, ask `more` for the next window (`usize::MAX`: the input is whole).
+    refill_at: usize,
     pos: usize,
     stack: Vec<Ent>,
     marks: Vec<Mark>,
@@ -227,32 +231,50 @@ pub fn scan(buf: &[u8], chunk_bytes: usize) -> Option<Plan> {
 fn scan_with(buf: &[u8], chunk_bytes: usize, skim: bool) -> Option<Plan> {
     let defs = Defs::for_input(buf.len());
     let mut chunks = Vec::new();
-    scan_into_with(buf, chunk_bytes, &defs, &mut |c| chunks.push(c), skim)?;
+    scan_into_with(buf, None, chunk_bytes, &defs, &mut |c| chunks.push(c), skim)?;
     Some(Plan { chunks, defs })
 }
 
+/// How far ahead of its position pass 1 wants input that is still arriving.
+pub const WINDOW: usize = 1 << 20;
+
+/// More of an input that is still arriving: `more(n)` blocks until at least `n` bytes are
+/// there (or no more will come) and returns all there so far, never more than `total` bytes
+/// (the second field).
+pub type More<'a> = (&'a (dyn Fn(usize) -> &'a [u8] + Sync), usize);
+
 /// Runs pass 1, filling `defs` and handing each chunk to `emit` as soon as it is complete
-/// (every memo definition before its end is then recorded in `defs`).
-pub fn scan_into(
-    buf: &[u8],
+/// (every memo definition before its end is then recorded in `defs`). With `more`, `buf` is
+/// the part of the input there so far and pass 1 asks for the rest as it goes.
+pub fn scan_into<'b>(
+    buf: &'b [u8],
+    more: Option<More<'b>>,
     chunk_bytes: usize,
     defs: &Defs,
     emit: &mut dyn FnMut(Chunk),
 ) -> Option<()> {
-    scan_into_with(buf, chunk_bytes, defs, emit, true)
+    scan_into_with(buf, more, chunk_bytes, defs, emit, true)
 }
 
-fn scan_into_with(
-    buf: &[u8],
+fn scan_into_with<'b>(
+    buf: &'b [u8],
+    more: Option<More<'b>>,
     chunk_bytes: usize,
     defs: &Defs,
     emit: &mut dyn FnMut(Chunk),
     skim: bool,
 ) -> Option<()> {
-    if buf.len() as u64 > START_MASK {
+    let total = more.map_or(buf.len(), |(_, total)| total.max(buf.len()));
+    if total as u64 > START_MASK {
         return None;
     }
     let mut s = Scanner {
+        more: more.map(|(f, _)| f),
+        refill_at: if more.is_some() {
+            buf.len().saturating_sub(WINDOW)
+        } else {
+            usize::MAX
+        },
         buf,
         pos: 0,
         stack: Vec::new(),
@@ -262,7 +284,7 @@ fn scan_into_with(
         defined: 0,
         big_mask: 0,
         floor_at: None,
-        max_stack: buf.len() / 16 + 65_536,
+        max_stack: total / 16 + 65_536,
         skim,
         skim_defs: Vec::new(),
         skim_refs: Vec::new(),
@@ -296,15 +318,37 @@ fn str_at(buf: &[u8], off: usize) -> Option<&[u8]> {
     buf.get(off + hdr..(off + hdr).checked_add(len)?)
 }
 
-impl Scanner<'_> {
+impl Scanner<'_, '_> {
     #[inline]
     fn take(&mut self, n: usize) -> S<usize> {
         let at = self.pos;
-        if self.buf.len() - self.pos < n {
+        if self.buf.len() - self.pos < n && !self.refill(self.pos.saturating_add(n)) {
             return None;
         }
         self.pos += n;
         Some(at)
+    }
+
+    /// Waits for input still arriving until `want` bytes are there (or no more will come);
+    /// whether there are now.
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, want: usize) -> bool {
+        let Some(more) = self.more else {
+            return false;
+        };
+        let b = more(want.max(self.pos.saturating_add(WINDOW)));
+        if b.len() > self.buf.len() {
+            self.buf = b;
+        }
+        if b.len() < want.max(self.pos.saturating_add(WINDOW)) {
+            // Everything there is: nothing more to wait for.
+            self.more = None;
+            self.refill_at = usize::MAX;
+        } else {
+            self.refill_at = self.buf.len().saturating_sub(WINDOW);
+        }
+        self.buf.len() >= want
     }
 
     #[inline]
@@ -765,6 +809,9 @@ impl Scanner<'_> {
     fn run(&mut self) -> S<()> {
         loop {
             let op_at = self.pos;
+            if op_at >= self.refill_at {
+                self.refill(op_at + 1);
+            }
             let code = *self.buf.get(self.pos)?;
             self.pos += 1;
             match code {

@@ -4,8 +4,10 @@
 //! mapped, gzip and zstd streams are decompressed, and JSON snapshots (which the browser viewer
 //! also accepts) are transcoded into an equivalent pickle so one decoder serves every input.
 
+mod stream;
+
 use crate::error::Error;
-use crate::model::{self, BuildError, BuildOptions, Snapshot};
+use crate::model::{self, Arriving, BuildError, BuildOptions, Snapshot};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use std::fs::File;
 use std::io::Read;
@@ -39,6 +41,16 @@ pub struct Input {
 enum Data {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
+    /// Being decompressed by another thread ([`read_streaming`]).
+    Arriving(std::sync::Arc<stream::Stream>),
+}
+
+impl Drop for Input {
+    fn drop(&mut self) {
+        if let Data::Arriving(s) = &self.data {
+            s.cancel();
+        }
+    }
 }
 
 impl Input {
@@ -59,11 +71,36 @@ impl Input {
         }
     }
 
-    /// The uncompressed pickle bytes.
+    /// The uncompressed pickle bytes (for input still arriving: once it is all there).
     pub fn bytes(&self) -> &[u8] {
         match &self.data {
             Data::Mapped(m) => m,
             Data::Owned(v) => v,
+            Data::Arriving(s) => s.all(),
+        }
+    }
+
+    /// The input still being decompressed, if it is ([`read_streaming`]).
+    pub fn arriving(&self) -> Option<&dyn Arriving> {
+        match &self.data {
+            Data::Arriving(s) => Some(&**s),
+            _ => None,
+        }
+    }
+
+    /// The uncompressed size, or the expected one while it is still arriving (for progress).
+    pub fn len_hint(&self) -> usize {
+        match &self.data {
+            Data::Arriving(s) => s.hint(),
+            _ => self.bytes().len(),
+        }
+    }
+
+    /// Waits for a decompression still going on; the error that ended it early, if any.
+    pub fn finish(&self) -> Result<(), Error> {
+        match &self.data {
+            Data::Arriving(s) => s.finish(),
+            _ => Ok(()),
         }
     }
 }
@@ -85,6 +122,62 @@ pub fn sniff(head: &[u8]) -> Container {
 /// Reads `path` (opened read-only) into pickle bytes.
 pub fn read(path: &Path) -> Result<Input, Error> {
     read_with(path, false)
+}
+
+/// Like [`read`], except that a gzip or zstd file is decompressed by a thread of its own
+/// while the caller decodes what is already there ([`Input::arriving`]); an error of that
+/// decompression comes from [`Input::finish`].
+pub fn read_streaming(path: &Path) -> Result<Input, Error> {
+    let whole = || read_with(path, false);
+    if path.as_os_str() == "-" {
+        return whole();
+    }
+    let Ok(file) = File::open(path) else {
+        return whole();
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return whole();
+    }
+    // SAFETY: as in `read_with`: a read-only private map of a file written once.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+        return whole();
+    };
+    let file_len = map.len() as u64;
+    let container = sniff(&map[..map.len().min(64)]);
+    let (hint, what) = match container {
+        Container::Gzip => (gzip_size_hint(&map), "gzip"),
+        Container::Zstd => match zstd::zstd_safe::get_frame_content_size(&map) {
+            Ok(Some(n)) => (n, "zstd"),
+            _ => (file_len.saturating_mul(4), "zstd"),
+        },
+        _ => return whole(),
+    };
+    let reserve = hint
+        .min(file_len.saturating_mul(MAX_RATIO))
+        .saturating_add(1);
+    let Ok(reserve) = usize::try_from(reserve) else {
+        return whole();
+    };
+    fn gzip(b: &[u8]) -> std::io::Result<Box<dyn Read + '_>> {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(b)))
+    }
+    fn zstd(b: &[u8]) -> std::io::Result<Box<dyn Read + '_>> {
+        Ok(Box::new(zstd::stream::read::Decoder::with_buffer(b)?))
+    }
+    let open: stream::Opener = if container == Container::Gzip {
+        gzip
+    } else {
+        zstd
+    };
+    match stream::Stream::start(map, open, reserve, path.to_path_buf(), what) {
+        Some(s) => Ok(Input {
+            data: Data::Arriving(s),
+            container,
+            file_len,
+            cut: None,
+        }),
+        None => whole(),
+    }
 }
 
 /// Like [`read`]; with `salvage`, a compressed stream that breaks off keeps the bytes
@@ -127,6 +220,7 @@ pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
     let bytes: &[u8] = match &raw {
         Data::Mapped(m) => m,
         Data::Owned(v) => v,
+        Data::Arriving(s) => s.all(),
     };
     let file_len = bytes.len() as u64;
     if bytes.is_empty() {
@@ -213,7 +307,10 @@ fn decompress(
     let reserve = size_hint
         .min(compressed_len.saturating_mul(MAX_RATIO))
         .saturating_add(1);
-    let mut out = Vec::with_capacity(usize::try_from(reserve).unwrap_or(usize::MAX / 2));
+    // A reservation the system refuses (a trailer that lies) is not an abort: the buffer
+    // then grows as it fills.
+    let mut out = Vec::new();
+    let _ = out.try_reserve_exact(usize::try_from(reserve).unwrap_or(usize::MAX / 2));
     match r.read_to_end(&mut out) {
         Ok(_) => Ok(out),
         Err(e) => {
@@ -230,7 +327,7 @@ fn decompress(
 
 /// Reads and builds the snapshot at `path`; `progress` gets the decoded byte offset now and then.
 pub fn load(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Snapshot, Error> {
-    let input = read(path)?;
+    let input = read_streaming(path)?;
     build_input(path, &input, progress)
 }
 
@@ -253,16 +350,19 @@ pub fn build_input_with(
 ) -> Result<Snapshot, Error> {
     let located = |location: String| location;
     let release = |start: usize, len: usize| input.release(start, len);
-    let mut snap = model::build(
-        input.bytes(),
-        BuildOptions {
-            progress: Some(progress),
-            release: Some(&release),
-            salvage,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| match e {
+    let options = BuildOptions {
+        progress: Some(progress),
+        release: Some(&release),
+        salvage,
+        ..Default::default()
+    };
+    let built = match input.arriving() {
+        Some(src) if !salvage => model::build_arriving(src, options),
+        _ => model::build(input.bytes(), options),
+    };
+    // A broken compressed stream is the error of record, whatever the decoder made of it.
+    input.finish()?;
+    let mut snap = built.map_err(|e| match e {
         BuildError::Decode(d) => Error::Input {
             path: path.to_path_buf(),
             location: located(match input.container {
