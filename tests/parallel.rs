@@ -192,6 +192,31 @@ fn a_record_decoded_on_demand_is_refused() {
     }
 }
 
+#[test]
+fn a_frames_list_decoded_on_demand_is_refused() {
+    // Found by fuzz/parallel_agrees: one byte makes an allocator setting a reference to the
+    // `frames` list of a trace entry inside a chunk (memo 17). The sequential decoder sees it
+    // already converted to a stack; decoded again on demand it would be a plain list, so the
+    // parallel path must refuse it and fall back.
+    let mut bytes = std::fs::read(sample("retained_graph.pickle")).unwrap();
+    assert_eq!(bytes[40232], 248);
+    bytes[40232] = 17;
+    let reference = build(&bytes, Strategy::Sequential, 1, 0);
+    let settings = format!("{:?}", reference.allocator_settings);
+    assert!(
+        settings.contains("(\"PYTORCH_CUDA_ALLOC_CONF\", Other(\"converted object\"))"),
+        "{settings}"
+    );
+    let want = canonical(&reference);
+    for chunk in [64, 4096] {
+        assert_eq!(
+            canonical(&build(&bytes, Strategy::Parallel, 2, chunk)),
+            want,
+            "chunk={chunk}"
+        );
+    }
+}
+
 /// Input that arrives a few KiB at a time from another thread, as a decompressing thread
 /// delivers it; `cap` below the length makes it outgrow its reservation.
 struct Trickle {

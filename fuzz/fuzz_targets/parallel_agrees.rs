@@ -3,11 +3,32 @@
 //! chunks, so chunk boundaries fall everywhere), must each give exactly what the sequential
 //! decoder without the fast path (the reference, every opcode through the general loop)
 //! gives: the same error-or-success, and the same snapshot once interned ids are replaced by
-//! what they name.
+//! what they name. So must the parallel decoder on input that arrives in steps (as from a
+//! decompressing thread), whole or outgrowing its reservation.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memlens::model::{build, BuildOptions, Snapshot, StackId, Strategy};
+use memlens::model::{build, build_arriving, Arriving, BuildOptions, Snapshot, StackId, Strategy};
+
+/// Input handed out in prefixes of whole `step`s, never more than `cap` bytes but by `all`.
+struct Steps<'a> {
+    buf: &'a [u8],
+    step: usize,
+    cap: usize,
+}
+
+impl Arriving for Steps<'_> {
+    fn upto(&self, n: usize) -> &[u8] {
+        let end = n.div_ceil(self.step).saturating_mul(self.step);
+        &self.buf[..end.min(self.cap).min(self.buf.len())]
+    }
+    fn all(&self) -> &[u8] {
+        self.buf
+    }
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+}
 
 #[path = "edits.rs"]
 mod edits;
@@ -64,17 +85,24 @@ fuzz_target!(|data: &[u8]| {
         ..Default::default()
     };
     let want = build(&buf, opts(Strategy::Sequential, 1, 0, true));
-    for (strategy, threads, chunk) in [
-        (Strategy::Sequential, 1, 0),
-        (Strategy::Parallel, 2, 64),
-        (Strategy::Parallel, 2, 4096),
+    let step = 1 + data.first().map_or(0, |&b| b as usize) * 13;
+    for (strategy, threads, chunk, cap) in [
+        (Strategy::Sequential, 1, 0, None),
+        (Strategy::Parallel, 2, 64, None),
+        (Strategy::Parallel, 2, 4096, None),
+        (Strategy::Parallel, 2, 64, Some(buf.len())),
+        (Strategy::Parallel, 2, 64, Some(buf.len() * 2 / 3)),
     ] {
-        let got = build(&buf, opts(strategy, threads, chunk, false));
+        let options = opts(strategy, threads, chunk, false);
+        let got = match cap {
+            None => build(&buf, options),
+            Some(cap) => build_arriving(&Steps { buf: &buf, step, cap }, options),
+        };
         match (&want, &got) {
             (Ok(w), Ok(g)) => assert_eq!(
                 canonical(w),
                 canonical(g),
-                "{strategy:?} threads={threads} chunk={chunk}"
+                "{strategy:?} threads={threads} chunk={chunk} cap={cap:?} step={step}"
             ),
             (Err(_), Err(_)) => {}
             (w, g) => panic!(

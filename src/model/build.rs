@@ -373,6 +373,7 @@ impl Hooks for Skipper<'_, '_> {
         self.b.accepts_definition(heap, value)
             && !dict_pairs(heap, value)
                 .is_some_and(|(_, pairs)| classify(heap, pairs) == Some(FRAME))
+            && !could_be_stack(heap, value)
     }
     fn wants_flat(&self) -> bool {
         self.b.flat
@@ -385,6 +386,21 @@ impl Hooks for Skipper<'_, '_> {
     ) -> Option<(Value, Value)> {
         self.b.on_flat(heap, pairs, list)
     }
+}
+
+/// A list of frames (or an empty one): in the sequential decoder it may have been the value of
+/// a `frames` key, and so converted to a stack, which a copy decoded on its own is not.
+fn could_be_stack(heap: &Heap, value: Value) -> bool {
+    let Value::Obj(id) = heap.resolve(value) else {
+        return false;
+    };
+    let ObjData::List(list) = heap.data(id) else {
+        return false;
+    };
+    list.iter().all(|item| match heap.resolve(item) {
+        Value::Ext { kind, .. } => kind == FRAME,
+        other => dict_pairs(heap, other).is_some_and(|(_, p)| classify(heap, p) == Some(FRAME)),
+    })
 }
 
 struct Builder<'p> {
