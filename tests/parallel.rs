@@ -167,16 +167,11 @@ fn a_definition_decoded_twice_never_adds_records() {
     }
 }
 
-#[test]
-fn a_record_decoded_on_demand_is_refused() {
-    // Found by fuzz/parallel_agrees: two flipped bits make an allocator setting a reference
-    // to a trace entry defined inside a chunk. The sequential decoder sees the entry already
-    // converted; decoded again on demand it would be a plain dict, so the parallel path must
-    // refuse it and fall back.
-    let mut bytes = std::fs::read(sample("retained_graph.pickle")).unwrap();
-    bytes[8828] ^= 1 << 1;
-    bytes[40232] ^= 1 << 3;
-    let reference = build(&bytes, Strategy::Sequential, 1, 0);
+/// `bytes`: an allocator setting that names, through the memo, an object the sequential
+/// decoder converted inside a chunk. Both paths must show it converted (the parallel one
+/// by refusing its on-demand copy and falling back).
+fn setting_sees_the_converted_object(bytes: &[u8]) {
+    let reference = build(bytes, Strategy::Sequential, 1, 0);
     let settings = format!("{:?}", reference.allocator_settings);
     assert!(
         settings.contains("(\"PYTORCH_CUDA_ALLOC_CONF\", Other(\"converted object\"))"),
@@ -185,7 +180,7 @@ fn a_record_decoded_on_demand_is_refused() {
     let want = canonical(&reference);
     for chunk in [64, 4096] {
         assert_eq!(
-            canonical(&build(&bytes, Strategy::Parallel, 2, chunk)),
+            canonical(&build(bytes, Strategy::Parallel, 2, chunk)),
             want,
             "chunk={chunk}"
         );
@@ -193,28 +188,25 @@ fn a_record_decoded_on_demand_is_refused() {
 }
 
 #[test]
+fn a_record_decoded_on_demand_is_refused() {
+    // Found by fuzz/parallel_agrees: two flipped bits make an allocator setting a reference
+    // to a trace entry defined inside a chunk. The sequential decoder sees the entry already
+    // converted; decoded again on demand it would be a plain dict.
+    let mut bytes = std::fs::read(sample("retained_graph.pickle")).unwrap();
+    bytes[8828] ^= 1 << 1;
+    bytes[40232] ^= 1 << 3;
+    setting_sees_the_converted_object(&bytes);
+}
+
+#[test]
 fn a_frames_list_decoded_on_demand_is_refused() {
     // Found by fuzz/parallel_agrees: one byte makes an allocator setting a reference to the
     // `frames` list of a trace entry inside a chunk (memo 17). The sequential decoder sees it
-    // already converted to a stack; decoded again on demand it would be a plain list, so the
-    // parallel path must refuse it and fall back.
+    // already converted to a stack; decoded again on demand it would be a plain list.
     let mut bytes = std::fs::read(sample("retained_graph.pickle")).unwrap();
     assert_eq!(bytes[40232], 248);
     bytes[40232] = 17;
-    let reference = build(&bytes, Strategy::Sequential, 1, 0);
-    let settings = format!("{:?}", reference.allocator_settings);
-    assert!(
-        settings.contains("(\"PYTORCH_CUDA_ALLOC_CONF\", Other(\"converted object\"))"),
-        "{settings}"
-    );
-    let want = canonical(&reference);
-    for chunk in [64, 4096] {
-        assert_eq!(
-            canonical(&build(&bytes, Strategy::Parallel, 2, chunk)),
-            want,
-            "chunk={chunk}"
-        );
-    }
+    setting_sees_the_converted_object(&bytes);
 }
 
 /// Input that arrives a few KiB at a time from another thread, as a decompressing thread
