@@ -148,7 +148,10 @@ pub fn read_streaming(path: &Path) -> Result<Input, Error> {
         Container::Gzip => (gzip_size_hint(&map), "gzip"),
         Container::Zstd => match zstd::zstd_safe::get_frame_content_size(&map) {
             Ok(Some(n)) => (n, "zstd"),
-            _ => (file_len.saturating_mul(4), "zstd"),
+            // No size in the frame (a compressed pipe): reserve generously, since only the
+            // pages written are ever mapped, and a stream that outgrows its reservation
+            // costs a copy and the parallel plan.
+            _ => (file_len.saturating_mul(64), "zstd"),
         },
         _ => return whole(),
     };
