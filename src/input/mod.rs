@@ -91,7 +91,7 @@ impl Input {
     /// The uncompressed size, or the expected one while it is still arriving (for progress).
     pub fn len_hint(&self) -> usize {
         match &self.data {
-            Data::Arriving(s) => s.hint(),
+            Data::Arriving(s) => s.capacity(),
             _ => self.bytes().len(),
         }
     }

@@ -184,11 +184,6 @@ impl Stream {
         }
     }
 
-    /// The size the reservation was made for (the stream's size hint).
-    pub fn hint(&self) -> usize {
-        self.cap
-    }
-
     /// Tells the writer to stop (nobody will read the rest).
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::Relaxed);

@@ -370,10 +370,7 @@ impl Hooks for Skipper<'_, '_> {
     /// dict here but converted in the sequential decoder (its frames list converts it), and
     /// a setting holding one would read differently: such a plan is given up.
     fn accepts_definition(&self, heap: &Heap, value: Value) -> bool {
-        self.b.accepts_definition(heap, value)
-            && !dict_pairs(heap, value)
-                .is_some_and(|(_, pairs)| classify(heap, pairs) == Some(FRAME))
-            && !could_be_stack(heap, value)
+        self.b.accepts_definition(heap, value) && !converted_in_place(heap, value)
     }
     fn wants_flat(&self) -> bool {
         self.b.flat
@@ -388,19 +385,21 @@ impl Hooks for Skipper<'_, '_> {
     }
 }
 
-/// A list of frames (or an empty one): in the sequential decoder it may have been the value of
-/// a `frames` key, and so converted to a stack, which a copy decoded on its own is not.
-fn could_be_stack(heap: &Heap, value: Value) -> bool {
-    let Value::Obj(id) = heap.resolve(value) else {
-        return false;
-    };
-    let ObjData::List(list) = heap.data(id) else {
-        return false;
-    };
-    list.iter().all(|item| match heap.resolve(item) {
+/// A frame dict, or a list of frames (or an empty one, which may have been a `frames` value):
+/// what the sequential decoder converts where it stands (to a frame, to a stack), and a copy
+/// decoded on its own does not.
+fn converted_in_place(heap: &Heap, value: Value) -> bool {
+    let is_frame = |v: Value| match heap.resolve(v) {
         Value::Ext { kind, .. } => kind == FRAME,
         other => dict_pairs(heap, other).is_some_and(|(_, p)| classify(heap, p) == Some(FRAME)),
-    })
+    };
+    match heap.resolve(value) {
+        Value::Obj(id) => match heap.data(id) {
+            ObjData::List(list) => list.iter().all(is_frame),
+            _ => is_frame(value),
+        },
+        _ => false,
+    }
 }
 
 struct Builder<'p> {

@@ -337,11 +337,12 @@ impl Scanner<'_, '_> {
         let Some(more) = self.more else {
             return false;
         };
-        let b = more(want.max(self.pos.saturating_add(WINDOW)));
+        let asked = want.max(self.pos.saturating_add(WINDOW));
+        let b = more(asked);
         if b.len() > self.buf.len() {
             self.buf = b;
         }
-        if b.len() < want.max(self.pos.saturating_add(WINDOW)) {
+        if b.len() < asked {
             // Everything there is: nothing more to wait for.
             self.more = None;
             self.refill_at = usize::MAX;
