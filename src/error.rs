@@ -50,16 +50,39 @@ impl Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Io { path, message } => write!(f, "{}: {message}", path.display()),
+            Error::Io { path, message } => write!(f, "{}: {message}", quoted_path(path)),
             Error::Input {
                 path,
                 location,
                 message,
                 ..
-            } => write!(f, "{}: {location}: {message}", path.display()),
+            } => write!(f, "{}: {location}: {message}", quoted_path(path)),
             Error::Usage(m) => f.write_str(m),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+/// `path` for a one-line message: as it is when it is printable UTF-8, else in double quotes
+/// with control characters, quotes and invalid bytes escaped (`"a\nb.pickle"`), so a name
+/// holding a newline cannot break the line.
+pub fn quoted_path(path: &Path) -> String {
+    match path.to_str() {
+        Some(s) if !s.chars().any(|c| c.is_control() || c == '"') => s.to_string(),
+        _ => {
+            use std::os::unix::ffi::OsStrExt;
+            let mut out = String::from("\"");
+            for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    out.extend(c.escape_debug());
+                }
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out.push('"');
+            out
+        }
+    }
+}

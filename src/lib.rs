@@ -14,6 +14,7 @@
 
 #![deny(missing_docs)]
 
+pub mod alloc_guard;
 pub mod analyze;
 pub mod error;
 pub mod input;

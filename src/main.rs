@@ -2,6 +2,10 @@
 
 mod cli;
 
+/// A refused allocation is one line naming the input and exit code 2, never an abort.
+#[global_allocator]
+static ALLOCATOR: memlens::alloc_guard::Guarded = memlens::alloc_guard::Guarded;
+
 fn main() {
     std::process::exit(cli::main());
 }

@@ -1,7 +1,7 @@
 //! `memlens top`: live bytes (or another cost) per call site, biggest first.
 
 use super::sites::{self, SiteOptions, NO_FRAMES};
-use crate::model::{Snapshot, StackId, TraceEvent};
+use crate::model::{Snapshot, StackId, TraceEvent, Warning};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec, Window, WindowSpec, NEVER};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -114,6 +114,10 @@ pub struct DeviceTop {
     pub other: Option<SiteRow>,
     /// What the data cannot support, in words.
     pub notes: Vec<String>,
+    /// Figures that could not be held exactly: `cost_overflow` when a cost (bytes × lifetime
+    /// on a long trace) passed 2^64 − 1 and was saturated there. Absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
 }
 
 /// The report.
@@ -384,25 +388,38 @@ fn group(
     unit: &'static str,
 ) -> DeviceTop {
     // Group by stack first (cheap), then map each distinct stack to its label.
+    // Sums saturate: a lifetime cost (bytes × µs) can pass 2^64 on a long trace, and is then
+    // reported as the most a u64 holds, with a warning (bytes of one file cannot: see
+    // `model::bounds`).
+    let saturated = std::cell::Cell::new(false);
+    let add = |a: u64, b: u64| {
+        a.checked_add(b).unwrap_or_else(|| {
+            saturated.set(true);
+            u64::MAX
+        })
+    };
     let mut per_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
     for it in &items {
         let e = per_stack.entry(it.stack).or_default();
-        e.0 += it.bytes;
+        e.0 = add(e.0, it.bytes);
         e.1 += 1;
+        if it.bytes == u64::MAX {
+            saturated.set(true);
+        }
     }
     // Per group: bytes, count, and its biggest stack (ties to the smaller id: file order).
     let mut groups: FxHashMap<String, (u64, u64, StackId, u64)> = FxHashMap::default();
     for (stack, (bytes, count)) in per_stack {
         let key = label(snap, stack, opts);
         let e = groups.entry(key).or_insert((0, 0, stack, 0));
-        e.0 += bytes;
+        e.0 = add(e.0, bytes);
         e.1 += count;
         if bytes > e.3 || (bytes == e.3 && stack < e.2) {
             e.2 = stack;
             e.3 = bytes;
         }
     }
-    let total: u64 = groups.values().map(|g| g.0).sum();
+    let total: u64 = groups.values().fold(0, |t, g| add(t, g.0));
     let mut rows: Vec<(String, u64, u64, StackId)> = groups
         .into_iter()
         .map(|(k, (b, c, s, _))| (k, b, c, s))
@@ -446,7 +463,7 @@ fn group(
                 share: 0.0,
                 frames: None,
             });
-            o.bytes += bytes;
+            o.bytes = add(o.bytes, bytes);
             o.count += count;
         }
     }
@@ -473,6 +490,15 @@ fn group(
         sites,
         other,
         notes: Vec::new(),
+        warnings: saturated
+            .get()
+            .then(|| Warning {
+                code: "cost_overflow",
+                device: None,
+                message: format!("the {unit} cost passed 2^64 - 1 and is shown saturated at that value (a long trace; compare shares rather than totals)"),
+            })
+            .into_iter()
+            .collect(),
     }
 }
 

@@ -33,12 +33,12 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     if let Some(p) = &args.rules {
         let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, &e))?;
         opts.rules = categories::parse_rules(&text)
-            .map_err(|m| Error::Usage(format!("{}: {m}", p.display())))?;
+            .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&p))))?;
     }
     let snap = load(&args.file)?;
     let replays = replay::replay(&snap);
     let report = categories::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
     output::emit(
         args.out.output.as_deref(),
         args.out.force,

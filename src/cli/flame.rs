@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         ..TopOptions::default()
     };
     let mut report = flame::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
     if let Some(d) = args.device {
         report.devices.retain(|x| x.device == d);
     }

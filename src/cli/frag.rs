@@ -37,7 +37,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         ..FragOptions::default()
     };
     let mut report = frag::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
     if let Some(d) = args.device {
         report.devices.retain(|x| x.device == d);
     }

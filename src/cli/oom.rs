@@ -35,7 +35,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     let snap = load(&args.file)?;
     let replays = replay::replay(&snap);
     let report = oom::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
     output::emit(
         args.out.output.as_deref(),
         args.out.force,

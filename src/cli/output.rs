@@ -28,10 +28,25 @@ fn atomic_write(
     force: bool,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), Error> {
+    // What the path leads to (through a symlink): only a regular file is ever replaced, so
+    // `-o /dev/full --force` cannot turn a device node into a file.
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() {
+            let what = if meta.is_dir() {
+                "a directory"
+            } else {
+                "not a regular file (a device, FIFO or socket)"
+            };
+            return Err(Error::Usage(format!(
+                "{}: is {what}; -o writes a report to a regular file only (use a new file name, or standard output without -o)",
+                memlens::error::quoted_path(path)
+            )));
+        }
+    }
     if path.exists() && !force {
         return Err(Error::Usage(format!(
             "{}: already exists; pass --force to replace it",
-            path.display()
+            memlens::error::quoted_path(path)
         )));
     }
     let dir: PathBuf = match path.parent() {

@@ -49,7 +49,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         if replays.is_empty() {
             return Err(Error::Usage(format!(
                 "{}: device {d} has no trace",
-                args.file.display()
+                memlens::error::quoted_path(&args.file)
             )));
         }
     }
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         },
     };
     let report = timeline::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
     output::emit(
         args.out.output.as_deref(),
         args.out.force,

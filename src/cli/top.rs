@@ -73,7 +73,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         if snap.device(d).is_none() {
             return Err(Error::Usage(format!(
                 "{}: no device {d} in the snapshot",
-                args.file.display()
+                memlens::error::quoted_path(&args.file)
             )));
         }
         replays.retain(|r| r.device == d);
@@ -99,7 +99,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         full_stacks: args.full_stacks,
     };
     let mut report = top::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", args.file.display())))?;
+        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
     if let Some(d) = args.device {
         report.final_state_devices.retain(|x| x.device == d);
     }

@@ -4,12 +4,13 @@
 //! mapped, gzip and zstd streams are decompressed, and JSON snapshots (which the browser viewer
 //! also accepts) are transcoded into an equivalent pickle so one decoder serves every input.
 
+mod open;
 mod stream;
 
+use crate::alloc_guard::fallible;
 use crate::error::Error;
 use crate::model::{self, Arriving, BuildError, BuildOptions, Snapshot};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -36,6 +37,8 @@ pub struct Input {
     pub file_len: u64,
     /// With salvage: why decompression stopped early (the bytes before are kept).
     pub cut: Option<String>,
+    /// The bytes are a JSON snapshot transcoded into a pickle (errors say `transcoded byte`).
+    transcoded: bool,
 }
 
 enum Data {
@@ -105,18 +108,148 @@ impl Input {
     }
 }
 
+/// The zstd frame magic (RFC 8878 §3.1.1), little-endian.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// True for the magic of a skippable zstd frame (0x184D2A50..=0x184D2A5F, little-endian):
+/// `pzstd` and seekable-format writers start their files with one.
+fn zstd_skippable(head: &[u8]) -> bool {
+    head.len() >= 4 && head[0] & 0xf0 == 0x50 && head[1..4] == [0x2a, 0x4d, 0x18]
+}
+
+/// The UTF-8 byte order mark some editors and Windows tools put before JSON.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
 /// Sniffs the container from the first bytes.
 pub fn sniff(head: &[u8]) -> Container {
     if head.starts_with(&[0x1f, 0x8b]) {
         return Container::Gzip;
     }
-    if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    if head.starts_with(&ZSTD_MAGIC) || zstd_skippable(head) {
         return Container::Zstd;
     }
-    match head.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') | Some(b'[') => Container::Json,
-        _ => Container::Pickle,
+    if looks_like_json(head) {
+        return Container::Json;
     }
+    Container::Pickle
+}
+
+fn looks_like_json(head: &[u8]) -> bool {
+    let head = head.strip_prefix(BOM).unwrap_or(head);
+    matches!(
+        head.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{') | Some(b'[')
+    )
+}
+
+/// True when `head` can begin a pickled snapshot: `PROTO` 2-5, or a protocol 0/1 file's
+/// first opcode for the dict or list at its top (`(`, `}`, `]`, `d`, `l`).
+fn looks_like_pickle(head: &[u8]) -> bool {
+    match head {
+        [0x80, p, ..] => (2..=5).contains(p),
+        [0x80] => true,
+        [b'(' | b'}' | b']' | b'd' | b'l', ..] => true,
+        _ => false,
+    }
+}
+
+fn describe_byte(head: &[u8]) -> String {
+    match head.first() {
+        Some(b) if b.is_ascii_graphic() => format!("0x{b:02x} ({:?})", *b as char),
+        Some(b) => format!("0x{b:02x}"),
+        None => "nothing".into(),
+    }
+}
+
+/// Checks the first bytes of a stream read into memory: a container memlens reads, or an
+/// error now, before the rest is read.
+pub(crate) fn plausible_start(path: &Path, head: &[u8]) -> Result<(), Error> {
+    if sniff(head) != Container::Pickle || looks_like_pickle(head) {
+        return Ok(());
+    }
+    Err(Error::at_byte(
+        path,
+        0,
+        format!(
+            "expected a snapshot (a pickle, gzip, zstd or JSON), found {}: not a snapshot",
+            describe_byte(head)
+        ),
+    ))
+}
+
+/// What a gzip or zstd stream holds, from its first decompressed bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Payload {
+    Pickle,
+    Json,
+}
+
+/// Decompresses the first bytes of `compressed` with a reader of its own and says what they
+/// hold, so a bomb of zeros or a compressed binary is refused before the rest is inflated.
+fn payload(path: &Path, open: stream::Opener, what: &str, compressed: &[u8]) -> Result<Payload, Error> {
+    let mut head = [0u8; 64];
+    let mut n = 0;
+    let broken = |e: std::io::Error| Error::Input {
+        path: path.to_path_buf(),
+        location: "decompressed byte 0".into(),
+        message: format!("{what} stream is broken: {e}"),
+        truncated: e.kind() == std::io::ErrorKind::UnexpectedEof,
+    };
+    let mut r = open(compressed).map_err(broken)?;
+    while n < head.len() {
+        match r.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(broken(e)),
+        }
+    }
+    let head = &head[..n];
+    if looks_like_json(head) {
+        return Ok(Payload::Json);
+    }
+    if looks_like_pickle(head) {
+        return Ok(Payload::Pickle);
+    }
+    let found = match sniff(head) {
+        Container::Gzip => "another gzip stream (decompress it once more first)".into(),
+        Container::Zstd => "another zstd stream (decompress it once more first)".into(),
+        _ if head.is_empty() => "no bytes at all".into(),
+        _ => describe_byte(head),
+    };
+    Err(Error::Input {
+        path: path.to_path_buf(),
+        location: "decompressed byte 0".into(),
+        message: format!(
+            "expected a pickle (0x80 and a protocol 2-5) or JSON inside the {what} stream, found {found}: not a snapshot"
+        ),
+        truncated: false,
+    })
+}
+
+fn gzip_reader(b: &[u8]) -> std::io::Result<Box<dyn Read + '_>> {
+    Ok(Box::new(flate2::read::MultiGzDecoder::new(b)))
+}
+
+/// A zstd reader for every stream the format allows: concatenated and skippable frames, and
+/// windows up to 2 GiB (`zstd --long=31`; the decoder allocates only what a frame asks for).
+fn zstd_reader(b: &[u8]) -> std::io::Result<Box<dyn Read + '_>> {
+    let mut d = zstd::stream::read::Decoder::with_buffer(b)?;
+    d.window_log_max(31)?;
+    Ok(Box::new(d))
+}
+
+/// The decompressed size of a zstd stream when every frame records it: the frames (zstd and
+/// skippable) are walked by their headers, nothing is decompressed.
+fn zstd_size(mut b: &[u8]) -> Option<u64> {
+    let mut total = 0u64;
+    while !b.is_empty() {
+        let content = zstd::zstd_safe::get_frame_content_size(b).ok()??;
+        let len = zstd::zstd_safe::find_frame_compressed_size(b).ok()?;
+        total = total.checked_add(content)?;
+        b = b.get(len..).filter(|_| len > 0)?;
+    }
+    Some(total)
 }
 
 /// Reads `path` (opened read-only) into pickle bytes.
@@ -128,103 +261,18 @@ pub fn read(path: &Path) -> Result<Input, Error> {
 /// while the caller decodes what is already there ([`Input::arriving`]); an error of that
 /// decompression comes from [`Input::finish`].
 pub fn read_streaming(path: &Path) -> Result<Input, Error> {
-    let whole = || read_with(path, false);
-    if path.as_os_str() == "-" {
-        return whole();
-    }
-    let Ok(file) = File::open(path) else {
-        return whole();
-    };
-    if !file.metadata().is_ok_and(|m| m.is_file() && m.len() > 0) {
-        return whole();
-    }
-    // SAFETY: as in `read_with`: a read-only private map of a file written once.
-    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
-        return whole();
-    };
-    let file_len = map.len() as u64;
-    let container = sniff(&map[..map.len().min(64)]);
-    let (hint, what) = match container {
-        Container::Gzip => (gzip_size_hint(&map), "gzip"),
-        Container::Zstd => match zstd::zstd_safe::get_frame_content_size(&map) {
-            Ok(Some(n)) => (n, "zstd"),
-            // No size in the frame (a compressed pipe): reserve generously, since only the
-            // pages written are ever mapped, and a stream that outgrows its reservation
-            // costs a copy and the parallel plan.
-            _ => (file_len.saturating_mul(64), "zstd"),
-        },
-        _ => return whole(),
-    };
-    let reserve = hint
-        .min(file_len.saturating_mul(MAX_RATIO))
-        .saturating_add(1);
-    let Ok(reserve) = usize::try_from(reserve) else {
-        return whole();
-    };
-    fn gzip(b: &[u8]) -> std::io::Result<Box<dyn Read + '_>> {
-        Ok(Box::new(flate2::read::MultiGzDecoder::new(b)))
-    }
-    fn zstd(b: &[u8]) -> std::io::Result<Box<dyn Read + '_>> {
-        Ok(Box::new(zstd::stream::read::Decoder::with_buffer(b)?))
-    }
-    let open: stream::Opener = if container == Container::Gzip {
-        gzip
-    } else {
-        zstd
-    };
-    match stream::Stream::start(map, open, reserve, path.to_path_buf(), what) {
-        Some(s) => Ok(Input {
-            data: Data::Arriving(s),
-            container,
-            file_len,
-            cut: None,
-        }),
-        None => whole(),
-    }
+    read_input(path, false, true)
 }
 
 /// Like [`read`]; with `salvage`, a compressed stream that breaks off keeps the bytes
 /// decompressed before the break.
 pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
-    let raw = if path.as_os_str() == "-" {
-        let mut v = Vec::new();
-        std::io::stdin()
-            .lock()
-            .read_to_end(&mut v)
-            .map_err(|e| Error::io(path, &e))?;
-        Data::Owned(v)
-    } else {
-        let file = File::open(path).map_err(|e| Error::io(path, &e))?;
-        let meta = file.metadata().map_err(|e| Error::io(path, &e))?;
-        if meta.is_dir() {
-            return Err(Error::Usage(format!(
-                "{}: is a directory, expected a snapshot file",
-                path.display()
-            )));
-        }
-        if meta.len() == 0 {
-            Data::Owned(Vec::new())
-        } else {
-            // SAFETY: the map is read-only and private to this process. If another process
-            // truncates the file while it is mapped, reads can fault; snapshots are written
-            // once and then read, which is the accepted trade-off for zero-copy decoding.
-            match unsafe { memmap2::Mmap::map(&file) } {
-                Ok(m) => Data::Mapped(m),
-                Err(_) => {
-                    let mut v = Vec::with_capacity(meta.len() as usize);
-                    (&file)
-                        .read_to_end(&mut v)
-                        .map_err(|e| Error::io(path, &e))?;
-                    Data::Owned(v)
-                }
-            }
-        }
-    };
-    let bytes: &[u8] = match &raw {
-        Data::Mapped(m) => m,
-        Data::Owned(v) => v,
-        Data::Arriving(s) => s.all(),
-    };
+    read_input(path, salvage, false)
+}
+
+fn read_input(path: &Path, salvage: bool, overlap: bool) -> Result<Input, Error> {
+    let raw = open::open(path)?;
+    let bytes = raw.as_ref();
     let file_len = bytes.len() as u64;
     if bytes.is_empty() {
         return Err(Error::at_byte(
@@ -234,48 +282,73 @@ pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
         ));
     }
     let container = sniff(&bytes[..bytes.len().min(64)]);
-    let mut cut = None;
-    let mut keep = |r: Result<Vec<u8>, (Vec<u8>, Error)>| -> Result<Vec<u8>, Error> {
-        match r {
-            Ok(v) => Ok(v),
-            Err((partial, e)) if salvage && !partial.is_empty() => {
-                cut = Some(e.to_string());
-                Ok(partial)
-            }
-            Err((_, e)) => Err(e),
-        }
-    };
-    let data = match container {
-        Container::Pickle => raw,
-        Container::Gzip => Data::Owned(keep(decompress(
-            path,
-            flate2::read::MultiGzDecoder::new(bytes),
-            "gzip",
-            file_len,
-            gzip_size_hint(bytes),
-        ))?),
-        Container::Zstd => {
-            let dec = zstd::stream::read::Decoder::with_buffer(bytes)
-                .map_err(|e| Error::at_byte(path, 0, format!("zstd stream: {e}")))?;
-            let hint = match zstd::zstd_safe::get_frame_content_size(bytes) {
-                Ok(Some(n)) => n,
-                _ => file_len.saturating_mul(4),
-            };
-            Data::Owned(keep(decompress(path, dec, "zstd", file_len, hint))?)
-        }
-        Container::Json => Data::Owned(json_to_pickle(bytes).map_err(|e| Error::Input {
-            path: path.to_path_buf(),
-            location: format!("line {} column {}", e.line(), e.column()),
-            message: format!("invalid JSON snapshot: {e}"),
-            truncated: e.is_eof(),
-        })?),
-    };
-    Ok(Input {
+    let input = |data, transcoded, cut| Input {
         data,
         container,
         file_len,
         cut,
+        transcoded,
+    };
+    let (open, what, hint): (stream::Opener, &str, u64) = match container {
+        Container::Pickle => return Ok(input(raw.into(), false, None)),
+        Container::Json => return Ok(input(Data::Owned(transcode(path, bytes)?), true, None)),
+        Container::Gzip => (gzip_reader, "gzip", gzip_size_hint(bytes)),
+        // No size in the frames (a compressed pipe): reserve generously, since only the pages
+        // written are ever mapped, and a stream that outgrows its reservation costs a copy
+        // (and the parallel plan).
+        Container::Zstd => (zstd_reader, "zstd", zstd_size(bytes).unwrap_or(file_len.saturating_mul(64))),
+    };
+    let kind = payload(path, open, what, bytes)?;
+    // One byte more than the hint: the reader then sees the end without growing.
+    let reserve = hint
+        .min(file_len.saturating_mul(MAX_RATIO))
+        .saturating_add(1);
+    let reserve = usize::try_from(reserve).unwrap_or(usize::MAX / 2);
+    let raw = if overlap && !salvage && kind == Payload::Pickle {
+        match stream::Stream::start(raw, open, reserve, path.to_path_buf(), what) {
+            Ok(s) => return Ok(input(Data::Arriving(s), false, None)),
+            // The reservation was refused: decompress here, into memory that grows as it
+            // fills.
+            Err(raw) => raw,
+        }
+    } else {
+        raw
+    };
+    let bytes = raw.as_ref();
+    let reader = open(bytes).map_err(|e| Error::at_byte(path, 0, format!("{what} stream: {e}")))?;
+    let mut cut = None;
+    let out = match decompress(path, reader, what, reserve) {
+        Ok(v) => v,
+        Err((partial, e)) if salvage && !partial.is_empty() && kind == Payload::Pickle => {
+            cut = Some(e.to_string());
+            partial
+        }
+        Err((_, e)) => return Err(e),
+    };
+    match kind {
+        Payload::Pickle => Ok(input(Data::Owned(out), false, cut)),
+        Payload::Json => Ok(input(Data::Owned(transcode(path, &out)?), true, None)),
+    }
+}
+
+/// A JSON snapshot transcoded into pickle bytes, or the parser's error with its line.
+fn transcode(path: &Path, json: &[u8]) -> Result<Vec<u8>, Error> {
+    let json = json.strip_prefix(BOM).unwrap_or(json);
+    json_to_pickle(json).map_err(|e| Error::Input {
+        path: path.to_path_buf(),
+        location: format!("line {} column {}", e.line(), e.column()),
+        message: format!("invalid JSON snapshot: {e}"),
+        truncated: e.is_eof(),
     })
+}
+
+impl From<open::Raw> for Data {
+    fn from(raw: open::Raw) -> Data {
+        match raw {
+            open::Raw::Mapped(m) => Data::Mapped(m),
+            open::Raw::Owned(v) => Data::Owned(v),
+        }
+    }
 }
 
 /// The decompressed size of a gzip stream, as far as its trailer tells: ISIZE is the size of
@@ -297,23 +370,17 @@ fn gzip_size_hint(bytes: &[u8]) -> u64 {
 /// (deflate's ceiling is about 1032:1; a trailer that claims more is not believed).
 const MAX_RATIO: u64 = 1032;
 
-/// Decompresses everything; on failure, the bytes decompressed so far and the error.
-/// `size_hint` sizes the output buffer (growing it copies, and doubles peak memory).
+/// Decompresses everything into a buffer of `reserve` bytes (asked for fallibly: a hint the
+/// system refuses only means the buffer grows as it fills); on failure, the bytes
+/// decompressed so far and the error.
 fn decompress(
     path: &Path,
     mut r: impl Read,
     what: &str,
-    compressed_len: u64,
-    size_hint: u64,
+    reserve: usize,
 ) -> Result<Vec<u8>, (Vec<u8>, Error)> {
-    // One byte more than the hint: read_to_end then sees the end without growing.
-    let reserve = size_hint
-        .min(compressed_len.saturating_mul(MAX_RATIO))
-        .saturating_add(1);
-    // A reservation the system refuses (a trailer that lies) is not an abort: the buffer
-    // then grows as it fills.
     let mut out = Vec::new();
-    let _ = out.try_reserve_exact(usize::try_from(reserve).unwrap_or(usize::MAX / 2));
+    let _ = fallible(|| out.try_reserve_exact(reserve));
     match r.read_to_end(&mut out) {
         Ok(_) => Ok(out),
         Err(e) => {
@@ -369,8 +436,8 @@ pub fn build_input_with(
         BuildError::Decode(d) => Error::Input {
             path: path.to_path_buf(),
             location: located(match input.container {
+                _ if input.transcoded => format!("transcoded byte {}", d.offset),
                 Container::Pickle => format!("byte {}", d.offset),
-                Container::Json => format!("transcoded byte {}", d.offset),
                 _ => format!("decompressed byte {}", d.offset),
             }),
             message: d.message,

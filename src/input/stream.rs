@@ -64,20 +64,23 @@ impl Drop for Stream {
 impl Stream {
     /// Starts decompressing `source` (opened as a reader by `open`) on its own thread into a
     /// reservation of `reserve` bytes; `what` names the format in errors about `path`.
-    /// `None` when the reservation cannot be had.
+    /// The source back when the reservation cannot be had.
     pub fn start<S: AsRef<[u8]> + Send + 'static>(
         source: S,
         open: Opener,
         reserve: usize,
         path: PathBuf,
         what: &'static str,
-    ) -> Option<Arc<Stream>> {
+    ) -> Result<Arc<Stream>, S> {
         let cap = reserve.max(1);
-        let layout = Layout::array::<u8>(cap).ok()?;
+        let Ok(layout) = Layout::array::<u8>(cap) else {
+            return Err(source);
+        };
         // SAFETY: the layout is not zero-sized; zeroed pages are mapped only when written.
-        let ptr = unsafe { alloc_zeroed(layout) };
+        // A refusal is answered by the caller (it decompresses into a growing buffer).
+        let ptr = crate::alloc_guard::fallible(|| unsafe { alloc_zeroed(layout) });
         if ptr.is_null() {
-            return None;
+            return Err(source);
         }
         let stream = Arc::new(Stream {
             ptr,
@@ -101,7 +104,7 @@ impl Stream {
                 None,
             ),
         });
-        Some(stream)
+        Ok(stream)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -264,7 +267,9 @@ mod tests {
     }
 
     fn start(source: Vec<u8>, open: Opener, reserve: usize) -> Arc<Stream> {
-        Stream::start(source, open, reserve, PathBuf::from("x.gz"), "gzip").unwrap()
+        Stream::start(source, open, reserve, PathBuf::from("x.gz"), "gzip")
+            .ok()
+            .unwrap()
     }
 
     #[test]

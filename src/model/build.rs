@@ -10,7 +10,7 @@ use super::ids::{FrameId, StackId, StrId, StreamId};
 use super::intern::{Frame, Frames, Stacks, Strings};
 use super::keys::{Key, KeyCache};
 use super::snapshot::*;
-use super::validate;
+use super::{bounds, validate};
 use crate::pickle::{self, scan, DecodeError, Heap, Hooks, ListData, ObjData, ObjId, Value};
 use std::collections::BTreeMap;
 
@@ -1221,6 +1221,9 @@ impl<'p> Builder<'p> {
         for seg in segments.iter_mut().filter(|s| s.blocks.is_empty()) {
             seg.blocks = 0..0;
         }
+        // No total may wrap: sizes are added up (and their keys named) in file order.
+        let mut sizes = bounds::SizeTotal::default();
+        sizes.add_segments(layout, &segments, &self.blocks)?;
         let sorted = segments
             .windows(2)
             .all(|w| (w[0].device, w[0].address) <= (w[1].device, w[1].address));
@@ -1263,6 +1266,8 @@ impl<'p> Builder<'p> {
                 trace_ranges.push(t.as_ref().map(|_| start..events.len()));
             }
         }
+
+        sizes.add_traces(&events, &trace_ranges)?;
 
         // Devices: any with segments or a non-empty trace.
         let mut ids: Vec<u32> = segments.iter().map(|s| s.device).collect();

@@ -3,6 +3,7 @@
 //! In: decoded pickle values (through the decoder's hooks). Out: a [`Snapshot`] with interned
 //! frames and stacks, compact segments, blocks and trace events, and data-quality warnings.
 
+pub mod bounds;
 pub mod build;
 pub mod ids;
 pub mod intern;

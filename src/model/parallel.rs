@@ -37,7 +37,7 @@ pub(crate) fn try_build<'a>(
 ) -> Option<Snapshot> {
     let timing = std::env::var_os("MEMLENS_TIMING").is_some();
     let total = more.map_or(buf.len(), |(_, total)| total.max(buf.len()));
-    let defs = Defs::for_input(total);
+    let defs = Defs::for_input(total)?;
     // The input as far as `end` (all of it once pass 1 is done).
     let upto = |end: usize| match more {
         Some((f, _)) => f(end),

@@ -99,5 +99,8 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop) -> std::io::Result<
     for n in &d.notes {
         writeln!(out, "note: {n}")?;
     }
+    for w in &d.warnings {
+        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+    }
     Ok(())
 }

@@ -71,25 +71,25 @@ pub struct Defs {
 }
 
 impl Defs {
-    /// A table for an input of `len` bytes.
-    pub fn for_input(len: usize) -> Self {
+    /// A table for an input of `len` bytes; `None` when the system refuses the reservation
+    /// (the caller then decodes sequentially, which needs no table).
+    pub fn for_input(len: usize) -> Option<Self> {
         let cap = len / 8 + 4096;
-        // Zeroed allocation: pages are mapped only when pass 1 writes them.
-        let mut zeroed = std::mem::ManuallyDrop::new(vec![0u64; cap]);
-        // SAFETY: AtomicU64 has the same size, alignment and bit validity as u64, and the
-        // vector's ownership moves into the new one (the old one is never dropped).
-        let table = unsafe {
-            Vec::from_raw_parts(
-                zeroed.as_mut_ptr() as *mut AtomicU64,
-                zeroed.len(),
-                zeroed.capacity(),
-            )
-        };
-        Defs {
+        let layout = std::alloc::Layout::array::<AtomicU64>(cap).ok()?;
+        // SAFETY: the layout is not zero-sized. Zeroed allocation: pages are mapped only when
+        // pass 1 writes them.
+        let ptr = crate::alloc_guard::fallible(|| unsafe { std::alloc::alloc_zeroed(layout) });
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: allocated by the global allocator with the layout of `cap` AtomicU64s, and
+        // all-zero bytes are a valid AtomicU64.
+        let table = unsafe { Vec::from_raw_parts(ptr as *mut AtomicU64, cap, cap) };
+        Some(Defs {
             table,
             extra: Mutex::new(FxHashMap::default()),
             count: AtomicU64::new(0),
-        }
+        })
     }
 
     /// The definition of memo entry `idx`, if it is known and complete.
@@ -229,7 +229,7 @@ pub fn scan(buf: &[u8], chunk_bytes: usize) -> Option<Plan> {
 
 /// [`scan`], with or without the trace entry walk of [`Scanner::skim_entry`].
 fn scan_with(buf: &[u8], chunk_bytes: usize, skim: bool) -> Option<Plan> {
-    let defs = Defs::for_input(buf.len());
+    let defs = Defs::for_input(buf.len())?;
     let mut chunks = Vec::new();
     scan_into_with(buf, None, chunk_bytes, &defs, &mut |c| chunks.push(c), skim)?;
     Some(Plan { chunks, defs })
@@ -378,6 +378,9 @@ impl Scanner<'_, '_> {
         if self.stack.len() >= self.max_stack {
             return None;
         }
+        if self.stack.len() == self.stack.capacity() {
+            self.grow_stack()?;
+        }
         self.stack.push(Ent {
             start: start as u64,
             end: self.pos as u64,
@@ -387,6 +390,14 @@ impl Scanner<'_, '_> {
             container: false,
         });
         Some(())
+    }
+
+    /// Doubles the stack's room, or `None` (the plan is given up) when the system refuses:
+    /// a stack this deep is a hostile file more often than a snapshot.
+    #[cold]
+    fn grow_stack(&mut self) -> S<()> {
+        let more = self.stack.len().max(1024);
+        crate::alloc_guard::fallible(|| self.stack.try_reserve(more)).ok()
     }
 
     /// Pushes an empty list or dict.
@@ -654,6 +665,9 @@ impl Scanner<'_, '_> {
     fn push_ref(&mut self, idx: u64, op_at: usize) -> S<()> {
         if self.stack.len() >= self.max_stack {
             return None;
+        }
+        if self.stack.len() == self.stack.capacity() {
+            self.grow_stack()?;
         }
         self.stack.push(Ent {
             start: op_at as u64,

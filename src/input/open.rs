@@ -1,0 +1,153 @@
+//! Getting the raw bytes of an input: a regular file is mapped read-only; anything else (`-`,
+//! a pipe, a FIFO, `<(…)`, a character device) is read as a stream into memory, after its
+//! first bytes have shown it may be a snapshot, so `/dev/zero` or a binary on a pipe is
+//! refused at once instead of being read to the end.
+
+use crate::alloc_guard::fallible;
+use crate::error::{quoted_path, Error};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The raw (possibly compressed) bytes of an input.
+pub enum Raw {
+    /// A regular file, mapped read-only.
+    Mapped(memmap2::Mmap),
+    /// A stream read into memory, or a file that could not be mapped.
+    Owned(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Raw {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Raw::Mapped(m) => m,
+            Raw::Owned(v) => v,
+        }
+    }
+}
+
+/// How long an input may stay silent before memlens says what it is waiting for.
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// Opens `path` read-only (`-` is standard input) and returns its raw bytes.
+pub fn open(path: &Path) -> Result<Raw, Error> {
+    if path.as_os_str() == "-" {
+        return read_stream(path, std::io::stdin().lock(), "standard input").map(Raw::Owned);
+    }
+    // The metadata of what the path leads to, without opening it (opening a FIFO blocks
+    // until a writer comes).
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+    if meta.is_dir() {
+        return Err(Error::Usage(format!(
+            "{}: is a directory, expected a snapshot file",
+            quoted_path(path)
+        )));
+    }
+    let file = if meta.file_type().is_fifo() {
+        let _note = Waiting::start(path, "a writer to open this FIFO");
+        File::open(path)
+    } else {
+        File::open(path)
+    }
+    .map_err(|e| Error::io(path, &e))?;
+    if !meta.is_file() {
+        let what = if meta.file_type().is_fifo() {
+            "this pipe"
+        } else {
+            "this device"
+        };
+        return read_stream(path, file, what).map(Raw::Owned);
+    }
+    if meta.len() == 0 {
+        return Ok(Raw::Owned(Vec::new()));
+    }
+    // SAFETY: the map is read-only and private to this process. If another process truncates
+    // the file while it is mapped, reads can fault; snapshots are written once and then read,
+    // which is the accepted trade-off for zero-copy decoding.
+    match unsafe { memmap2::Mmap::map(&file) } {
+        Ok(m) => Ok(Raw::Mapped(m)),
+        Err(map_error) => {
+            // Sized from the file, so asked for only where a refusal can be answered.
+            let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+            let mut v = Vec::new();
+            if fallible(|| v.try_reserve_exact(len)).is_err() {
+                return Err(Error::Io {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "cannot map the file ({map_error}) nor hold its {} bytes in memory",
+                        meta.len()
+                    ),
+                });
+            }
+            (&file)
+                .read_to_end(&mut v)
+                .map_err(|e| Error::io(path, &e))?;
+            Ok(Raw::Owned(v))
+        }
+    }
+}
+
+/// Reads a stream to its end. Its first bytes must look like a snapshot container
+/// ([`super::plausible_start`]); memory grows as the bytes arrive, and running out of it is an
+/// error naming how far the stream got. Says so on stderr when nothing arrives for a while.
+fn read_stream(path: &Path, mut r: impl Read, what: &str) -> Result<Vec<u8>, Error> {
+    const STEP: usize = 1 << 20;
+    let mut out: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut note = Some(Waiting::start(path, &format!("input on {what}")));
+    let mut checked = false;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, &e)),
+        };
+        note = None;
+        if out.capacity() - out.len() < n {
+            let more = out.capacity().max(STEP);
+            if fallible(|| out.try_reserve(more)).is_err() {
+                return Err(Error::Input {
+                    path: path.to_path_buf(),
+                    location: format!("byte {}", out.len()),
+                    message: "out of memory while reading the stream: it is larger than this process may hold".into(),
+                    truncated: false,
+                });
+            }
+        }
+        out.extend_from_slice(&buf[..n]);
+        if !checked && out.len() >= 64 {
+            super::plausible_start(path, &out)?;
+            checked = true;
+        }
+    }
+    drop(note);
+    if !checked && !out.is_empty() {
+        super::plausible_start(path, &out)?;
+    }
+    Ok(out)
+}
+
+/// Prints one line on stderr if it is still alive after [`PATIENCE`]: what the input is
+/// waiting for, so a FIFO without a writer or an idle pipe does not hang without a word.
+struct Waiting(#[allow(dead_code)] mpsc::Sender<()>);
+
+impl Waiting {
+    fn start(path: &Path, what: &str) -> Waiting {
+        let (tx, rx) = mpsc::channel::<()>();
+        let line = format!(
+            "memlens: {}: waiting for {what} (nothing for {} s; Ctrl-C to stop)",
+            quoted_path(path),
+            PATIENCE.as_secs()
+        );
+        std::thread::spawn(move || {
+            if rx.recv_timeout(PATIENCE) == Err(mpsc::RecvTimeoutError::Timeout) {
+                eprintln!("{line}");
+            }
+        });
+        Waiting(tx)
+    }
+}
