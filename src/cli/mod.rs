@@ -137,6 +137,8 @@ static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::n
 /// Loads one snapshot, with a progress bar when it is large.
 pub fn load(path: &std::path::Path) -> Result<memlens::model::Snapshot, Error> {
     let salvage = SALVAGE.load(std::sync::atomic::Ordering::Relaxed);
+    // Running out of memory from here on is one line naming this file.
+    let _oom_names = memlens::alloc_guard::reading(path);
     let t0 = std::time::Instant::now();
     let inp = if salvage {
         memlens::input::read_with(path, true)?

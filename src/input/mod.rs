@@ -334,12 +334,73 @@ fn read_input(path: &Path, salvage: bool, overlap: bool) -> Result<Input, Error>
 /// A JSON snapshot transcoded into pickle bytes, or the parser's error with its line.
 fn transcode(path: &Path, json: &[u8]) -> Result<Vec<u8>, Error> {
     let json = json.strip_prefix(BOM).unwrap_or(json);
-    json_to_pickle(json).map_err(|e| Error::Input {
+    let out = match json_to_pickle(json) {
+        // Python's json writes a lone surrogate (a file name that was not UTF-8) as `\udcXX`
+        // and reads it back; so does JavaScript. serde_json refuses it: such escapes become
+        // U+FFFD, and the rest of the document is read as it is.
+        Err(e) if e.to_string().contains("surrogate") => {
+            json_to_pickle(&replace_lone_surrogates(json))
+        }
+        other => other,
+    };
+    out.map_err(|e| Error::Input {
         path: path.to_path_buf(),
         location: format!("line {} column {}", e.line(), e.column()),
         message: format!("invalid JSON snapshot: {e}"),
         truncated: e.is_eof(),
     })
+}
+
+/// `json` with every `\uD800`-`\uDFFF` escape that is not half of a pair replaced by
+/// `\uFFFD` (string contents only; everything else is copied as it is).
+fn replace_lone_surrogates(json: &[u8]) -> Vec<u8> {
+    let hex = |at: usize| -> Option<u16> {
+        let digits = std::str::from_utf8(json.get(at..at + 4)?).ok()?;
+        u16::from_str_radix(digits, 16).ok()
+    };
+    let escape_at = |at: usize| -> Option<u16> {
+        (json.get(at) == Some(&b'\\') && json.get(at + 1) == Some(&b'u'))
+            .then(|| hex(at + 2))
+            .flatten()
+    };
+    let mut out = Vec::with_capacity(json.len());
+    let (mut i, mut in_string) = (0, false);
+    while i < json.len() {
+        let b = json[i];
+        if !in_string {
+            in_string = b == b'"';
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = false,
+            b'\\' => match escape_at(i) {
+                Some(0xd800..=0xdbff)
+                    if escape_at(i + 6).is_some_and(|lo| (0xdc00..=0xdfff).contains(&lo)) =>
+                {
+                    out.extend_from_slice(&json[i..i + 12]);
+                    i += 12;
+                    continue;
+                }
+                Some(0xd800..=0xdfff) => {
+                    out.extend_from_slice(b"\\ufffd");
+                    i += 6;
+                    continue;
+                }
+                _ => {
+                    // Any other escape: its two first bytes go as they are.
+                    out.extend_from_slice(&json[i..(i + 2).min(json.len())]);
+                    i += 2;
+                    continue;
+                }
+            },
+            _ => {}
+        }
+        out.push(b);
+        i += 1;
+    }
+    out
 }
 
 impl From<open::Raw> for Data {

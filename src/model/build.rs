@@ -441,6 +441,13 @@ fn expect_u64(heap: &Heap, v: Value, key: &str) -> Result<u64, String> {
         Value::Int(i) => Ok(i as u64),
         Value::UInt(u) => Ok(u),
         Value::Bool(b) => Ok(b as u64),
+        // A whole number written as a float (`512.0`, `5e2`: JSON from tools that keep every
+        // number as a double) is that integer when a double holds it exactly.
+        Value::Float(f) if whole_float(f) => Ok(if f < 0.0 {
+            f as i64 as u64
+        } else {
+            f as u64
+        }),
         other => Err(format!(
             "key '{key}': expected an integer, found {}",
             other.type_name(heap)
@@ -448,9 +455,16 @@ fn expect_u64(heap: &Heap, v: Value, key: &str) -> Result<u64, String> {
     }
 }
 
+/// True for a float that is a whole number within the range of `i64` (negative) or `u64`:
+/// exactly the integer the writer's double held.
+fn whole_float(f: f64) -> bool {
+    f.fract() == 0.0 && (-9.223_372_036_854_776e18..1.844_674_407_370_955_2e19).contains(&f)
+}
+
 fn expect_size(heap: &Heap, v: Value, key: &str) -> Result<u64, String> {
     match v {
         Value::Int(i) if i < 0 => Err(format!("key '{key}': expected a size, found {i}")),
+        Value::Float(f) if f < 0.0 => Err(format!("key '{key}': expected a size, found {f}")),
         _ => expect_u64(heap, v, key),
     }
 }
@@ -458,6 +472,7 @@ fn expect_size(heap: &Heap, v: Value, key: &str) -> Result<u64, String> {
 fn expect_i64(heap: &Heap, v: Value, key: &str) -> Result<i64, String> {
     match v {
         Value::Int(i) => Ok(i),
+        Value::Float(f) if whole_float(f) && f < 9.223_372_036_854_776e18 => Ok(f as i64),
         Value::UInt(_) | Value::Huge(_) => Err(format!("key '{key}': integer out of range")),
         other => Err(format!(
             "key '{key}': expected an integer, found {}",
