@@ -33,7 +33,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     if let Some(p) = &args.rules {
         let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, &e))?;
         opts.rules = categories::parse_rules(&text)
-            .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&p))))?;
+            .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(p))))?;
     }
     let snap = load(&args.file)?;
     let replays = replay::replay(&snap);

@@ -157,7 +157,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         let snap = load(path)?;
         let replays = replay::replay(&snap);
         let p = profile::profile(&snap, &replays, &popts)
-            .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&path))))?;
+            .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(path))))?;
         let leaked = if want_leaks {
             check::leaked(&snap, &replays, &popts)
         } else {

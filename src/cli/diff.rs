@@ -86,7 +86,7 @@ pub fn profile_file(path: &Path, opts: &ProfileOptions) -> Result<profile::Profi
     let snap = load(path)?;
     let replays = replay::replay(&snap);
     profile::profile(&snap, &replays, opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&path))))
+        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(path))))
 }
 
 /// Runs the command.

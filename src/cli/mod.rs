@@ -117,6 +117,25 @@ pub fn main() -> i32 {
         Command::Leaks(a) => leaks::run(a),
         Command::Categories(a) => categories::run(a),
     };
+    let code = exit_code(result);
+    // Tests and benchmarks read this process's own peak memory here (a child's rusage also
+    // counts what its parent had mapped when it forked).
+    if std::env::var_os("MEMLENS_PEAK_RSS").is_some() {
+        if let Some(kb) = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:").map(str::to_owned))
+            })
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            eprintln!("peak_rss_bytes {}", kb * 1024);
+        }
+    }
+    code
+}
+
+fn exit_code(result: Result<Outcome, Error>) -> i32 {
     match result {
         Ok(Outcome::Ok) => 0,
         Ok(Outcome::Findings) => 1,

@@ -186,7 +186,12 @@ enum Payload {
 
 /// Decompresses the first bytes of `compressed` with a reader of its own and says what they
 /// hold, so a bomb of zeros or a compressed binary is refused before the rest is inflated.
-fn payload(path: &Path, open: stream::Opener, what: &str, compressed: &[u8]) -> Result<Payload, Error> {
+fn payload(
+    path: &Path,
+    open: stream::Opener,
+    what: &str,
+    compressed: &[u8],
+) -> Result<Payload, Error> {
     let mut head = [0u8; 64];
     let mut n = 0;
     let broken = |e: std::io::Error| Error::Input {
@@ -296,7 +301,11 @@ fn read_input(path: &Path, salvage: bool, overlap: bool) -> Result<Input, Error>
         // No size in the frames (a compressed pipe): reserve generously, since only the pages
         // written are ever mapped, and a stream that outgrows its reservation costs a copy
         // (and the parallel plan).
-        Container::Zstd => (zstd_reader, "zstd", zstd_size(bytes).unwrap_or(file_len.saturating_mul(64))),
+        Container::Zstd => (
+            zstd_reader,
+            "zstd",
+            zstd_size(bytes).unwrap_or(file_len.saturating_mul(64)),
+        ),
     };
     let kind = payload(path, open, what, bytes)?;
     // One byte more than the hint: the reader then sees the end without growing.

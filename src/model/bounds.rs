@@ -28,7 +28,12 @@ pub struct SizeTotal {
 impl SizeTotal {
     /// Adds one size read from `path` under `key`; an error once the file's sizes pass the
     /// bound.
-    fn add(&mut self, size: u64, path: impl FnOnce() -> String, key: &str) -> Result<(), BuildError> {
+    fn add(
+        &mut self,
+        size: u64,
+        path: impl FnOnce() -> String,
+        key: &str,
+    ) -> Result<(), BuildError> {
         self.bytes += size as u128;
         if self.bytes > MAX_FILE_BYTES {
             return Err(BuildError::Shape {
@@ -209,7 +214,11 @@ mod tests {
 
         let at_top = [block(u64::MAX - 511, 1024, BlockState::Inactive)];
         let e = SizeTotal::default()
-            .add_segments(Layout::Modern, &[segment(u64::MAX - 1023, 512, 0..1)], &at_top)
+            .add_segments(
+                Layout::Modern,
+                &[segment(u64::MAX - 1023, 512, 0..1)],
+                &at_top,
+            )
             .unwrap_err();
         assert!(message(e).starts_with("key segments[0].blocks[0]: key 'size': 1024 bytes at address 0xfffffffffffffe00 run past"));
     }
@@ -217,10 +226,14 @@ mod tests {
     #[test]
     fn an_ooms_device_free_is_a_size_and_its_addr_no_range() {
         let ev = [event(Action::Oom, u64::MAX, 512)];
-        let e = SizeTotal::default().add_traces(&ev, &[Some(0..1)]).unwrap_err();
+        let e = SizeTotal::default()
+            .add_traces(&ev, &[Some(0..1)])
+            .unwrap_err();
         assert!(message(e).starts_with("key device_traces[0][0]: key 'device_free'"));
         let ev = [event(Action::Alloc, u64::MAX - 10, 512)];
-        let e = SizeTotal::default().add_traces(&ev, &[Some(0..1)]).unwrap_err();
+        let e = SizeTotal::default()
+            .add_traces(&ev, &[Some(0..1)])
+            .unwrap_err();
         assert!(message(e).contains("run past the end of the 64-bit address space"));
     }
 }

@@ -443,11 +443,7 @@ fn expect_u64(heap: &Heap, v: Value, key: &str) -> Result<u64, String> {
         Value::Bool(b) => Ok(b as u64),
         // A whole number written as a float (`512.0`, `5e2`: JSON from tools that keep every
         // number as a double) is that integer when a double holds it exactly.
-        Value::Float(f) if whole_float(f) => Ok(if f < 0.0 {
-            f as i64 as u64
-        } else {
-            f as u64
-        }),
+        Value::Float(f) if whole_float(f) => Ok(if f < 0.0 { f as i64 as u64 } else { f as u64 }),
         other => Err(format!(
             "key '{key}': expected an integer, found {}",
             other.type_name(heap)
@@ -684,6 +680,7 @@ impl<'p> Builder<'p> {
                 Some(b"line") => {
                     frame.line = match *v {
                         Value::Int(i) if i >= 0 => i,
+                        Value::Float(f) if whole_float(f) && (0.0..2e9).contains(&f) => f as i64,
                         Value::Int(_) | Value::UInt(_) | Value::Huge(_) | Value::None => -1,
                         other => {
                             return Err(format!(
