@@ -739,6 +739,9 @@ fn broken_outputs_are_rejected() {
         ("check", "/files/0/budgets/0", |d| {
             d["files"][0]["budgets"][0]["passed"] = Value::from("yes");
         }),
+        ("check", "/files/0/budgets/0/status", |d| {
+            d["files"][0]["budgets"][0]["status"] = Value::from("skipped");
+        }),
         ("batch", "/imbalance/ranks", |d| {
             d["imbalance"]["ranks"][0]["peak_bytes"] = Value::Null;
         }),

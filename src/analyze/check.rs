@@ -1,9 +1,10 @@
 //! `memlens check`: budgets on snapshots (peak, reserved, fragmentation, leaked bytes, growth
-//! against a baseline), each passed or broken, with the top sites behind a broken one.
+//! against a baseline), each passed, broken or unmeasured, with the top sites behind a broken
+//! one.
 //!
-//! In: a file's [`Profile`], its never-freed bytes ([`Leaked`]), optionally its [`DiffReport`]
-//! against a baseline, and resolved [`Budget`]s (percentages of the capacity already turned into
-//! bytes by the caller). Out: a [`CheckReport`].
+//! In: a file's [`Profile`], its never-freed bytes ([`Leaked`]), optionally a [`Baseline`] (the
+//! baseline's profile and the [`DiffReport`] against it), and resolved [`Budget`]s (percentages
+//! of the capacity already turned into bytes by the caller). Out: a [`CheckReport`].
 //!
 //! Which number each budget reads, per file:
 //! - `max_peak`: live requested bytes at the moment (default: the peak) of the device with the
@@ -11,17 +12,41 @@
 //! - `max_reserved`: the highest reserved bytes over the trace of any device (final reserved
 //!   without a trace);
 //! - `max_frag`: the worst device's fragmentation index (1 − largest free block / free) at the
-//!   moment;
+//!   moment, among devices holding segments then (a device without a trace: its final state);
 //! - `max_leaked`: the live bytes at the end of the trace of every finding of the leaks
 //!   analysis (sites that grow step after step: leaks and retained graphs), summed over
 //!   devices;
 //! - `baseline`: the peak (summed over devices) against the baseline's, failing when it grew by
 //!   at least `min_growth` and by at least `min_abs_bytes` (`diff`'s growth gate).
+//!
+//! A budget is never passed on nothing measured. Each one is [`CheckStatus::Unmeasured`] when
+//! the file lacks what it reads (`no device` below means no device with segments or a trace):
+//! - `max_peak`: no device, or a device whose live bytes at the moment were not recorded
+//!   ([`super::profile::Unrecorded`]): it has no trace (at any moment but `end`, which the
+//!   final state is), or at `peak` its trace records no alloc or free (PyTorch 2.0's single
+//!   `snapshot` entry), so the peak was not recorded. The final state is no peak; it is only a
+//!   lower bound of one;
+//! - `max_reserved`: no device (the final segments are a device's reserved bytes without a
+//!   trace);
+//! - `max_frag`: no device holds segments at the moment;
+//! - `max_leaked`: no device, or a device the leaks analysis cannot judge: no trace, no steps
+//!   found in its trace, or fewer steps than it needs
+//!   ([`super::leaks::LeaksOptions::steps_needed`]: one warm-up + 3);
+//! - `baseline`: either side's peak is unmeasured by the `max_peak` rule.
+//!
+//! What was measured still breaks a budget: when some devices are unmeasured but a measured
+//! one, or a lower bound (an unrecorded device's final state at `peak`; the leaked bytes of the
+//! devices that could be judged), already exceeds the limit, the budget fails ("at least") and
+//! the unmeasured devices become notes. The reason of an unmeasured budget names each device
+//! and what it lacks.
 
 use super::diff::{self, DiffReport, Status};
-use super::profile::{sorted_sites, Profile, SiteTotal};
+use super::profile::{sorted_sites, DeviceProfile, Profile, SiteTotal};
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// The reason of a budget on a file without any device holding segments or a trace.
+const NOTHING: &str = "no device has segments or a trace: nothing to measure";
 
 /// Which budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -63,6 +88,46 @@ impl BudgetKind {
     }
 }
 
+/// The outcome of a budget (JSON `status`), and of a file or the report, which take the worst
+/// of their budgets: `fail` before `unmeasured` before `pass`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    /// Measured and within the limit (a file or the report: every budget passed).
+    Pass,
+    /// Measured over the limit, or a lower bound of the number already over it (a file or the
+    /// report: at least one budget failed).
+    Fail,
+    /// The file lacks what the budget reads (a trace, steps, segments; see the module doc), so
+    /// it neither holds nor breaks; the exit status is 1 unless `--allow-unmeasured` (a file or
+    /// the report: none failed, at least one unmeasured).
+    Unmeasured,
+}
+
+impl CheckStatus {
+    /// The JSON name: `pass`, `fail` or `unmeasured`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckStatus::Pass => "pass",
+            CheckStatus::Fail => "fail",
+            CheckStatus::Unmeasured => "unmeasured",
+        }
+    }
+
+    /// The worst of `statuses` (`pass` for none).
+    fn worst(statuses: impl IntoIterator<Item = CheckStatus>) -> CheckStatus {
+        statuses
+            .into_iter()
+            .fold(CheckStatus::Pass, |acc, s| match (acc, s) {
+                (CheckStatus::Fail, _) | (_, CheckStatus::Fail) => CheckStatus::Fail,
+                (CheckStatus::Unmeasured, _) | (_, CheckStatus::Unmeasured) => {
+                    CheckStatus::Unmeasured
+                }
+                _ => CheckStatus::Pass,
+            })
+    }
+}
+
 /// A limit: bytes or a ratio.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Limit {
@@ -85,15 +150,32 @@ pub struct Budget {
     pub label: String,
 }
 
-/// What the leaks analysis found, as `--max-leaked` reads it.
+/// What the leaks analysis found, as `--max-leaked` reads it. The default has no device
+/// measured, so a budget on it is unmeasured, never passed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Leaked {
-    /// Σ live bytes at the end of the trace over every finding.
+    /// Σ live bytes at the end of the trace over every finding (of the measured devices).
     pub bytes: u64,
     /// Per normalized site (count = findings).
     pub sites: BTreeMap<String, SiteTotal>,
-    /// What limited the leaks analysis.
+    /// What limited the leaks analysis on the measured devices.
     pub notes: Vec<String>,
+    /// Devices the leaks analysis could judge: a trace with at least
+    /// [`super::leaks::LeaksOptions::steps_needed`] steps.
+    pub measured_devices: Vec<u32>,
+    /// One reason per other device with segments or a trace, saying why it could not be
+    /// judged: no trace, no steps found in its trace, or too few steps.
+    pub unmeasured: Vec<String>,
+}
+
+/// The baseline side of `--baseline`: the baseline's own profile (whose peak must be measured
+/// too) and the diff of the file against it.
+#[derive(Clone, Copy, Debug)]
+pub struct Baseline<'a> {
+    /// The baseline measured at the same moment.
+    pub profile: &'a Profile,
+    /// The file against the baseline.
+    pub diff: &'a DiffReport,
 }
 
 /// A site behind a budget.
@@ -119,13 +201,14 @@ pub struct BudgetResult {
     /// The limit in `unit` (bytes; for `baseline` the baseline's peak).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_bytes: Option<u64>,
-    /// The measured bytes.
+    /// The measured bytes (absent when unmeasured).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actual_bytes: Option<u64>,
     /// The limit as a ratio.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_ratio: Option<f64>,
-    /// The measured ratio (for `baseline`: the growth, absent when the baseline is 0).
+    /// The measured ratio (for `baseline`: the growth, absent when the baseline is 0; absent
+    /// when unmeasured).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actual_ratio: Option<f64>,
     /// Bytes over the limit (negative: under); for `baseline` the growth in bytes.
@@ -133,8 +216,17 @@ pub struct BudgetResult {
     pub over_bytes: Option<i64>,
     /// The device measured, when one device decides.
     pub device: Option<u32>,
-    /// True when the budget holds.
+    /// True when the budget was measured and holds (false when unmeasured).
     pub passed: bool,
+    /// `pass`, `fail` or `unmeasured`.
+    pub status: CheckStatus,
+    /// With `unmeasured`: what the file lacks, per device.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// True when `actual_bytes` is only a lower bound, already over the limit, because some
+    /// devices could not be measured (they are in the notes); left out when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lower_bound: bool,
     /// One line for a person.
     pub message: String,
     /// The biggest sites behind the number (for `baseline`: the grown and new sites).
@@ -146,8 +238,10 @@ pub struct BudgetResult {
 pub struct FileCheck {
     /// The file as named.
     pub file: String,
-    /// True when every budget holds.
+    /// True when every budget was measured and holds.
     pub passed: bool,
+    /// The worst of its budgets' statuses.
+    pub status: CheckStatus,
     /// Per budget, in the order given.
     pub budgets: Vec<BudgetResult>,
     /// What limits the answer.
@@ -165,12 +259,27 @@ pub struct CheckReport {
     pub capacity_bytes: Option<u64>,
     /// The baseline file, if any.
     pub baseline: Option<String>,
-    /// True when every file passes.
+    /// True when every file passes (every budget measured and held).
     pub passed: bool,
-    /// Files broken.
+    /// The worst of the files' statuses.
+    pub status: CheckStatus,
+    /// Files broken (at least one budget failed).
     pub failed_files: usize,
+    /// Files with at least one budget unmeasured.
+    pub unmeasured_files: usize,
+    /// True when unmeasured budgets were accepted (`--allow-unmeasured`): they then leave the
+    /// exit status 0.
+    pub allow_unmeasured: bool,
     /// Per file.
     pub files: Vec<FileCheck>,
+}
+
+impl CheckReport {
+    /// True when the check succeeds (exit status 0): no budget failed, and none is unmeasured
+    /// unless `allow_unmeasured`.
+    pub fn succeeded(&self) -> bool {
+        self.failed_files == 0 && (self.unmeasured_files == 0 || self.allow_unmeasured)
+    }
 }
 
 fn lines(v: Vec<(String, SiteTotal)>) -> Vec<SiteLine> {
@@ -191,12 +300,15 @@ fn over_percent(over: i64, limit: u64) -> String {
     }
 }
 
+/// A byte budget measured: `actual` against `limit`. With `at_least`, `actual` is a lower
+/// bound (some devices unmeasured), only ever used when it already exceeds the limit.
 fn bytes_result(
     b: &Budget,
     limit: u64,
     actual: u64,
     device: Option<u32>,
     sites: Vec<SiteLine>,
+    at_least: bool,
 ) -> BudgetResult {
     let over = actual as i64 - limit as i64;
     let passed = actual <= limit;
@@ -204,6 +316,7 @@ fn bytes_result(
         .map(|d| format!(" on device {d}"))
         .unwrap_or_default();
     let title = b.kind.title();
+    let least = if at_least { "at least " } else { "" };
     let message = if passed {
         format!(
             "{title} {}{on} within {} ({} to spare)",
@@ -213,7 +326,7 @@ fn bytes_result(
         )
     } else {
         format!(
-            "{title} {}{on} exceeds {} by {}{}",
+            "{title} {least}{}{on} exceeds {} by {least}{}{}",
             crate::units::iec(actual),
             b.label,
             crate::units::iec(over as u64),
@@ -231,9 +344,56 @@ fn bytes_result(
         over_bytes: Some(over),
         device,
         passed,
+        status: if passed {
+            CheckStatus::Pass
+        } else {
+            CheckStatus::Fail
+        },
+        reason: None,
+        lower_bound: at_least,
         message,
         top_sites: if passed { Vec::new() } else { sites },
     }
+}
+
+/// A budget with nothing to measure: the limit, no number, the reason.
+fn unmeasured(b: &Budget, reason: String) -> BudgetResult {
+    let (unit, limit_bytes, limit_ratio) = match b.limit {
+        Limit::Bytes(n) => ("bytes", Some(n), None),
+        Limit::Ratio(r) => ("ratio", None, Some(r)),
+        Limit::Growth(g, _) => ("bytes", None, Some(g)),
+    };
+    BudgetResult {
+        budget: b.kind,
+        limit: b.label.clone(),
+        unit,
+        limit_bytes,
+        actual_bytes: None,
+        limit_ratio,
+        actual_ratio: None,
+        over_bytes: None,
+        device: None,
+        passed: false,
+        status: CheckStatus::Unmeasured,
+        lower_bound: false,
+        message: format!("{} not measured: {reason}", b.kind.title()),
+        reason: Some(reason),
+        top_sites: Vec::new(),
+    }
+}
+
+/// Why the peak of a profile (every device's live bytes at the moment) is not measured, when
+/// it is not: no device, or the reasons of its unrecorded devices.
+fn peak_gaps(p: &Profile) -> Option<String> {
+    if p.devices.is_empty() {
+        return Some(NOTHING.into());
+    }
+    let gaps: Vec<&str> = p
+        .devices
+        .iter()
+        .filter_map(|d| d.unrecorded.as_ref().map(|u| u.reason.as_str()))
+        .collect();
+    (!gaps.is_empty()).then(|| gaps.join("; "))
 }
 
 /// Evaluates `budgets` on one file; `top` sites are listed behind each broken budget.
@@ -241,92 +401,177 @@ pub fn evaluate(
     file: &str,
     p: &Profile,
     leaked: &Leaked,
-    baseline: Option<&DiffReport>,
+    baseline: Option<Baseline<'_>>,
     budgets: &[Budget],
     top: usize,
 ) -> FileCheck {
     let mut results = Vec::new();
     let mut notes = p.notes.clone();
-    let device_sites = |d: Option<&super::profile::DeviceProfile>| {
+    let device_sites = |d: Option<&DeviceProfile>| {
         d.map(|d| lines(sorted_sites(&d.sites, top)))
             .unwrap_or_default()
     };
     for b in budgets {
         let r = match (b.kind, b.limit) {
-            (BudgetKind::MaxPeak, Limit::Bytes(limit)) => {
-                let d = p.biggest_device();
-                bytes_result(
-                    b,
-                    limit,
-                    d.map_or(0, |d| d.live_bytes),
-                    d.map(|d| d.device),
-                    device_sites(d),
-                )
-            }
+            (BudgetKind::MaxPeak, Limit::Bytes(limit)) => match peak_gaps(p) {
+                None => {
+                    let d = p.biggest_device();
+                    bytes_result(
+                        b,
+                        limit,
+                        d.map_or(0, |d| d.live_bytes),
+                        d.map(|d| d.device),
+                        device_sites(d),
+                        false,
+                    )
+                }
+                Some(reason) => {
+                    // Recorded devices count as measured, unrecorded ones at `peak` as a lower
+                    // bound: either already over the limit breaks the budget.
+                    let d = p
+                        .devices
+                        .iter()
+                        .rev()
+                        .filter(|d| d.unrecorded.as_ref().map_or(true, |u| u.lower_bound))
+                        .max_by_key(|d| d.live_bytes);
+                    match d {
+                        Some(d) if d.live_bytes > limit => {
+                            notes.extend(
+                                p.devices
+                                    .iter()
+                                    .filter_map(|d| d.unrecorded.as_ref())
+                                    .map(|u| {
+                                        if u.lower_bound {
+                                            format!(
+                                                "{}: its final state is a lower bound",
+                                                u.reason
+                                            )
+                                        } else {
+                                            u.reason.clone()
+                                        }
+                                    }),
+                            );
+                            bytes_result(
+                                b,
+                                limit,
+                                d.live_bytes,
+                                Some(d.device),
+                                device_sites(Some(d)),
+                                d.unrecorded.is_some(),
+                            )
+                        }
+                        _ => unmeasured(b, reason),
+                    }
+                }
+            },
             (BudgetKind::MaxReserved, Limit::Bytes(limit)) => {
-                let d = p.devices.iter().rev().max_by_key(|d| d.peak_reserved_bytes);
-                bytes_result(
-                    b,
-                    limit,
-                    d.map_or(0, |d| d.peak_reserved_bytes),
-                    d.map(|d| d.device),
-                    device_sites(d),
-                )
+                if p.devices.is_empty() {
+                    unmeasured(b, NOTHING.into())
+                } else {
+                    let d = p.devices.iter().rev().max_by_key(|d| d.peak_reserved_bytes);
+                    bytes_result(
+                        b,
+                        limit,
+                        d.map_or(0, |d| d.peak_reserved_bytes),
+                        d.map(|d| d.device),
+                        device_sites(d),
+                        false,
+                    )
+                }
             }
             (BudgetKind::MaxLeaked, Limit::Bytes(limit)) => {
-                if p.devices.iter().any(|d| d.basis == "final_state") {
-                    notes.push("devices without a trace count no leaked bytes: nothing says what was freed".into());
-                }
                 notes.extend(leaked.notes.iter().cloned());
-                bytes_result(
-                    b,
-                    limit,
-                    leaked.bytes,
-                    None,
-                    lines(sorted_sites(&leaked.sites, top)),
-                )
+                let sites = || lines(sorted_sites(&leaked.sites, top));
+                if leaked.measured_devices.is_empty() && leaked.unmeasured.is_empty() {
+                    unmeasured(b, NOTHING.into())
+                } else if leaked.unmeasured.is_empty() {
+                    bytes_result(b, limit, leaked.bytes, None, sites(), false)
+                } else if leaked.bytes > limit {
+                    notes.extend(leaked.unmeasured.iter().cloned());
+                    bytes_result(b, limit, leaked.bytes, None, sites(), true)
+                } else {
+                    unmeasured(b, leaked.unmeasured.join("; "))
+                }
             }
             (BudgetKind::MaxFrag, Limit::Ratio(limit)) => {
                 let d = p
                     .devices
                     .iter()
                     .rev()
+                    .filter(|d| d.reserved_bytes > 0)
                     .max_by(|a, b| a.fragmentation.total_cmp(&b.fragmentation));
-                let actual = d.map_or(0.0, |d| d.fragmentation);
-                let passed = actual <= limit;
-                let on = d
-                    .map(|d| format!(" on device {}", d.device))
-                    .unwrap_or_default();
-                BudgetResult {
-                    budget: b.kind,
-                    limit: b.label.clone(),
-                    unit: "ratio",
-                    limit_bytes: None,
-                    actual_bytes: None,
-                    limit_ratio: Some(limit),
-                    actual_ratio: Some(actual),
-                    over_bytes: None,
-                    device: d.map(|d| d.device),
-                    passed,
-                    message: if passed {
+                match d {
+                    None if p.devices.is_empty() => unmeasured(b, NOTHING.into()),
+                    None => unmeasured(
+                        b,
                         format!(
-                            "fragmentation {:.1}%{on} within {}",
-                            actual * 100.0,
-                            b.label
-                        )
-                    } else {
-                        format!(
-                            "fragmentation {:.1}%{on} exceeds {} by {:.1} points",
-                            actual * 100.0,
-                            b.label,
-                            (actual - limit) * 100.0
-                        )
-                    },
-                    top_sites: if passed { Vec::new() } else { device_sites(d) },
+                            "no device holds segments at the moment ({}): nothing to measure",
+                            p.moment
+                        ),
+                    ),
+                    Some(d) => {
+                        let actual = d.fragmentation;
+                        let passed = actual <= limit;
+                        let on = format!(" on device {}", d.device);
+                        BudgetResult {
+                            budget: b.kind,
+                            limit: b.label.clone(),
+                            unit: "ratio",
+                            limit_bytes: None,
+                            actual_bytes: None,
+                            limit_ratio: Some(limit),
+                            actual_ratio: Some(actual),
+                            over_bytes: None,
+                            device: Some(d.device),
+                            passed,
+                            status: if passed {
+                                CheckStatus::Pass
+                            } else {
+                                CheckStatus::Fail
+                            },
+                            reason: None,
+                            lower_bound: false,
+                            message: if passed {
+                                format!(
+                                    "fragmentation {:.1}%{on} within {}",
+                                    actual * 100.0,
+                                    b.label
+                                )
+                            } else {
+                                format!(
+                                    "fragmentation {:.1}%{on} exceeds {} by {:.1} points",
+                                    actual * 100.0,
+                                    b.label,
+                                    (actual - limit) * 100.0
+                                )
+                            },
+                            top_sites: if passed {
+                                Vec::new()
+                            } else {
+                                device_sites(Some(d))
+                            },
+                        }
+                    }
                 }
             }
             (BudgetKind::Baseline, Limit::Growth(min_growth, min_abs)) => {
-                let Some(d) = baseline else { continue };
+                let Some(Baseline {
+                    profile: base,
+                    diff: d,
+                }) = baseline
+                else {
+                    continue;
+                };
+                let gaps: Vec<String> = [("file", p), ("baseline", base)]
+                    .into_iter()
+                    .filter_map(|(side, prof)| {
+                        peak_gaps(prof).map(|g| format!("the {side}'s peak is not measured: {g}"))
+                    })
+                    .collect();
+                if !gaps.is_empty() {
+                    results.push(unmeasured(b, gaps.join("; ")));
+                    continue;
+                }
                 let g = diff::gate(d.peak, min_growth, min_abs);
                 let growth = crate::units::signed_percent(d.peak.delta_bytes, d.peak.base);
                 let message = format!(
@@ -348,6 +593,13 @@ pub fn evaluate(
                     over_bytes: Some(d.peak.delta_bytes),
                     device: None,
                     passed: !g.failed,
+                    status: if g.failed {
+                        CheckStatus::Fail
+                    } else {
+                        CheckStatus::Pass
+                    },
+                    reason: None,
+                    lower_bound: false,
                     message,
                     top_sites: d
                         .sites
@@ -367,49 +619,87 @@ pub fn evaluate(
         results.push(r);
     }
     notes.dedup();
+    let status = CheckStatus::worst(results.iter().map(|r| r.status));
     FileCheck {
         file: file.to_string(),
-        passed: results.iter().all(|r| r.passed),
+        passed: status == CheckStatus::Pass,
+        status,
         budgets: results,
         notes,
     }
 }
 
-/// Gathers the per-file results into the report.
+/// Gathers the per-file results into the report; `allow_unmeasured` accepts unmeasured
+/// budgets (see [`CheckReport::succeeded`]).
 pub fn report(
     moment: &str,
     capacity_bytes: Option<u64>,
     baseline: Option<String>,
     files: Vec<FileCheck>,
+    allow_unmeasured: bool,
 ) -> CheckReport {
-    let failed_files = files.iter().filter(|f| !f.passed).count();
+    let failed_files = files
+        .iter()
+        .filter(|f| f.status == CheckStatus::Fail)
+        .count();
+    let unmeasured_files = files
+        .iter()
+        .filter(|f| {
+            f.budgets
+                .iter()
+                .any(|b| b.status == CheckStatus::Unmeasured)
+        })
+        .count();
+    let status = CheckStatus::worst(files.iter().map(|f| f.status));
     CheckReport {
         schema_version: super::SCHEMA_VERSION,
         moment: moment.to_string(),
         capacity_bytes,
         baseline,
-        passed: failed_files == 0,
+        passed: status == CheckStatus::Pass,
+        status,
         failed_files,
+        unmeasured_files,
+        allow_unmeasured,
         files,
     }
 }
 
+/// `1 step`, `3 steps`.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// `device 0`, `devices 0 and 1`, `devices 0, 1 and 3`.
+fn devices_words(ids: &[u32]) -> String {
+    match ids {
+        [one] => format!("device {one}"),
+        [rest @ .., last] => {
+            let rest: Vec<String> = rest.iter().map(u32::to_string).collect();
+            format!("devices {} and {last}", rest.join(", "))
+        }
+        [] => "no device".into(),
+    }
+}
+
 /// The leaks analysis ([`super::leaks`]) as `--max-leaked` reads it: the live bytes at the
-/// end of every finding (leaks and retained graphs), summed, per normalized site; the leaks
-/// analysis's own remarks (too few steps, ...) become notes.
+/// end of every finding (leaks and retained graphs), summed, per normalized site; which devices
+/// it could judge, and why it could not judge the others (no trace, no steps found, too few
+/// steps); the leaks analysis's own remarks on the judged devices become notes.
 pub fn leaked(
     snap: &crate::model::Snapshot,
     replays: &[crate::replay::DeviceReplay],
     opts: &super::profile::ProfileOptions,
 ) -> Leaked {
-    let report = super::leaks::run(
-        snap,
-        replays,
-        &super::leaks::LeaksOptions {
-            sites: opts.sites,
-            ..super::leaks::LeaksOptions::default()
-        },
-    );
+    let lopts = super::leaks::LeaksOptions {
+        sites: opts.sites,
+        ..super::leaks::LeaksOptions::default()
+    };
+    let report = super::leaks::run(snap, replays, &lopts);
     let root = super::profile::snapshot_root(snap);
     let mut out = Leaked::default();
     for f in &report.findings {
@@ -419,9 +709,100 @@ pub fn leaked(
         e.bytes += f.live_bytes_at_end;
         e.count += 1;
     }
-    for d in &report.devices {
-        out.notes
-            .extend(d.notes.iter().map(|n| format!("leaks: {n}")));
+    let needed = lopts.steps_needed();
+    let (mut no_trace, mut no_steps) = (Vec::new(), Vec::new());
+    let mut too_short = Vec::new();
+    for dev in &snap.devices {
+        if snap.device_trace(dev).is_empty() {
+            if !snap.device_segments(dev).is_empty() {
+                no_trace.push(dev.id);
+            }
+            continue;
+        }
+        let Some(d) = report.devices.iter().find(|d| d.steps.device == dev.id) else {
+            continue;
+        };
+        let n = d.steps.steps.len();
+        if n == 0 {
+            no_steps.push(dev.id);
+        } else if n < needed {
+            too_short.push(format!(
+                "the trace of device {} is too short: {} found, at least {} needed ({} warm-up + {}) to tell growth from noise",
+                dev.id,
+                plural(n, "step"),
+                needed,
+                lopts.warmup,
+                lopts.min_steps
+            ));
+        } else {
+            out.measured_devices.push(dev.id);
+            out.notes
+                .extend(d.notes.iter().map(|n| format!("leaks: {n}")));
+        }
     }
+    if !no_trace.is_empty() {
+        out.unmeasured.push(format!(
+            "no trace on {}: nothing says what was freed",
+            devices_words(&no_trace)
+        ));
+    }
+    if !no_steps.is_empty() {
+        out.unmeasured.push(format!(
+            "no steps found in the trace of {} (no ProfilerStep annotations, user_defined markers, optimizer steps or periodic structure)",
+            devices_words(&no_steps)
+        ));
+    }
+    out.unmeasured.extend(too_short);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_status_wins() {
+        use CheckStatus::*;
+        assert_eq!(CheckStatus::worst([]), Pass);
+        assert_eq!(CheckStatus::worst([Pass, Pass]), Pass);
+        assert_eq!(CheckStatus::worst([Pass, Unmeasured, Pass]), Unmeasured);
+        assert_eq!(CheckStatus::worst([Unmeasured, Fail, Pass]), Fail);
+        assert_eq!(CheckStatus::worst([Fail, Unmeasured]), Fail);
+    }
+
+    #[test]
+    fn devices_are_listed_in_words() {
+        assert_eq!(devices_words(&[3]), "device 3");
+        assert_eq!(devices_words(&[0, 1]), "devices 0 and 1");
+        assert_eq!(devices_words(&[0, 1, 3]), "devices 0, 1 and 3");
+        assert_eq!(plural(1, "step"), "1 step");
+        assert_eq!(plural(0, "step"), "0 steps");
+    }
+
+    /// GIVEN no measured device, WHEN a leaked budget reads the default `Leaked`, THEN it is
+    /// unmeasured, never passed on nothing.
+    #[test]
+    fn the_default_leaked_is_unmeasured() {
+        let p = Profile {
+            moment: "peak".into(),
+            root: None,
+            devices: Vec::new(),
+            sites: BTreeMap::new(),
+            categories: None,
+            notes: Vec::new(),
+        };
+        let b = Budget {
+            kind: BudgetKind::MaxLeaked,
+            limit: Limit::Bytes(1 << 30),
+            label: "1.00 GiB".into(),
+        };
+        let f = evaluate("f", &p, &Leaked::default(), None, &[b], 5);
+        assert_eq!(f.status, CheckStatus::Unmeasured);
+        assert!(!f.passed);
+        assert_eq!(f.budgets[0].reason.as_deref(), Some(NOTHING));
+        let r = report("peak", None, None, vec![f.clone()], false);
+        assert!(!r.succeeded());
+        assert_eq!((r.failed_files, r.unmeasured_files), (0, 1));
+        assert!(report("peak", None, None, vec![f], true).succeeded());
+    }
 }

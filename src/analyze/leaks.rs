@@ -27,6 +27,14 @@ pub struct LeaksOptions {
     pub sites: SiteOptions,
 }
 
+impl LeaksOptions {
+    /// Steps a device's trace must have for the analysis to judge it: the warm-up plus
+    /// `min_steps` boundaries; with fewer, no finding can be made either way.
+    pub fn steps_needed(&self) -> usize {
+        self.warmup + self.min_steps
+    }
+}
+
 impl Default for LeaksOptions {
     fn default() -> Self {
         LeaksOptions {
@@ -116,12 +124,12 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
         let st = steps::find(snap, r);
         let mut notes = Vec::new();
         let n = st.steps.len();
-        if n < opts.warmup + opts.min_steps {
+        if n < opts.steps_needed() {
             notes.push(format!(
                 "{} steps found{}; at least {} are needed ({} warm-up + {}) to tell growth from noise, so no finding is made",
                 n,
                 if st.source.is_none() { " (no ProfilerStep annotations, user_defined markers, optimizer steps or periodic structure)" } else { "" },
-                opts.warmup + opts.min_steps,
+                opts.steps_needed(),
                 opts.warmup,
                 opts.min_steps
             ));

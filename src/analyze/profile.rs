@@ -3,8 +3,9 @@
 //! `batch`.
 //!
 //! In: a [`Snapshot`], its replays and [`ProfileOptions`]. Out: per device the moment, live
-//! requested bytes, reserved bytes and fragmentation there, and the live bytes per normalized
-//! site (or stack), summed over devices.
+//! requested bytes, reserved bytes and fragmentation there, whether those live bytes were
+//! recorded at that moment ([`Unrecorded`]: no trace, or a trace without allocator activity at
+//! `peak`), and the live bytes per normalized site (or stack), summed over devices.
 //!
 //! Normalization (never by address):
 //! - a path inside `site-packages/` or `dist-packages/` keeps only what follows the last one
@@ -87,8 +88,45 @@ pub struct DeviceProfile {
     pub peak_reserved_bytes: u64,
     /// `total.fragmentation` of [`frag`] at the moment (1 − largest free / free).
     pub fragmentation: f64,
+    /// Why `live_bytes` is not what was recorded at the moment, when it is not (see
+    /// [`Unrecorded`]); `None` when it is: a trace recording the moment, or `end`, which the
+    /// final state is.
+    pub unrecorded: Option<Unrecorded>,
     /// Live bytes per key on this device.
     pub sites: BTreeMap<String, SiteTotal>,
+}
+
+/// Why a device's live bytes at the moment were not recorded, so that a budget on them
+/// (`check --max-peak`, `--baseline`) has nothing to measure on that device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unrecorded {
+    /// One line naming the device and what is missing, e.g. `no trace on device 0: the peak
+    /// was not recorded`.
+    pub reason: String,
+    /// True when `live_bytes` (the final state) is still at most the moment's value — at
+    /// `peak`, since no state exceeds the peak — so a budget it already breaks is broken.
+    pub lower_bound: bool,
+}
+
+/// True when a trace records allocator activity that moves live bytes (an alloc or a free); a
+/// trace without any (PyTorch 2.0's single `snapshot` entry of `max_entries=1`) only repeats
+/// the final state, so it recorded no peak.
+pub fn records_activity(trace: &[crate::model::TraceEvent]) -> bool {
+    use crate::model::Action;
+    trace.iter().any(|e| {
+        matches!(
+            e.action,
+            Action::Alloc | Action::FreeCompleted | Action::Free
+        )
+    })
+}
+
+/// What names the moment in a reason: `the peak`, `the moment oom`.
+fn moment_words(at: MomentSpec) -> String {
+    match at {
+        MomentSpec::Peak => "the peak".into(),
+        other => format!("the moment {other}"),
+    }
 }
 
 /// A snapshot measured at one moment.
@@ -319,8 +357,8 @@ impl<'a> Keyer<'a> {
 }
 
 /// Measures every device of `snap` at `opts.at`. Devices without a trace are measured at their
-/// final state; with `oom`, traced devices without an oom event are left out (an error when no
-/// device has one).
+/// final state (marked [`Unrecorded`] unless the moment is `end`); with `oom`, traced devices
+/// without an oom event are left out (an error when no device has one).
 pub fn profile(
     snap: &Snapshot,
     replays: &[DeviceReplay],
@@ -358,6 +396,15 @@ pub fn profile(
                 let st = state::state_at(snap, dev, at);
                 let moment = replay::moment(trace, at);
                 let f = frag::analyze_state(&st, moment, &FragOptions::default());
+                let unrecorded = (opts.at == MomentSpec::Peak && !records_activity(trace))
+                    .then(|| Unrecorded {
+                        reason: format!(
+                            "the trace of device {} records no allocation or free ({}): the peak was not recorded",
+                            dev.id,
+                            if trace.len() == 1 { "1 entry".to_string() } else { format!("{} entries", trace.len()) }
+                        ),
+                        lower_bound: true,
+                    });
                 DeviceProfile {
                     device: dev.id,
                     basis: "trace",
@@ -370,6 +417,7 @@ pub fn profile(
                         .copied()
                         .fold(r.initial_reserved, u64::max),
                     fragmentation: f.total.fragmentation,
+                    unrecorded,
                     sites: BTreeMap::new(),
                 }
             }
@@ -399,6 +447,14 @@ pub fn profile(
                     reserved_bytes: f.total.reserved_bytes,
                     peak_reserved_bytes: f.total.reserved_bytes,
                     fragmentation: f.total.fragmentation,
+                    unrecorded: (opts.at != MomentSpec::End).then(|| Unrecorded {
+                        reason: format!(
+                            "no trace on device {}: {} was not recorded",
+                            dev.id,
+                            moment_words(opts.at)
+                        ),
+                        lower_bound: opts.at == MomentSpec::Peak,
+                    }),
                     sites: BTreeMap::new(),
                 }
             }

@@ -1,5 +1,9 @@
 //! `memlens check FILE... [--max-peak SIZE|PCT] [--max-reserved ...] [--max-frag PCT]
-//! [--max-leaked ...] [--baseline FILE]`
+//! [--max-leaked ...] [--baseline FILE] [--allow-unmeasured]`
+//!
+//! Exit status: 1 when a budget broke, or when one could not be measured (the file lacks what
+//! it reads, see [`memlens::analyze::check`]) and `--allow-unmeasured` was not given; 0
+//! otherwise; 2 for usage and input errors.
 
 use super::diff::{growth_arg, parse_moment, prefixed, size_arg};
 use super::{load, output, Outcome};
@@ -42,6 +46,11 @@ pub struct Args {
     /// ...when it is also at least this many bytes.
     #[arg(long, value_name = "SIZE", default_value = "0")]
     min_abs: String,
+    /// Exit 0 even when a budget could not be measured because the file lacks what it reads
+    /// (a trace for the peak and leaks, steps for leaks, segments for fragmentation); without
+    /// it such a budget exits 1. It is reported as unmeasured either way, never as passed.
+    #[arg(long)]
+    allow_unmeasured: bool,
     /// The GPU's capacity, for percentages.
     #[command(flatten)]
     capacity: super::args::CapacityArgs,
@@ -176,7 +185,9 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
             &path.display().to_string(),
             &p,
             &leaked,
-            d.as_ref(),
+            base.as_ref()
+                .zip(d.as_ref())
+                .map(|(profile, diff)| check::Baseline { profile, diff }),
             &budgets,
             args.sites,
         ));
@@ -186,6 +197,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         capacity.map(|c| c.0),
         args.baseline.as_ref().map(|b| b.display().to_string()),
         files,
+        args.allow_unmeasured,
     );
     output::emit(
         args.out.output.as_deref(),
@@ -197,7 +209,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
             CheckFormat::Json => render::json::write(out, &report),
         },
     )?;
-    Ok(if report.passed {
+    Ok(if report.succeeded() {
         Outcome::Ok
     } else {
         Outcome::Findings

@@ -1,7 +1,8 @@
 //! Renderings of [`CheckReport`]: text (as pytest-memray prints a broken limit), Markdown for a
-//! pull-request comment, and JUnit XML for CI systems.
+//! pull-request comment, and JUnit XML for CI systems. An unmeasured budget is never shown as
+//! passed: `unmeasured` with its reason in text, ⚠️ in Markdown, `<skipped>` in JUnit.
 
-use crate::analyze::check::{BudgetResult, CheckReport, SiteLine};
+use crate::analyze::check::{BudgetResult, CheckReport, CheckStatus, SiteLine};
 use crate::units::{iec, signed_iec};
 use std::io::Write;
 
@@ -13,11 +14,35 @@ fn site_amount(r: &BudgetResult, s: &SiteLine) -> String {
     }
 }
 
+/// What accepting an unmeasured budget takes, or that it was accepted.
+fn acceptance(r: &CheckReport) -> &'static str {
+    if r.allow_unmeasured {
+        "accepted by --allow-unmeasured"
+    } else {
+        "--allow-unmeasured to accept"
+    }
+}
+
 /// Writes the report as text.
 pub fn text(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
     for f in &r.files {
-        writeln!(out, "{} {}", if f.passed { "PASS" } else { "FAIL" }, f.file)?;
+        let head = match f.status {
+            CheckStatus::Pass => "PASS",
+            CheckStatus::Fail => "FAIL",
+            CheckStatus::Unmeasured => "UNMEASURED",
+        };
+        writeln!(out, "{head} {}", f.file)?;
         for b in &f.budgets {
+            if b.status == CheckStatus::Unmeasured {
+                writeln!(
+                    out,
+                    "  unmeasured {}: {}; {}",
+                    b.budget.as_str(),
+                    b.reason.as_deref().unwrap_or("nothing to measure"),
+                    acceptance(r)
+                )?;
+                continue;
+            }
             writeln!(
                 out,
                 "  {} {}: {}",
@@ -25,7 +50,7 @@ pub fn text(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
                 b.budget.as_str(),
                 b.message
             )?;
-            if !b.passed && !b.top_sites.is_empty() {
+            if b.status == CheckStatus::Fail && !b.top_sites.is_empty() {
                 writeln!(out, "       top sites:")?;
                 for s in &b.top_sites {
                     writeln!(
@@ -42,48 +67,65 @@ pub fn text(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
             writeln!(out, "  note: {n}")?;
         }
     }
-    writeln!(
+    write!(
         out,
         "\n{} of {} file(s) broke a budget",
         r.failed_files,
         r.files.len()
-    )
+    )?;
+    if r.unmeasured_files > 0 {
+        write!(
+            out,
+            "; {} with a budget not measured ({})",
+            r.unmeasured_files,
+            acceptance(r)
+        )?;
+    }
+    writeln!(out)
 }
 
 fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-/// Writes the report as Markdown: a table per file with ✅/❌ per budget and the top sites of
-/// each broken one.
+fn icon(s: CheckStatus) -> &'static str {
+    match s {
+        CheckStatus::Pass => "✅",
+        CheckStatus::Fail => "❌",
+        CheckStatus::Unmeasured => "⚠️",
+    }
+}
+
+/// Writes the report as Markdown: a table per file with ✅/❌ per budget (⚠️ and the reason for
+/// an unmeasured one) and the top sites of each broken one.
 pub fn markdown(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "## memlens check: {}\n",
-        if r.passed {
-            format!("✅ {} file(s) within budget", r.files.len())
-        } else {
+    let n = r.files.len();
+    let unmeasured = format!(
+        "⚠️ {} of {n} file(s) with a budget not measured ({})",
+        r.unmeasured_files,
+        acceptance(r)
+    );
+    let head = match r.status {
+        CheckStatus::Pass => format!("✅ {n} file(s) within budget"),
+        CheckStatus::Fail if r.unmeasured_files > 0 => {
             format!(
-                "❌ {} of {} file(s) over budget",
-                r.failed_files,
-                r.files.len()
+                "❌ {} of {n} file(s) over budget; {unmeasured}",
+                r.failed_files
             )
         }
-    )?;
+        CheckStatus::Fail => format!("❌ {} of {n} file(s) over budget", r.failed_files),
+        CheckStatus::Unmeasured => unmeasured,
+    };
+    writeln!(out, "## memlens check: {head}\n")?;
     for f in &r.files {
-        writeln!(
-            out,
-            "### {} `{}`\n",
-            if f.passed { "✅" } else { "❌" },
-            md_cell(&f.file)
-        )?;
+        writeln!(out, "### {} `{}`\n", icon(f.status), md_cell(&f.file))?;
         writeln!(out, "| | budget | limit | result |")?;
         writeln!(out, "|---|---|---|---|")?;
         for b in &f.budgets {
             writeln!(
                 out,
                 "| {} | {} | {} | {} |",
-                if b.passed { "✅" } else { "❌" },
+                icon(b.status),
                 b.budget.as_str(),
                 md_cell(&b.limit),
                 md_cell(&b.message)
@@ -92,7 +134,7 @@ pub fn markdown(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
         for b in f
             .budgets
             .iter()
-            .filter(|b| !b.passed && !b.top_sites.is_empty())
+            .filter(|b| b.status == CheckStatus::Fail && !b.top_sites.is_empty())
         {
             writeln!(out, "\nTop sites behind **{}**:\n", b.budget.as_str())?;
             writeln!(out, "| bytes | count | site |")?;
@@ -133,27 +175,40 @@ pub fn xml_escape(s: &str) -> String {
 }
 
 /// Writes the report as JUnit XML: one testsuite, one testcase per file and budget, a
-/// `<failure>` with the numbers and the top sites for each broken one.
+/// `<failure>` with the numbers and the top sites for each broken one, a `<skipped>` with the
+/// reason for each unmeasured one.
 pub fn junit(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
-    let tests: usize = r.files.iter().map(|f| f.budgets.len()).sum();
-    let failures: usize = r
-        .files
-        .iter()
-        .flat_map(|f| &f.budgets)
-        .filter(|b| !b.passed)
+    let all = || r.files.iter().flat_map(|f| &f.budgets);
+    let tests = all().count();
+    let failures = all().filter(|b| b.status == CheckStatus::Fail).count();
+    let skipped = all()
+        .filter(|b| b.status == CheckStatus::Unmeasured)
         .count();
     writeln!(out, r#"<?xml version="1.0" encoding="UTF-8"?>"#)?;
     writeln!(
         out,
-        r#"<testsuite name="memlens check" tests="{tests}" failures="{failures}" errors="0" skipped="0">"#
+        r#"<testsuite name="memlens check" tests="{tests}" failures="{failures}" errors="0" skipped="{skipped}">"#
     )?;
     for f in &r.files {
         for b in &f.budgets {
             let name = xml_escape(b.budget.as_str());
             let class = xml_escape(&f.file);
-            if b.passed {
-                writeln!(out, r#"  <testcase classname="{class}" name="{name}"/>"#)?;
-                continue;
+            match b.status {
+                CheckStatus::Pass => {
+                    writeln!(out, r#"  <testcase classname="{class}" name="{name}"/>"#)?;
+                    continue;
+                }
+                CheckStatus::Unmeasured => {
+                    writeln!(out, r#"  <testcase classname="{class}" name="{name}">"#)?;
+                    writeln!(
+                        out,
+                        r#"    <skipped message="{}"/>"#,
+                        xml_escape(&format!("{} ({})", b.message, acceptance(r)))
+                    )?;
+                    writeln!(out, "  </testcase>")?;
+                    continue;
+                }
+                CheckStatus::Fail => {}
             }
             writeln!(out, r#"  <testcase classname="{class}" name="{name}">"#)?;
             let mut body = String::new();
