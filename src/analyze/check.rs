@@ -310,7 +310,9 @@ fn bytes_result(
     sites: Vec<SiteLine>,
     at_least: bool,
 ) -> BudgetResult {
-    let over = actual as i64 - limit as i64;
+    // Exact in i128 (a limit may be any u64); `over_bytes` saturates at the ends of i64.
+    let over_exact = actual as i128 - limit as i128;
+    let over = over_exact.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     let passed = actual <= limit;
     let on = device
         .map(|d| format!(" on device {d}"))
@@ -322,14 +324,14 @@ fn bytes_result(
             "{title} {}{on} within {} ({} to spare)",
             crate::units::iec(actual),
             b.label,
-            crate::units::iec((-over) as u64)
+            crate::units::iec(limit - actual)
         )
     } else {
         format!(
             "{title} {least}{}{on} exceeds {} by {least}{}{}",
             crate::units::iec(actual),
             b.label,
-            crate::units::iec(over as u64),
+            crate::units::iec(actual - limit),
             over_percent(over, limit)
         )
     };
