@@ -1,4 +1,5 @@
-//! `memlens diff` on the sample pair with known differences (`samples/truth/diff.json`).
+//! `memlens diff` on the sample pair with known differences (`samples/truth/diff.json`), and
+//! on generated pairs whose entries share deep stacks.
 
 mod common;
 use common::*;
@@ -216,4 +217,100 @@ fn golden_text() {
     let o = memlens_in_root(["diff", BASE, CAND]);
     assert_eq!(o.status.code(), Some(0));
     golden("diff_pair.txt", &o.stdout);
+}
+
+/// 200,000 entries that share one 1,000-frame stack: the keys, categories and steps of
+/// `diff` cost per distinct stack, not per entry (issue #16; it took minutes when each
+/// allocation walked its frames). Totals checked against arithmetic on the inputs.
+#[test]
+fn deep_shared_stacks_diff_per_stack() {
+    let (n, extra) = (200_000u64, 1_000u64);
+    let base_sites = [DeepSite {
+        count: n,
+        size: 4096,
+    }];
+    let cand_sites = [
+        DeepSite {
+            count: n,
+            size: 6000,
+        },
+        DeepSite {
+            count: extra,
+            size: 1000,
+        },
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (base, cand) = (
+        dir.path().join("base.pickle"),
+        dir.path().join("cand.pickle"),
+    );
+    std::fs::write(&base, deep_stack_snapshot(1000, &base_sites)).unwrap();
+    std::fs::write(&cand, deep_stack_snapshot(1000, &cand_sites)).unwrap();
+    let (base, cand) = (base.to_str().unwrap(), cand.to_str().unwrap());
+    let diff = |args: &[&str]| -> Value {
+        let o = memlens([&["diff", base, cand, "--format", "json"], args].concat());
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let r = diff(&[]);
+
+    let (base_live, cand_live) = (n * 4096, n * 6000 + extra * 1000);
+    assert_eq!(r["peak"]["base"], base_live);
+    assert_eq!(r["peak"]["cand"], cand_live);
+    assert_eq!(r["peak"]["delta_bytes"], cand_live - base_live);
+    let (base_res, cand_res) = (
+        deep_stack_reserved(&base_sites),
+        deep_stack_reserved(&cand_sites),
+    );
+    // Blocks of 4096 and 6144 (+512 for the 1000-byte ones) bytes in 2 MiB segments.
+    assert_eq!(base_res, (n * 4096).div_ceil(2 << 20) * (2 << 20));
+    assert_eq!(
+        cand_res,
+        (n * 6144 + extra * 1024).div_ceil(2 << 20) * (2 << 20)
+    );
+    assert_eq!(r["reserved"]["base"], base_res);
+    assert_eq!(r["reserved"]["cand"], cand_res);
+    assert_eq!(r["roots"]["base"], DEEP_USER);
+    assert_eq!(r["roots"]["cand"], DEEP_USER);
+
+    let grown = site(&r, "train.py:10:site0");
+    assert_eq!(grown["status"], "grown");
+    assert_eq!(grown["base_bytes"], n * 4096);
+    assert_eq!(grown["cand_bytes"], n * 6000);
+    assert_eq!(grown["delta_bytes"], n * (6000 - 4096));
+    assert_eq!(grown["base_count"], n);
+    assert_eq!(grown["cand_count"], n);
+    let new = site(&r, "train.py:11:site1");
+    assert_eq!(new["status"], "new");
+    assert_eq!(new["base_bytes"], 0);
+    assert_eq!(new["cand_bytes"], extra * 1000);
+    assert_eq!(new["cand_count"], extra);
+    assert_eq!(r["sites"].as_array().unwrap().len(), 2);
+    assert_eq!(r["counts"]["grown"], 1);
+    assert_eq!(r["counts"]["new"], 1);
+    // Every allocation is in one category or another.
+    let cats = r["categories"].as_array().expect("categories");
+    let sum: i64 = cats
+        .iter()
+        .map(|c| c["delta_bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(sum, (cand_live - base_live) as i64);
+    let count: u64 = cats.iter().map(|c| c["cand_count"].as_u64().unwrap()).sum();
+    assert_eq!(count, n + extra);
+
+    // By whole stack: the 999 torch frames and the site, normalized, in one key.
+    let r = diff(&["--by", "stack"]);
+    let stack = r["sites"][0]["site"].as_str().unwrap();
+    assert_eq!(stack.split(" < ").count(), 1000);
+    assert!(
+        stack.starts_with("torch/_refs/mod0.py:1:op_0 < "),
+        "{stack:.80}"
+    );
+    assert!(stack.ends_with(" < train.py:10:site0"));
+    assert_eq!(r["sites"][0]["delta_bytes"], n * (6000 - 4096));
 }

@@ -5,6 +5,9 @@
       regenerate every small sample into samples/ (byte-identical on every run)
   python3 samples/gen/gen_samples.py big --size-mb 500 --out PATH [--layout shared|fresh] [--protocol 4|2]
       write a large benchmark snapshot (training-style trace, consistent final segments)
+  python3 samples/gen/gen_samples.py deep --entries 200000 --out PATH [--frames 1000] [--size 4096]
+                                          [--extra N --extra-size BYTES]
+      write entries that all share one deep stack (memgen/deep.py)
 
 See samples/README.md for what each sample contains.
 """
@@ -75,7 +78,19 @@ def main(argv=None):
     bg.add_argument("--layout", choices=("shared", "fresh"), default="shared")
     bg.add_argument("--protocol", type=int, choices=(2, 4), default=4)
     bg.add_argument("--seed", type=int, default=11)
+    dp = sub.add_parser("deep", help="write entries sharing one deep stack (memgen/deep.py)")
+    dp.add_argument("--entries", type=int, default=200000)
+    dp.add_argument("--size", type=int, default=4096, help="bytes of each allocation")
+    dp.add_argument("--frames", type=int, default=1000)
+    dp.add_argument("--extra", type=int, default=0, help="allocations at a second site")
+    dp.add_argument("--extra-size", type=int, default=4096)
+    dp.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    if args.cmd == "deep":
+        from memgen import deep
+        size = deep.write_deep(args.out, args.entries, args.size, args.frames, args.extra, args.extra_size)
+        print("%s %d bytes (%.1f MB)" % (args.out, size, size / 1e6))
+        return 0
     if args.cmd == "big":
         from memgen import big
         t0 = time.time()

@@ -6,7 +6,7 @@
 //! it, `medium` when the step phase or lifetime does, `low` for a guess.
 
 use super::leaks::under_forward;
-use crate::model::{Snapshot, StackId};
+use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, Allocation, DeviceReplay, Moment, MomentSpec, NEVER};
 use regex::Regex;
@@ -137,27 +137,11 @@ pub struct CategoriesReport {
     pub devices: Vec<DeviceCategories>,
 }
 
-struct Ctx<'a> {
-    snap: &'a Snapshot,
-    steps: &'a DeviceSteps,
-    /// Per step: first event under autograd backward, if any.
-    backward_from: Vec<Option<i64>>,
-    /// Per step: first allocation under a module's forward, if any.
-    forward_from: Vec<Option<i64>>,
-    events: i64,
-}
-
-fn frames_text(snap: &Snapshot, stack: StackId) -> impl Iterator<Item = (String, &str, &str)> + '_ {
-    snap.stacks.get(stack).iter().map(move |&f| {
-        let fr = snap.frames.get(f);
-        let file = snap.strings.get(fr.filename);
-        let name = snap.strings.get(fr.name);
-        (format!("{file}:{}:{name}", fr.line), file, name)
-    })
-}
-
 fn any_frame(snap: &Snapshot, stack: StackId, pred: impl Fn(&str, &str) -> bool) -> bool {
-    frames_text(snap, stack).any(|(_, file, name)| pred(file, name))
+    snap.stacks.get(stack).iter().any(|&f| {
+        let fr = snap.frames.get(f);
+        pred(snap.strings.get(fr.filename), snap.strings.get(fr.name))
+    })
 }
 
 fn is_backward(file: &str, name: &str) -> bool {
@@ -184,7 +168,78 @@ fn is_input_copy(file: &str, name: &str) -> bool {
         || name == "default_collate"
 }
 
+/// What the frames of one stack say to the rules, found once per stack.
+struct Facts {
+    /// The first user rule that one of its frames (`filename:line:name`) matches.
+    rule: Option<usize>,
+    has_frames: bool,
+    optim: bool,
+    backward: bool,
+    param_setup: bool,
+    input_copy: bool,
+    forward: bool,
+    torch: bool,
+}
+
+impl Facts {
+    fn of(snap: &Snapshot, stack: StackId, rules: &[UserRule]) -> Facts {
+        let texts: Vec<String> = if rules.is_empty() {
+            Vec::new()
+        } else {
+            let frames = snap.stacks.get(stack).iter();
+            frames
+                .map(|&f| super::sites::format_frame(snap, snap.frames.get(f)))
+                .collect()
+        };
+        Facts {
+            rule: rules
+                .iter()
+                .position(|r| texts.iter().any(|t| r.pattern.is_match(t))),
+            has_frames: !snap.stacks.get(stack).is_empty(),
+            optim: any_frame(snap, stack, |f, _| f.contains("torch/optim/")),
+            backward: any_frame(snap, stack, is_backward),
+            param_setup: any_frame(snap, stack, is_param_setup),
+            input_copy: any_frame(snap, stack, is_input_copy),
+            forward: under_forward(snap, stack),
+            torch: any_frame(snap, stack, |f, _| super::sites::is_torch(f)),
+        }
+    }
+}
+
+struct Ctx<'a> {
+    snap: &'a Snapshot,
+    trace: &'a [TraceEvent],
+    steps: &'a DeviceSteps,
+    rules: &'a [UserRule],
+    /// Per rule: how a hit is written (`user rule CATEGORY: REGEX`).
+    rule_texts: Vec<String>,
+    /// Per stack, on first use.
+    facts: PerStack<Facts>,
+    /// Per step: first event under autograd backward, if any.
+    backward_from: Vec<Option<i64>>,
+    /// Per step: first allocation under a module's forward, if any.
+    forward_from: Vec<Option<i64>>,
+}
+
 impl Ctx<'_> {
+    fn facts(&self, stack: StackId) -> &Facts {
+        self.facts
+            .get_or_init(stack, || Facts::of(self.snap, stack, self.rules))
+    }
+
+    /// Per step: its first allocation whose stack has `fact`, if any.
+    fn first_alloc(&self, fact: fn(&Facts) -> bool) -> Vec<Option<i64>> {
+        let steps = self.steps.steps.iter();
+        steps
+            .map(|s| {
+                (s.first_event..=s.last_event).find(|&i| {
+                    let e = &self.trace[i as usize];
+                    e.action == Action::Alloc && fact(self.facts(e.stack))
+                })
+            })
+            .collect()
+    }
+
     fn step_of(&self, event: i64) -> Option<usize> {
         self.steps
             .steps
@@ -192,17 +247,11 @@ impl Ctx<'_> {
             .position(|s| s.first_event <= event && event <= s.last_event)
     }
 
-    fn classify(&self, a: &Allocation, rules: &[UserRule]) -> (String, String, &'static str) {
-        let snap = self.snap;
-        let s = a.stack;
-        for r in rules {
-            if frames_text(snap, s).any(|(t, _, _)| r.pattern.is_match(&t)) {
-                return (
-                    r.category.clone(),
-                    format!("user rule {}: {}", r.category, r.pattern.as_str()),
-                    "high",
-                );
-            }
+    /// The category of `a`, the rule that put it there and the rule's confidence.
+    fn classify(&self, a: &Allocation) -> (&str, &str, &'static str) {
+        let facts = self.facts(a.stack);
+        if let Some(k) = facts.rule {
+            return (&self.rules[k].category, &self.rule_texts[k], "high");
         }
         let step = if a.start >= 0 {
             self.step_of(a.start)
@@ -211,107 +260,100 @@ impl Ctx<'_> {
         };
         let step_end = step.map(|k| self.steps.steps[k].last_event);
         let outlives_step = a.end == NEVER || step_end.is_some_and(|e| a.end > e);
-        let has_frames = !snap.stacks.get(s).is_empty();
-        if any_frame(snap, s, |f, _| f.contains("torch/optim/")) {
+        let has_frames = facts.has_frames;
+        if facts.optim {
             return if outlives_step {
                 (
-                    "optimizer_state".into(),
-                    "allocated under torch/optim and kept past its step".into(),
+                    "optimizer_state",
+                    "allocated under torch/optim and kept past its step",
                     "high",
                 )
             } else {
                 (
-                    "temporaries".into(),
-                    "allocated under torch/optim and freed within its step".into(),
+                    "temporaries",
+                    "allocated under torch/optim and freed within its step",
                     "high",
                 )
             };
         }
         let in_backward = step.is_some_and(|k| self.backward_from[k].is_some_and(|b| a.start >= b));
-        if any_frame(snap, s, is_backward) || (!has_frames && in_backward) {
-            let how = if has_frames {
-                "frames under autograd backward"
-            } else {
-                "no Python frames, made during backward (the autograd thread)"
-            };
+        if facts.backward || (!has_frames && in_backward) {
             let conf = if has_frames { "high" } else { "medium" };
-            return if outlives_step {
-                (
-                    "gradients".into(),
-                    format!("{how}, kept past its step"),
-                    conf,
-                )
-            } else {
-                (
-                    "autograd_temporaries".into(),
-                    format!("{how}, freed within its step"),
-                    conf,
-                )
+            let (category, rule) = match (has_frames, outlives_step) {
+                (true, true) => ("gradients", "frames under autograd backward, kept past its step"),
+                (true, false) => (
+                    "autograd_temporaries",
+                    "frames under autograd backward, freed within its step",
+                ),
+                (false, true) => (
+                    "gradients",
+                    "no Python frames, made during backward (the autograd thread), kept past its step",
+                ),
+                (false, false) => (
+                    "autograd_temporaries",
+                    "no Python frames, made during backward (the autograd thread), freed within its step",
+                ),
             };
+            return (category, rule, conf);
         }
-        if any_frame(snap, s, is_param_setup) {
+        if facts.param_setup {
             return (
-                "parameters".into(),
-                "allocated by module setup (.to/.cuda/_apply, nn.init, load_state_dict)".into(),
+                "parameters",
+                "allocated by module setup (.to/.cuda/_apply, nn.init, load_state_dict)",
                 "high",
             );
         }
-        if any_frame(snap, s, is_input_copy) {
+        if facts.input_copy {
             return (
-                "inputs".into(),
-                "allocated by data loading (torch.utils.data, pin_memory, collate)".into(),
+                "inputs",
+                "allocated by data loading (torch.utils.data, pin_memory, collate)",
                 "high",
             );
         }
         let first_step = self.steps.steps.first().map(|s| s.first_event);
         if (a.start < 0 || first_step.is_some_and(|f| a.start < f)) && a.end == NEVER {
             return (
-                "parameters".into(),
-                "allocated before the first step and never freed".into(),
+                "parameters",
+                "allocated before the first step and never freed",
                 "low",
             );
         }
-        if under_forward(snap, s) {
-            return (
-                "activations".into(),
-                "allocated under a module's forward".into(),
-                "high",
-            );
+        if facts.forward {
+            return ("activations", "allocated under a module's forward", "high");
         }
         if let Some(k) = step {
             let before_backward = self.backward_from[k].map_or(true, |b| a.start < b);
             if before_backward && a.end > a.start + 2 {
                 // Before the step's first module forward, user code alone (a `.to(device)`
                 // of the batch) allocates the inputs.
-                let user_only = has_frames && !any_frame(snap, s, |f, _| super::sites::is_torch(f));
+                let user_only = has_frames && !facts.torch;
                 if user_only && self.forward_from[k].is_some_and(|f| a.start < f) {
                     return (
-                        "inputs".into(),
-                        "allocated by user code before the step's first module forward".into(),
+                        "inputs",
+                        "allocated by user code before the step's first module forward",
                         "medium",
                     );
                 }
                 return (
-                    "activations".into(),
-                    "allocated in the forward part of a step and kept for backward".into(),
+                    "activations",
+                    "allocated in the forward part of a step and kept for backward",
                     "medium",
                 );
             }
         }
         if a.end != NEVER && a.end - a.start <= 2 {
             return (
-                "temporaries".into(),
-                "freed within two events of its allocation".into(),
+                "temporaries",
+                "freed within two events of its allocation",
                 "medium",
             );
         }
-        let _ = self.events;
-        ("unknown".into(), "no rule matched".into(), "low")
+        ("unknown", "no rule matched", "low")
     }
 }
 
 /// Per category: bytes, count, and bytes per (rule, confidence).
-type Tally = (u64, u64, BTreeMap<(String, &'static str), u64>);
+type Tally<'a> = (u64, u64, BTreeMap<(&'a str, &'static str), u64>);
 
 /// Runs the analysis on every replayed device.
 pub fn run(
@@ -325,37 +367,26 @@ pub fn run(
         let trace = snap.device_trace(dev);
         let at = replay::resolve(opts.at, r, trace)?;
         let st = steps::find(snap, r);
-        let backward_from = st
-            .steps
-            .iter()
-            .map(|s| {
-                (s.first_event..=s.last_event).find(|&i| {
-                    let e = &trace[i as usize];
-                    e.action == crate::model::Action::Alloc && any_frame(snap, e.stack, is_backward)
-                })
-            })
-            .collect();
-        let forward_from = st
-            .steps
-            .iter()
-            .map(|s| {
-                (s.first_event..=s.last_event).find(|&i| {
-                    let e = &trace[i as usize];
-                    e.action == crate::model::Action::Alloc && under_forward(snap, e.stack)
-                })
-            })
-            .collect();
-        let ctx = Ctx {
+        let mut ctx = Ctx {
             snap,
+            trace,
             steps: &st,
-            backward_from,
-            forward_from,
-            events: r.events as i64,
+            rules: &opts.rules,
+            rule_texts: opts
+                .rules
+                .iter()
+                .map(|r| format!("user rule {}: {}", r.category, r.pattern.as_str()))
+                .collect(),
+            facts: PerStack::new(&snap.stacks),
+            backward_from: Vec::new(),
+            forward_from: Vec::new(),
         };
-        let mut rows: BTreeMap<String, Tally> = BTreeMap::new();
+        ctx.backward_from = ctx.first_alloc(|f| f.backward);
+        ctx.forward_from = ctx.first_alloc(|f| f.forward);
+        let mut rows: BTreeMap<&str, Tally> = BTreeMap::new();
         let mut live = 0;
         for a in r.live_allocations(at) {
-            let (cat, rule, conf) = ctx.classify(a, &opts.rules);
+            let (cat, rule, conf) = ctx.classify(a);
             live += a.size;
             let e = rows.entry(cat).or_default();
             e.0 += a.size;
@@ -374,7 +405,7 @@ pub fn run(
                 let mut rules: Vec<RuleHit> = hits
                     .into_iter()
                     .map(|((rule, confidence), bytes)| RuleHit {
-                        rule,
+                        rule: rule.to_string(),
                         confidence,
                         bytes,
                     })
@@ -400,7 +431,7 @@ pub fn run(
                     } else {
                         bytes as f64 / live as f64
                     },
-                    category,
+                    category: category.to_string(),
                     bytes,
                     count,
                     confidence,

@@ -148,7 +148,8 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
             .collect();
         let b = bounds.len();
         // Per site: a difference array over the boundaries.
-        let mut labels: FxHashMap<StackId, usize> = FxHashMap::default();
+        // Per stack: its site's index and whether it runs under a module's forward.
+        let mut labels: FxHashMap<StackId, (usize, bool)> = FxHashMap::default();
         let mut names: Vec<String> = Vec::new();
         let mut index: FxHashMap<String, usize> = FxHashMap::default();
         let mut diff: Vec<Vec<i64>> = Vec::new();
@@ -176,15 +177,16 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
             if lo >= hi && !alive_at_end {
                 continue;
             }
-            let k = *labels.entry(a.stack).or_insert_with(|| {
+            let (k, under) = *labels.entry(a.stack).or_insert_with(|| {
                 let label = sites::site_label(snap, a.stack, opts.sites);
-                *index.entry(label.clone()).or_insert_with(|| {
+                let k = *index.entry(label.clone()).or_insert_with(|| {
                     names.push(label);
                     diff.push(vec![0; b + 1]);
                     at_end.push(0);
                     forward.push(false);
                     names.len() - 1
-                })
+                });
+                (k, under_forward(snap, a.stack))
             });
             if lo < hi {
                 diff[k][lo] += a.size as i64;
@@ -192,7 +194,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
             }
             if alive_at_end {
                 at_end[k] += a.size;
-                forward[k] |= under_forward(snap, a.stack) || in_graph.contains(&a.addr);
+                forward[k] |= under || in_graph.contains(&a.addr);
             }
         }
         for (k, d) in diff.iter().enumerate() {

@@ -18,7 +18,7 @@
 
 use super::frag::{self, FragOptions};
 use super::sites::{self, SiteOptions, NO_FRAMES};
-use crate::model::{Snapshot, StackId};
+use crate::model::{PerStack, Snapshot, StackId};
 use crate::replay::{self, state, DeviceReplay, Moment, MomentSpec};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -307,12 +307,12 @@ pub fn normalize_label(label: &str, root: Option<&str>, ignore_lines: bool) -> S
     }
 }
 
-/// Turns stacks into normalized keys, caching per stack.
+/// Turns stacks into normalized keys, each stack's key built once ([`PerStack`]).
 pub struct Keyer<'a> {
     snap: &'a Snapshot,
     root: Option<String>,
     opts: ProfileOptions,
-    cache: FxHashMap<StackId, String>,
+    cache: PerStack<String>,
 }
 
 impl<'a> Keyer<'a> {
@@ -322,7 +322,7 @@ impl<'a> Keyer<'a> {
             snap,
             root: snapshot_root(snap),
             opts,
-            cache: FxHashMap::default(),
+            cache: PerStack::new(&snap.stacks),
         }
     }
 
@@ -332,9 +332,13 @@ impl<'a> Keyer<'a> {
     }
 
     /// The key of `stack`.
-    pub fn key(&mut self, stack: StackId) -> &str {
+    pub fn key(&self, stack: StackId) -> &str {
+        self.cache.get_or_init(stack, || self.build(stack))
+    }
+
+    fn build(&self, stack: StackId) -> String {
         let (snap, root, opts) = (self.snap, self.root.as_deref(), self.opts);
-        self.cache.entry(stack).or_insert_with(|| match opts.key {
+        match opts.key {
             SiteKey::Site => match sites::site_frame(snap, stack, opts.sites) {
                 Some(f) => normalize_frame(snap, snap.frames.get(f), root, opts.ignore_lines),
                 None => NO_FRAMES.to_string(),
@@ -352,7 +356,23 @@ impl<'a> Keyer<'a> {
                     frames.join(" < ")
                 }
             }
-        })
+        }
+    }
+
+    /// Per-stack totals summed under each stack's key: keys are built per distinct stack,
+    /// never per allocation.
+    fn by_key(&self, per_stack: FxHashMap<StackId, SiteTotal>) -> BTreeMap<String, SiteTotal> {
+        let mut out: BTreeMap<String, SiteTotal> = BTreeMap::new();
+        for (stack, t) in per_stack {
+            let key = self.key(stack);
+            let e = match out.get_mut(key) {
+                Some(e) => e,
+                None => out.entry(key.to_string()).or_default(),
+            };
+            e.bytes += t.bytes;
+            e.count += t.count;
+        }
+        out
     }
 }
 
@@ -364,7 +384,7 @@ pub fn profile(
     replays: &[DeviceReplay],
     opts: &ProfileOptions,
 ) -> Result<Profile, String> {
-    let mut keyer = Keyer::new(snap, *opts);
+    let keyer = Keyer::new(snap, *opts);
     let mut devices = Vec::new();
     let mut notes = Vec::new();
     let mut missing = Vec::new();
@@ -374,9 +394,9 @@ pub fn profile(
         if trace.is_empty() && segments.is_empty() {
             continue;
         }
-        let mut per_site: BTreeMap<String, SiteTotal> = BTreeMap::new();
-        let mut add = |key: &str, bytes: u64| {
-            let e = per_site.entry(key.to_string()).or_default();
+        let mut per_stack: FxHashMap<StackId, SiteTotal> = FxHashMap::default();
+        let mut add = |stack: StackId, bytes: u64| {
+            let e = per_stack.entry(stack).or_default();
             e.bytes += bytes;
             e.count += 1;
         };
@@ -391,7 +411,7 @@ pub fn profile(
                     Err(m) => return Err(m),
                 };
                 for a in r.live_allocations(at) {
-                    add(keyer.key(a.stack), a.size);
+                    add(a.stack, a.size);
                 }
                 let st = state::state_at(snap, dev, at);
                 let moment = replay::moment(trace, at);
@@ -424,7 +444,7 @@ pub fn profile(
             None => {
                 let mut live = 0;
                 for b in snap.live_blocks(dev) {
-                    add(keyer.key(b.stack), b.requested_size);
+                    add(b.stack, b.requested_size);
                     live += b.requested_size;
                 }
                 let st = state::state_at(snap, dev, -1);
@@ -460,7 +480,7 @@ pub fn profile(
             }
         };
         let mut d = d;
-        d.sites = per_site;
+        d.sites = keyer.by_key(per_stack);
         devices.push(d);
     }
     if !missing.is_empty() {

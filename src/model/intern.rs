@@ -2,6 +2,7 @@
 
 use super::ids::{FrameId, StackId, StrId};
 use rustc_hash::FxHashMap;
+use std::cell::OnceCell;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -200,6 +201,34 @@ impl Stacks {
     }
 }
 
+/// A value per stack of a [`Stacks`] table, each computed the first time it is asked for and
+/// kept: an analysis that visits every trace event or allocation asks here instead of walking
+/// the stack's frames (and building their strings) again, so its frame work is once per
+/// distinct stack, not once per entry. [`StackId::ABSENT`] has a slot of its own.
+#[derive(Debug)]
+pub struct PerStack<T> {
+    cells: Vec<OnceCell<T>>,
+}
+
+impl<T> PerStack<T> {
+    /// Empty slots for every stack of `stacks`, the absent one included.
+    pub fn new(stacks: &Stacks) -> Self {
+        PerStack {
+            cells: (0..=stacks.len()).map(|_| OnceCell::new()).collect(),
+        }
+    }
+
+    /// The value of `stack`: `f()` the first time, the kept value after.
+    pub fn get_or_init(&self, stack: StackId, f: impl FnOnce() -> T) -> &T {
+        let i = if stack.is_recorded() {
+            stack.0 as usize
+        } else {
+            self.cells.len() - 1
+        };
+        self.cells[i].get_or_init(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +245,27 @@ mod tests {
         assert_eq!(s.get(c), &[FrameId(2), FrameId(1)]);
         assert_eq!(s.get(StackId::ABSENT), &[] as &[FrameId]);
         assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn per_stack_values_are_computed_once() {
+        let mut s = Stacks::default();
+        let a = s.intern(&[FrameId(1)]);
+        let memo = PerStack::new(&s);
+        let calls = std::cell::Cell::new(0);
+        let len = |id| {
+            calls.set(calls.get() + 1);
+            s.get(id).len()
+        };
+        for _ in 0..3 {
+            assert_eq!(*memo.get_or_init(a, || len(a)), 1);
+            assert_eq!(
+                *memo.get_or_init(StackId::ABSENT, || len(StackId::ABSENT)),
+                0
+            );
+        }
+        assert_eq!(*memo.get_or_init(StackId::EMPTY, || 7), 7);
+        assert_eq!(calls.get(), 2);
     }
 
     #[test]

@@ -17,5 +17,5 @@ pub use build::{
     BuildOptions, Strategy,
 };
 pub use ids::{FrameId, StackId, StrId, StreamId};
-pub use intern::{Frame, Frames, Stacks, Strings};
+pub use intern::{Frame, Frames, PerStack, Stacks, Strings};
 pub use snapshot::*;

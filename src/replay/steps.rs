@@ -2,7 +2,7 @@
 //! from legacy `user_defined` markers, or from the periodic structure of the trace.
 
 use super::{DeviceReplay, Window};
-use crate::model::{Action, Snapshot, StackId, TraceEvent};
+use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use serde::Serialize;
 
 /// How the steps were found.
@@ -150,10 +150,11 @@ pub fn periodic_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(i64, Ve
         frees_before.push(n);
     }
     let mut keys: rustc_hash::FxHashMap<(StackId, u64), Vec<i64>> = Default::default();
+    let forward = PerStack::new(&snap.stacks);
     for (i, e) in trace.iter().enumerate() {
         if e.action == Action::Alloc
             && snap.stacks.get(e.stack).len() > 1
-            && !under_module_forward(snap, e.stack)
+            && !*forward.get_or_init(e.stack, || under_module_forward(snap, e.stack))
         {
             keys.entry((e.stack, e.size)).or_default().push(i as i64);
         }
@@ -279,10 +280,14 @@ pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
     }
     if source.is_none() {
         // The optimizer's step: each burst of allocations under torch/optim ends a step.
+        let optim = PerStack::new(&snap.stacks);
+        let in_optim = |s: StackId| *optim.get_or_init(s, || has_optim_frame(snap, s));
+        let optim_alloc = |e: &TraceEvent| e.action == Action::Alloc && in_optim(e.stack);
+        let user_alloc = |e: &TraceEvent| e.action == Action::Alloc && !in_optim(e.stack);
         let marks: Vec<i64> = trace
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.action == Action::Alloc && has_optim_frame(snap, e.stack))
+            .filter(|(_, e)| optim_alloc(e))
             .map(|(i, _)| i as i64)
             .collect();
         let mut ends = Vec::new();
@@ -290,15 +295,11 @@ pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
             // The last optimizer allocation before a gap of non-optimizer allocations.
             let next = marks.get(k + 1).copied();
             let gap = next.map_or(true, |n| {
-                trace[(m as usize + 1)..(n as usize)]
-                    .iter()
-                    .any(|e| e.action == Action::Alloc && !has_optim_frame(snap, e.stack))
+                trace[(m as usize + 1)..(n as usize)].iter().any(user_alloc)
             });
             if gap {
                 // Extend to just before the next non-optimizer allocation.
                 let mut end = m;
-                let user_alloc =
-                    |e: &TraceEvent| e.action == Action::Alloc && !has_optim_frame(snap, e.stack);
                 while trace.get(end as usize + 1).is_some_and(|e| !user_alloc(e)) {
                     end += 1;
                 }
