@@ -670,3 +670,22 @@ fn json_as_other_writers_spell_it_is_read() {
     assert_eq!(v["devices"][0]["total"], 512);
     assert_eq!(v["devices"][0]["sites"][0]["site"], "/w/\u{fffd}x.py:3:f");
 }
+
+#[test]
+fn other_containers_are_named_not_blamed_on_an_opcode() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, head, needle) in [
+        ("s.xz", &b"\xfd7zXZ\x00\x00\x04"[..], "an xz stream"),
+        ("s.bz2", &b"BZh91AY&SY"[..], "a bzip2 stream"),
+        ("s.lz4", &b"\x04\x22\x4d\x18\x64\x40"[..], "an lz4 frame"),
+        (
+            "model.pt",
+            &b"PK\x03\x04\x00\x00"[..],
+            "a zip archive (what torch.save writes)",
+        ),
+    ] {
+        let p = write(dir.path(), name, head);
+        let o = memlens(["summary".as_ref(), p.as_os_str()]);
+        assert_one_line(&o, &format!("byte 0: {needle}, not a snapshot"), name);
+    }
+}

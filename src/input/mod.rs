@@ -142,6 +142,37 @@ fn looks_like_json(head: &[u8]) -> bool {
     )
 }
 
+/// What a file that starts with another tool's magic bytes is, and what to do, so that it is
+/// not blamed on a pickle opcode (a zip's `PK` reads as `PERSID`).
+fn foreign_container(head: &[u8]) -> Option<String> {
+    let (what, fix) = if head.starts_with(b"\xfd7zXZ\x00") {
+        (
+            "an xz stream",
+            "decompress it first (xz -d), or recompress with gzip or zstd",
+        )
+    } else if head.starts_with(b"BZh") && head.get(3).is_some_and(|b| (b'1'..=b'9').contains(b)) {
+        (
+            "a bzip2 stream",
+            "decompress it first (bunzip2), or recompress with gzip or zstd",
+        )
+    } else if head.starts_with(&[0x04, 0x22, 0x4d, 0x18]) {
+        (
+            "an lz4 frame",
+            "decompress it first (lz4 -d), or recompress with gzip or zstd",
+        )
+    } else if head.starts_with(b"PK\x03\x04") {
+        (
+            "a zip archive (what torch.save writes)",
+            "a memory snapshot is written by torch.cuda.memory._dump_snapshot()",
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{what}, not a snapshot memlens reads (pickle, gzip, zstd or JSON): {fix}"
+    ))
+}
+
 /// True when `head` can begin a pickled snapshot: `PROTO` 2-5, or a protocol 0/1 file's
 /// first opcode for the dict or list at its top (`(`, `}`, `]`, `d`, `l`).
 fn looks_like_pickle(head: &[u8]) -> bool {
@@ -295,7 +326,12 @@ fn read_input(path: &Path, salvage: bool, overlap: bool) -> Result<Input, Error>
         transcoded,
     };
     let (open, what, hint): (stream::Opener, &str, u64) = match container {
-        Container::Pickle => return Ok(input(raw.into(), false, None)),
+        Container::Pickle => {
+            if let Some(other) = foreign_container(bytes) {
+                return Err(Error::at_byte(path, 0, other));
+            }
+            return Ok(input(raw.into(), false, None));
+        }
         Container::Json => return Ok(input(Data::Owned(transcode(path, bytes)?), true, None)),
         Container::Gzip => (gzip_reader, "gzip", gzip_size_hint(bytes)),
         // No size in the frames (a compressed pipe): reserve generously, since only the pages
