@@ -2,7 +2,8 @@
 //! executing anything, and reports where GPU memory went.
 //!
 //! Layers, lowest first: [`input`] (bytes of a file, decompressed), [`pickle`] (a safe pickle
-//! decoder), [`model`] (the typed [`model::Snapshot`]), [`replay`] (the trace walked forward:
+//! decoder), [`model`] (the typed [`model::Snapshot`]), [`load`] (a file to a snapshot: input
+//! and model joined, with [`LoadOptions`]), [`replay`] (the trace walked forward:
 //! lifetimes, the peak, moments, allocator states, steps), [`analyze`] (reports as plain
 //! values), [`render`] (text, JSON, CSV, SVG), and the command line in `cli` (binary only).
 //!
@@ -18,6 +19,7 @@ pub mod alloc_guard;
 pub mod analyze;
 pub mod error;
 pub mod input;
+pub mod load;
 pub mod model;
 pub mod pickle;
 pub mod render;
@@ -25,4 +27,4 @@ pub mod replay;
 pub mod units;
 
 pub use error::Error;
-pub use input::load;
+pub use load::{load, load_with, LoadOptions};

@@ -171,3 +171,137 @@ fn timing_reports_the_model_size() {
     assert!(bytes >= floor, "{bytes} < {floor}");
     assert_eq!(bytes, snap.heap_bytes());
 }
+
+/// Runs `memlens ARGS...`, where `{}` in ARGS stands for `file`.
+fn run_on(args: &[&str], file: &std::path::Path) -> std::process::Output {
+    let argv: Vec<std::ffi::OsString> = args
+        .iter()
+        .map(|a| {
+            if *a == "{}" {
+                file.as_os_str().to_owned()
+            } else {
+                a.into()
+            }
+        })
+        .collect();
+    memlens(argv)
+}
+
+/// Every command that reads a snapshot, with what it needs besides the file (`{}`).
+const SNAPSHOT_COMMANDS: &[&[&str]] = &[
+    &["summary", "{}"],
+    &["top", "{}"],
+    &["timeline", "{}"],
+    &["flame", "{}"],
+    &["frag", "{}"],
+    &["oom", "{}"],
+    &["leaks", "{}"],
+    &["categories", "{}"],
+    &["check", "{}", "--max-peak", "1TiB"],
+    &["diff", "{}", "{}"],
+    &["batch", "{}"],
+];
+
+#[test]
+fn an_absent_device_is_one_line_and_exit_2_in_every_command() {
+    for (file, devices) in [
+        (sample("train_small.pickle"), "0"),
+        (sample("expandable_multi.pickle"), "0, 1"),
+    ] {
+        for cmd in SNAPSHOT_COMMANDS {
+            let mut args = cmd.to_vec();
+            args.extend(["--device", "7"]);
+            let o = run_on(&args, &file);
+            let e = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+            let want = format!(
+                "memlens: {}: no device 7 in the snapshot (devices: {devices})",
+                file.display()
+            );
+            // batch reports the file's row, then the same line; every other command the line
+            // alone, and nothing on stdout.
+            if cmd[0] == "batch" {
+                assert_eq!(e.trim_end(), want, "{args:?}");
+                let out = String::from_utf8_lossy(&o.stdout);
+                assert!(out.contains("no device 7"), "{args:?}: {out}");
+                assert!(out.contains("1 failed"), "{args:?}: {out}");
+            } else {
+                // diff reads both files (in parallel): the same line for each.
+                let lines: Vec<&str> = e.lines().collect();
+                assert!(
+                    !lines.is_empty() && lines.iter().all(|l| *l == want),
+                    "{args:?}: {e}"
+                );
+                assert_eq!(lines.len(), 1, "{args:?}: {e}");
+                assert!(o.stdout.is_empty(), "{args:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn device_0_of_a_one_device_snapshot_changes_nothing() {
+    for cmd in ["summary", "oom", "leaks", "top", "frag", "categories"] {
+        for file in [sample("train_small.pickle"), sample("list_leak.pickle")] {
+            let plain = run_on(&[cmd, "--format", "json", "{}"], &file);
+            let device = run_on(&[cmd, "--format", "json", "--device", "0", "{}"], &file);
+            assert_eq!(plain.status.code(), device.status.code(), "{cmd}");
+            assert!(!plain.stdout.is_empty(), "{cmd}");
+            assert_eq!(plain.stdout, device.stdout, "{cmd} {}", file.display());
+        }
+    }
+}
+
+#[test]
+fn device_keeps_only_that_device_of_a_two_device_snapshot() {
+    let file = sample("expandable_multi.pickle");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let o = run_on(args, &file);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let all = json(&["summary", "--format", "json", "{}"]);
+    let one = json(&["summary", "--format", "json", "--device", "1", "{}"]);
+    assert_eq!(all["devices"].as_array().unwrap().len(), 2);
+    assert_eq!(one["devices"].as_array().unwrap().len(), 1);
+    assert_eq!(one["devices"][0], all["devices"][1]);
+    assert_eq!(one["devices"][0]["trace_entries"], 24);
+    let oom = json(&["oom", "--format", "json", "--device", "1", "{}"]);
+    let devices: Vec<u64> = oom["headroom"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["device"].as_u64().unwrap())
+        .collect();
+    assert_eq!(devices, [1]);
+}
+
+#[test]
+fn a_device_without_a_trace_keeps_the_timeline_message() {
+    let file = sample("bare_list.pickle");
+    let o = run_on(&["timeline", "{}", "--device", "0"], &file);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o).trim_end(),
+        format!("memlens: {}: device 0 has no trace", file.display())
+    );
+}
+
+#[test]
+fn diff_and_check_refuse_event_indices_for_at() {
+    for args in [
+        vec!["diff", "{}", "{}", "--at", "5"],
+        vec!["check", "{}", "--max-peak", "1GiB", "--at", "5"],
+    ] {
+        let o = run_on(&args, &sample("train_small.pickle"));
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&o).contains("moment \"5\": expected peak, end, start, oom or oom:K"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    // One file: an event index is a moment.
+    let o = run_on(&["top", "{}", "--at", "5"], &sample("train_small.pickle"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -1,18 +1,137 @@
-//! Arguments shared by several commands.
+//! Argument groups shared by the commands, flattened into each one's `Args` with
+//! `#[command(flatten)]`: one parser and one help text per flag, whatever the command.
 
+use super::report::Format;
 use memlens::analyze::{gpus, top::Cost};
+use memlens::replay::{MomentSpec, WindowSpec};
 use memlens::Error;
+use std::marker::PhantomData;
 use std::path::PathBuf;
 
-/// Where a report goes.
+/// `--format`, `-o` and `--force`: how a report is written and where. `F` is the command's
+/// format enum (see `report.rs`); its `#[default]` variant is the default.
 #[derive(clap::Args, Debug)]
-pub struct OutputArgs {
-    /// Write the report to this file instead of standard output.
+pub struct OutputArgs<F = Format>
+where
+    F: clap::ValueEnum + Default + Clone + Send + Sync + 'static,
+{
+    /// Output format.
+    #[arg(long, value_enum, default_value = default_name::<F>())]
+    pub format: F,
+    /// Write the report to this file instead of standard output (through a temporary file
+    /// renamed into place).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Replace the output file if it exists.
     #[arg(long)]
     pub force: bool,
+}
+
+/// The name of `F`'s default value. (clap's `default_value_t` keeps its text in one static
+/// for every instance of a generic struct, so the first command's default would be all.)
+fn default_name<F: clap::ValueEnum + Default>() -> &'static str {
+    let name = F::default()
+        .to_possible_value()
+        .map_or(String::new(), |v| v.get_name().to_owned());
+    // Once per command line parsed: a few bytes.
+    Box::leak(name.into_boxed_str())
+}
+
+/// `--device N`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct DeviceArg {
+    /// Only device N: the snapshot is read as if it held that device alone. A device the
+    /// snapshot does not have is an error (exit 2).
+    #[arg(long, value_name = "N")]
+    pub device: Option<u32>,
+}
+
+/// What `--at` means for a command: its default, and whether it compares files.
+pub trait MomentKind: std::fmt::Debug + Clone + Send + Sync + 'static {
+    /// The moment taken without `--at`.
+    const DEFAULT: &'static str;
+    /// Two files are compared: only moments every file has (`peak`, `end`, `start`, `oom`,
+    /// `oom:K`), since event indices and times mean nothing across files.
+    const ACROSS_FILES: bool;
+}
+
+/// `--at` defaults to the peak.
+#[derive(Debug, Clone)]
+pub struct AtPeak;
+impl MomentKind for AtPeak {
+    const DEFAULT: &'static str = "peak";
+    const ACROSS_FILES: bool = false;
+}
+
+/// `--at` defaults to the end of the trace (the final state).
+#[derive(Debug, Clone)]
+pub struct AtEnd;
+impl MomentKind for AtEnd {
+    const DEFAULT: &'static str = "end";
+    const ACROSS_FILES: bool = false;
+}
+
+/// `--at` defaults to the peak and takes only moments that mean the same in every file.
+#[derive(Debug, Clone)]
+pub struct AtCompared;
+impl MomentKind for AtCompared {
+    const DEFAULT: &'static str = "peak";
+    const ACROSS_FILES: bool = true;
+}
+
+/// The help of `--at`, the same for every command.
+const AT_HELP: &str = "Moment: peak (each device's highest live bytes), end, start, oom (the \
+first OOM), oom:K (the K-th), an event index, or a time_us (indices and times only where one \
+file is read: not in diff or check)";
+
+/// `--at MOMENT`, parsed by [`parse_moment`].
+#[derive(clap::Args, Debug)]
+pub struct MomentArgs<K: MomentKind> {
+    #[arg(long, value_name = "MOMENT", help = AT_HELP, default_value = K::DEFAULT,
+          value_parser = parse_moment::<K>)]
+    pub at: MomentSpec,
+    #[arg(skip)]
+    kind: PhantomData<K>,
+}
+
+/// The one parser of `--at`.
+pub fn parse_moment<K: MomentKind>(s: &str) -> Result<MomentSpec, String> {
+    let m = s.parse::<MomentSpec>()?;
+    let named = matches!(
+        m,
+        MomentSpec::Peak | MomentSpec::End | MomentSpec::Start | MomentSpec::Oom(_)
+    );
+    if K::ACROSS_FILES && !named {
+        return Err(format!(
+            "moment {s:?}: expected peak, end, start, oom or oom:K"
+        ));
+    }
+    Ok(m)
+}
+
+/// `--window A:B`, `--step N`, `--phase NAME`: the part of the trace a cost counts.
+#[derive(clap::Args, Debug)]
+pub struct ScopeArgs {
+    /// Only events A:B (event indices or time_us; either side may be empty).
+    #[arg(long, value_name = "A:B", value_parser = |s: &str| s.parse::<WindowSpec>())]
+    pub window: Option<WindowSpec>,
+    /// Only step N (1-based) of the loop (ProfilerStep annotations, optimizer steps, ...).
+    #[arg(long, value_name = "N")]
+    pub step: Option<usize>,
+    /// Only the span of this annotation, e.g. `ProfilerStep#3` or `Optimizer.step#AdamW.step`.
+    #[arg(long, value_name = "NAME")]
+    pub phase: Option<String>,
+}
+
+impl ScopeArgs {
+    /// The three flags as one window.
+    pub fn window(&self) -> WindowSpec {
+        WindowSpec {
+            step: self.step,
+            phase: self.phase.clone(),
+            ..self.window.clone().unwrap_or_default()
+        }
+    }
 }
 
 /// The GPU's capacity, which snapshots do not record.
@@ -65,5 +184,23 @@ impl From<CostArg> for Cost {
             CostArg::Lifetime => Cost::Lifetime,
             CostArg::NeverFreed => Cost::NeverFreed,
         }
+    }
+}
+
+/// `--fail-on-growth` as a fraction.
+pub fn growth_arg(s: &str) -> Result<f64, Error> {
+    gpus::parse_percent(s).map_err(|e| prefixed("--fail-on-growth", e))
+}
+
+/// `--min-abs` (and other size flags) as bytes.
+pub fn size_arg(flag: &str, s: &str) -> Result<u64, Error> {
+    gpus::parse_size(s).map_err(|e| prefixed(flag, e))
+}
+
+/// Prefixes a usage error with the flag it came from.
+pub fn prefixed(flag: &str, e: Error) -> Error {
+    match e {
+        Error::Usage(m) => Error::Usage(format!("{flag}: {m}")),
+        other => other,
     }
 }

@@ -1,11 +1,17 @@
 //! `memlens batch PATH...`: many snapshots in parallel (rayon, `--jobs N`), one row each, and
 //! the imbalance of a rank set.
+//!
+//! `--device N` holds every file to device N; a file without it is a failed row like an
+//! unreadable one (one line on stderr, the other rows reported, exit 2).
 
+use super::args::{DeviceArg, OutputArgs};
+use super::pipeline::{GlobalOptions, Loaded};
+use super::report::BatchFormat;
 use super::{output, progress, Outcome};
 use memlens::analyze::batch::{self, BatchReport, FileRow};
 use memlens::analyze::oom::{self, OomOptions};
 use memlens::analyze::profile::{self, Profile, ProfileOptions};
-use memlens::{render, replay, Error};
+use memlens::{Error, LoadOptions};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -20,9 +26,6 @@ pub struct Args {
     /// file is decoded by the sequential decoder: the parallelism is across files.
     #[arg(long, short = 'j')]
     jobs: Option<usize>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = BatchFormat::Table)]
-    format: BatchFormat,
     /// Sites listed that explain the outlier rank.
     #[arg(short = 'n', long, default_value_t = 5)]
     sites: usize,
@@ -30,19 +33,9 @@ pub struct Args {
     #[arg(long)]
     ignore_lines: bool,
     #[command(flatten)]
-    out: super::args::OutputArgs,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum BatchFormat {
-    /// A table for people.
-    Table,
-    /// CSV, one line per file, sizes in bytes.
-    Csv,
-    /// JSON lines: one object per file, then one `{"kind":"imbalance",...}` line.
-    Jsonl,
-    /// One JSON document.
-    Json,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs<BatchFormat>,
 }
 
 /// File extensions a directory is searched for.
@@ -136,19 +129,23 @@ fn expand(paths: &[String]) -> Vec<PathBuf> {
 }
 
 /// Reads and measures one file.
-fn one(path: &Path, opts: &ProfileOptions) -> Result<(FileRow, Profile), Error> {
-    let snap = memlens::load(path, &mut |_| {})?;
-    let replays = replay::replay(&snap);
-    let name = path.display().to_string();
-    let p = profile::profile(&snap, &replays, opts)
+fn one(
+    path: &Path,
+    load: &LoadOptions,
+    device: DeviceArg,
+    opts: &ProfileOptions,
+) -> Result<(FileRow, Profile), Error> {
+    let l = Loaded::quiet(path, load, device)?;
+    let name = l.title();
+    let p = profile::profile(&l.snap, l.replays(), opts)
         .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
-    let o = oom::run(&snap, &replays, &OomOptions::default())
+    let o = oom::run(&l.snap, l.replays(), &OomOptions::default())
         .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
     Ok((FileRow::new(&name, &p, &o), p))
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let files = expand(&args.paths);
     if files.is_empty() {
         return Err(Error::Usage(format!(
@@ -160,9 +157,10 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
+    let mut load = g.load;
     if jobs > 1 {
         // One decoder thread per file: workers already use every core.
-        memlens::model::set_default_threads(1);
+        load.threads = 1;
     }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
@@ -177,7 +175,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         files
             .par_iter()
             .map(|f| {
-                let r = one(f, &opts).map_err(|e| (f.display().to_string(), e));
+                let r = one(f, &load, args.device, &opts).map_err(|e| (f.display().to_string(), e));
                 bar.inc(1);
                 r
             })
@@ -212,16 +210,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         failed,
         imbalance,
     };
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            BatchFormat::Table => render::batch::table(out, &report),
-            BatchFormat::Csv => render::batch::csv(out, &report),
-            BatchFormat::Jsonl => render::batch::jsonl(out, &report),
-            BatchFormat::Json => render::json::write(out, &report),
-        },
-    )?;
+    output::report(&args.out, &report, "")?;
     Ok(if failed > 0 {
         Outcome::InputErrors
     } else {

@@ -1,9 +1,10 @@
 //! `memlens categories FILE`
 
-use super::{load, output, Format, Outcome};
+use super::args::{AtPeak, DeviceArg, MomentArgs, OutputArgs};
+use super::pipeline::{self, GlobalOptions};
+use super::Outcome;
 use memlens::analyze::categories::{self, CategoryOptions};
-use memlens::replay::{self, MomentSpec};
-use memlens::{render, Error};
+use memlens::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens categories`.
@@ -11,23 +12,21 @@ use std::path::PathBuf;
 pub struct Args {
     /// Snapshot file.
     file: PathBuf,
-    /// Moment: peak (default), end, oom, an event index, or a time_us.
-    #[arg(long, default_value = "peak", value_parser = |s: &str| s.parse::<MomentSpec>())]
-    at: MomentSpec,
+    #[command(flatten)]
+    moment: MomentArgs<AtPeak>,
     /// Extra rules, tried first: one `category: regex` per line, matched on `filename:line:name`.
     #[arg(long)]
     rules: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: Format,
     #[command(flatten)]
-    out: super::args::OutputArgs,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let mut opts = CategoryOptions {
-        at: args.at,
+        at: args.moment.at,
         ..CategoryOptions::default()
     };
     if let Some(p) = &args.rules {
@@ -35,19 +34,8 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         opts.rules = categories::parse_rules(&text)
             .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(p))))?;
     }
-    let snap = load(&args.file)?;
-    let replays = replay::replay(&snap);
-    let report = categories::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            Format::Json => render::json::write(out, &report),
-            Format::Text => {
-                render::categories::text(out, &args.file.display().to_string(), &report)
-            }
-        },
-    )?;
+    pipeline::report(&args.file, g, args.device, &args.out, |l| {
+        categories::run(&l.snap, l.replays(), &opts)
+    })?;
     Ok(Outcome::Ok)
 }

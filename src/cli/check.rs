@@ -5,15 +5,18 @@
 //! it reads, see [`memlens::analyze::check`]) and `--allow-unmeasured` was not given; 0
 //! otherwise; 2 for usage and input errors.
 
-use super::diff::{growth_arg, parse_moment, prefixed, size_arg};
-use super::{load, output, Outcome};
+use super::args::{
+    growth_arg, prefixed, size_arg, AtCompared, CapacityArgs, DeviceArg, MomentArgs, OutputArgs,
+};
+use super::pipeline::{GlobalOptions, Loaded};
+use super::report::CheckFormat;
+use super::{output, Outcome};
 use memlens::analyze::check::{self, Budget, BudgetKind, Limit};
 use memlens::analyze::diff::{self, DiffOptions};
 use memlens::analyze::gpus;
 use memlens::analyze::profile::{self, ProfileOptions};
-use memlens::replay::{self, MomentSpec};
 use memlens::units::iec;
-use memlens::{render, Error};
+use memlens::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens check`.
@@ -53,33 +56,19 @@ pub struct Args {
     allow_unmeasured: bool,
     /// The GPU's capacity, for percentages.
     #[command(flatten)]
-    capacity: super::args::CapacityArgs,
-    /// Moment measured: peak (default), end, oom.
-    #[arg(long, default_value = "peak", value_parser = parse_moment)]
-    at: MomentSpec,
+    capacity: CapacityArgs,
+    #[command(flatten)]
+    moment: MomentArgs<AtCompared>,
     /// Drop line numbers from sites.
     #[arg(long)]
     ignore_lines: bool,
     /// Sites listed behind a broken budget.
     #[arg(short = 'n', long, default_value_t = 5)]
     sites: usize,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
-    format: CheckFormat,
     #[command(flatten)]
-    out: super::args::OutputArgs,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum CheckFormat {
-    /// Lines for people.
-    Text,
-    /// Markdown for a pull-request comment.
-    Md,
-    /// JUnit XML for CI systems.
-    Junit,
-    /// JSON with schema_version.
-    Json,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs<CheckFormat>,
 }
 
 /// A byte budget: a size, or a percentage of the capacity.
@@ -102,7 +91,7 @@ fn byte_limit(flag: &str, s: &str, capacity: Option<(u64, &str)>) -> Result<(u64
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let capacity = args.capacity.resolve()?;
     let cap = capacity.as_ref().map(|(c, s)| (*c, s.as_str()));
     let mut budgets = Vec::new();
@@ -152,23 +141,21 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         ));
     }
     let popts = ProfileOptions {
-        at: args.at,
+        at: args.moment.at,
         ignore_lines: args.ignore_lines,
         ..ProfileOptions::default()
     };
     let want_leaks = budgets.iter().any(|b| b.kind == BudgetKind::MaxLeaked);
     let base = match &args.baseline {
-        Some(p) => Some(super::diff::profile_file(p, &popts)?),
+        Some(p) => Some(super::diff::profile_file(p, g, args.device, &popts)?),
         None => None,
     };
     let mut files = Vec::new();
     for path in &args.files {
-        let snap = load(path)?;
-        let replays = replay::replay(&snap);
-        let p = profile::profile(&snap, &replays, &popts)
-            .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(path))))?;
+        let l = Loaded::open(path, g, args.device)?;
+        let p = profile::profile(&l.snap, l.replays(), &popts).map_err(|m| l.failed(m))?;
         let leaked = if want_leaks {
-            check::leaked(&snap, &replays, &popts)
+            check::leaked(&l.snap, l.replays(), &popts)
         } else {
             check::Leaked::default()
         };
@@ -193,22 +180,13 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         ));
     }
     let report = check::report(
-        &args.at.to_string(),
+        &args.moment.at.to_string(),
         capacity.map(|c| c.0),
         args.baseline.as_ref().map(|b| b.display().to_string()),
         files,
         args.allow_unmeasured,
     );
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            CheckFormat::Text => render::check::text(out, &report),
-            CheckFormat::Md => render::check::markdown(out, &report),
-            CheckFormat::Junit => render::check::junit(out, &report),
-            CheckFormat::Json => render::json::write(out, &report),
-        },
-    )?;
+    output::report(&args.out, &report, "")?;
     Ok(if report.succeeded() {
         Outcome::Ok
     } else {

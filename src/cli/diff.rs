@@ -1,12 +1,13 @@
 //! `memlens diff BASE CAND`
 
-use super::{load, output, Format, Outcome};
+use super::args::{growth_arg, size_arg, AtCompared, DeviceArg, MomentArgs, OutputArgs};
+use super::pipeline::{GlobalOptions, Loaded};
+use super::report::DiffView;
+use super::{output, Outcome};
 use memlens::analyze::diff::{self, DiffOptions};
-use memlens::analyze::gpus;
 use memlens::analyze::profile::{self, ProfileOptions, SiteKey};
 use memlens::analyze::sites::SiteOptions;
-use memlens::replay::{self, MomentSpec};
-use memlens::{render, Error};
+use memlens::Error;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `memlens diff`.
@@ -16,9 +17,8 @@ pub struct Args {
     base: PathBuf,
     /// The candidate snapshot (after the change).
     cand: PathBuf,
-    /// Moment compared on each side: peak (each device's own), end, oom, oom:K.
-    #[arg(long, default_value = "peak", value_parser = parse_moment)]
-    at: MomentSpec,
+    #[command(flatten)]
+    moment: MomentArgs<AtCompared>,
     /// Key allocations by call site or by whole stack.
     #[arg(long, value_enum, default_value_t = By::Site)]
     by: By,
@@ -40,11 +40,10 @@ pub struct Args {
     /// Let frames inside these packages be sites (only `torch` is known).
     #[arg(long, value_parser = ["torch"])]
     keep: Vec<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: Format,
     #[command(flatten)]
-    out: super::args::OutputArgs,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -53,44 +52,19 @@ enum By {
     Stack,
 }
 
-/// peak, end, start, oom, oom:K (event indices and times mean nothing across two files).
-pub fn parse_moment(s: &str) -> Result<MomentSpec, String> {
-    match s.parse::<MomentSpec>()? {
-        m @ (MomentSpec::Peak | MomentSpec::End | MomentSpec::Start | MomentSpec::Oom(_)) => Ok(m),
-        _ => Err(format!(
-            "moment {s:?}: expected peak, end, start, oom or oom:K"
-        )),
-    }
-}
-
-/// `--fail-on-growth` as a fraction.
-pub fn growth_arg(s: &str) -> Result<f64, Error> {
-    gpus::parse_percent(s).map_err(|e| prefixed("--fail-on-growth", e))
-}
-
-/// `--min-abs` (and other size flags) as bytes.
-pub fn size_arg(flag: &str, s: &str) -> Result<u64, Error> {
-    gpus::parse_size(s).map_err(|e| prefixed(flag, e))
-}
-
-/// Prefixes a usage error with the flag it came from.
-pub fn prefixed(flag: &str, e: Error) -> Error {
-    match e {
-        Error::Usage(m) => Error::Usage(format!("{flag}: {m}")),
-        other => other,
-    }
-}
-
-/// Loads, replays and profiles one snapshot.
-pub fn profile_file(path: &Path, opts: &ProfileOptions) -> Result<profile::Profile, Error> {
-    let snap = load(path)?;
-    let replays = replay::replay(&snap);
-    profile::profile(&snap, &replays, opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(path))))
+/// Loads, replays and profiles one snapshot (the device rule applied).
+pub fn profile_file(
+    path: &Path,
+    g: &GlobalOptions,
+    device: DeviceArg,
+    opts: &ProfileOptions,
+) -> Result<profile::Profile, Error> {
+    let l = Loaded::open(path, g, device)?;
+    profile::profile(&l.snap, l.replays(), opts).map_err(|m| l.failed(m))
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let opts = DiffOptions {
         all: args.all,
         fail_on_growth: args.fail_on_growth.as_deref().map(growth_arg).transpose()?,
@@ -101,7 +75,7 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
             .transpose()?,
     };
     let popts = ProfileOptions {
-        at: args.at,
+        at: args.moment.at,
         key: match args.by {
             By::Site => SiteKey::Site,
             By::Stack => SiteKey::Stack,
@@ -113,25 +87,17 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         categories: true,
     };
     let (base, cand) = rayon::join(
-        || profile_file(&args.base, &popts),
-        || profile_file(&args.cand, &popts),
+        || profile_file(&args.base, g, args.device, &popts),
+        || profile_file(&args.cand, g, args.device, &popts),
     );
-    let report = diff::run(&base?, &cand?, popts.key, popts.ignore_lines, &opts);
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            Format::Json => render::json::write(out, &report),
-            Format::Text => render::diff::text(
-                out,
-                &args.base.display().to_string(),
-                &args.cand.display().to_string(),
-                &report,
-                args.limit,
-            ),
-        },
-    )?;
-    Ok(if report.gate.as_ref().is_some_and(|g| g.failed) {
+    let view = DiffView {
+        report: diff::run(&base?, &cand?, popts.key, popts.ignore_lines, &opts),
+        base: args.base.display().to_string(),
+        cand: args.cand.display().to_string(),
+        limit: args.limit,
+    };
+    output::report(&args.out, &view, "")?;
+    Ok(if view.report.gate.as_ref().is_some_and(|g| g.failed) {
         Outcome::Findings
     } else {
         Outcome::Ok

@@ -1,8 +1,9 @@
 //! `memlens explain "MESSAGE"` (or `--message-file F`, or standard input).
 
-use super::{output, Format, Outcome};
+use super::args::{CapacityArgs, OutputArgs};
+use super::{output, Outcome};
 use memlens::analyze::explain;
-use memlens::{render, Error};
+use memlens::Error;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
@@ -16,12 +17,9 @@ pub struct Args {
     message_file: Option<PathBuf>,
     /// The GPU's capacity, when the message lacks it.
     #[command(flatten)]
-    capacity: super::args::CapacityArgs,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: Format,
+    capacity: CapacityArgs,
     #[command(flatten)]
-    out: super::args::OutputArgs,
+    out: OutputArgs,
 }
 
 fn read_input(args: &Args) -> Result<String, Error> {
@@ -48,7 +46,7 @@ fn read_input(args: &Args) -> Result<String, Error> {
     }
 }
 
-/// Runs the command.
+/// Runs the command (it reads no snapshot, so takes no `--device`).
 pub fn run(args: Args) -> Result<Outcome, Error> {
     let mut opts = explain::Options::default();
     if let Some((bytes, source)) = args.capacity.resolve()? {
@@ -57,13 +55,6 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     }
     let text = read_input(&args)?;
     let report = explain::run(&text, &opts)?;
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            Format::Json => render::json::write(out, &report),
-            Format::Text => render::explain::text(out, &report),
-        },
-    )?;
+    output::report(&args.out, &report, "")?;
     Ok(Outcome::Ok)
 }

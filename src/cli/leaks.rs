@@ -1,8 +1,10 @@
 //! `memlens leaks FILE`: exit 1 when memory grows step after step.
 
-use super::{load, output, Format, Outcome};
+use super::args::{DeviceArg, OutputArgs};
+use super::pipeline::{self, GlobalOptions};
+use super::Outcome;
 use memlens::analyze::leaks::{self, LeaksOptions};
-use memlens::{render, replay, Error};
+use memlens::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens leaks`.
@@ -16,31 +18,22 @@ pub struct Args {
     /// Smallest growth per step worth reporting, in bytes.
     #[arg(long, default_value_t = 64 << 10)]
     min_bytes_per_step: u64,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: Format,
     #[command(flatten)]
-    out: super::args::OutputArgs,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
-    let snap = load(&args.file)?;
-    let replays = replay::replay(&snap);
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let opts = LeaksOptions {
         warmup: args.warmup,
         min_bytes_per_step: args.min_bytes_per_step,
         ..LeaksOptions::default()
     };
-    let report = leaks::run(&snap, &replays, &opts);
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            Format::Json => render::json::write(out, &report),
-            Format::Text => render::leaks::text(out, &args.file.display().to_string(), &report),
-        },
-    )?;
+    let report = pipeline::report(&args.file, g, args.device, &args.out, |l| {
+        Ok(leaks::run(&l.snap, l.replays(), &opts))
+    })?;
     Ok(if report.findings.is_empty() {
         Outcome::Ok
     } else {

@@ -1,5 +1,6 @@
-//! Command line: one args struct and one `run` per subcommand. Only this layer knows clap,
-//! files and terminals.
+//! Command line: one args struct and one `run` per subcommand, built from the shared argument
+//! groups (`args.rs`), the pipeline that loads and replays a file once (`pipeline.rs`) and
+//! the format dispatch (`report.rs`). Only this layer knows clap, files and terminals.
 //!
 //! Exit codes: 0 ok, 1 findings or a broken budget (commands that check one), 2 usage or input.
 
@@ -14,13 +15,16 @@ mod frag;
 mod leaks;
 mod oom;
 mod output;
+mod pipeline;
 mod progress;
+mod report;
 mod summary;
 mod timeline;
 mod top;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use memlens::Error;
+use pipeline::GlobalOptions;
 
 /// Read PyTorch CUDA memory snapshots: where GPU memory went and why it ran out.
 #[derive(Parser, Debug)]
@@ -65,16 +69,6 @@ enum Command {
     Batch(batch::Args),
 }
 
-/// Output format shared by the report commands.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Format {
-    /// Tables for people.
-    #[default]
-    Text,
-    /// JSON for machines (has `schema_version`).
-    Json,
-}
-
 /// What a command ended with.
 pub enum Outcome {
     /// Exit 0.
@@ -95,27 +89,24 @@ pub fn main() -> i32 {
             return code;
         }
     };
-    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
-    if let Some(n) = cli.threads {
-        if n == 0 {
-            eprintln!("memlens: --threads must be at least 1");
-            return 2;
-        }
-        memlens::model::set_default_threads(n);
+    if cli.threads == Some(0) {
+        eprintln!("memlens: --threads must be at least 1");
+        return 2;
     }
+    let g = GlobalOptions::new(cli.threads, cli.salvage);
     let result = match cli.command {
-        Command::Summary(a) => summary::run(a),
-        Command::Top(a) => top::run(a),
-        Command::Timeline(a) => timeline::run(a),
-        Command::Flame(a) => flame::run(a),
+        Command::Summary(a) => summary::run(a, &g),
+        Command::Top(a) => top::run(a, &g),
+        Command::Timeline(a) => timeline::run(a, &g),
+        Command::Flame(a) => flame::run(a, &g),
         Command::Explain(a) => explain::run(a),
-        Command::Frag(a) => frag::run(a),
-        Command::Oom(a) => oom::run(a),
-        Command::Diff(a) => diff::run(a),
-        Command::Check(a) => check::run(a),
-        Command::Batch(a) => batch::run(a),
-        Command::Leaks(a) => leaks::run(a),
-        Command::Categories(a) => categories::run(a),
+        Command::Frag(a) => frag::run(a, &g),
+        Command::Oom(a) => oom::run(a, &g),
+        Command::Diff(a) => diff::run(a, &g),
+        Command::Check(a) => check::run(a, &g),
+        Command::Batch(a) => batch::run(a, &g),
+        Command::Leaks(a) => leaks::run(a, &g),
+        Command::Categories(a) => categories::run(a, &g),
     };
     let code = exit_code(result);
     // Tests and benchmarks read this process's own peak memory here (a child's rusage also
@@ -148,34 +139,6 @@ fn exit_code(result: Result<Outcome, Error>) -> i32 {
             2
         }
     }
-}
-
-/// `--salvage`, set once from the command line.
-static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Loads one snapshot, with a progress bar when it is large.
-pub fn load(path: &std::path::Path) -> Result<memlens::model::Snapshot, Error> {
-    let salvage = SALVAGE.load(std::sync::atomic::Ordering::Relaxed);
-    // Running out of memory from here on is one line naming this file.
-    let _oom_names = memlens::alloc_guard::reading(path);
-    let t0 = std::time::Instant::now();
-    let inp = if salvage {
-        memlens::input::read_with(path, true)?
-    } else {
-        memlens::input::read_streaming(path)?
-    };
-    if std::env::var_os("MEMLENS_TIMING").is_some() {
-        eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
-    }
-    let bar = progress::bytes_bar(inp.len_hint() as u64, &path.display().to_string());
-    let snap =
-        memlens::input::build_input_with(path, &inp, &mut |pos| bar.set_position(pos), salvage);
-    bar.finish_and_clear();
-    // Benchmarks (scripts/bench) read the model's size from here.
-    if let (Ok(s), Some(_)) = (&snap, std::env::var_os("MEMLENS_TIMING")) {
-        eprintln!("model: {} bytes", s.heap_bytes());
-    }
-    snap
 }
 
 fn is_broken_pipe(e: &Error) -> bool {

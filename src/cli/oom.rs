@@ -1,8 +1,10 @@
 //! `memlens oom FILE`
 
-use super::{load, output, Format, Outcome};
+use super::args::{CapacityArgs, DeviceArg, OutputArgs};
+use super::pipeline::{self, GlobalOptions};
+use super::Outcome;
 use memlens::analyze::oom::{self, OomOptions};
-use memlens::{render, replay, Error};
+use memlens::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens oom`.
@@ -11,19 +13,18 @@ pub struct Args {
     /// Snapshot file.
     file: PathBuf,
     #[command(flatten)]
-    capacity: super::args::CapacityArgs,
+    capacity: CapacityArgs,
     /// Call sites listed per OOM.
     #[arg(short = 'n', long, default_value_t = 10)]
     sites: usize,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: Format,
     #[command(flatten)]
-    out: super::args::OutputArgs,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 /// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let mut opts = OomOptions {
         sites: args.sites,
         ..OomOptions::default()
@@ -32,17 +33,8 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         opts.capacity_bytes = Some(bytes);
         opts.capacity_source = Some(source);
     }
-    let snap = load(&args.file)?;
-    let replays = replay::replay(&snap);
-    let report = oom::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            Format::Json => render::json::write(out, &report),
-            Format::Text => render::oom::text(out, &args.file.display().to_string(), &report),
-        },
-    )?;
+    pipeline::report(&args.file, g, args.device, &args.out, |l| {
+        oom::run(&l.snap, l.replays(), &opts)
+    })?;
     Ok(Outcome::Ok)
 }

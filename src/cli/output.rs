@@ -1,6 +1,8 @@
 //! Where reports go: standard output, or a file written to a temporary name and renamed,
 //! never replacing an existing file without `--force`.
 
+use super::args::OutputArgs;
+use super::report::Formats;
 use memlens::Error;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -69,4 +71,15 @@ fn atomic_write(
         tmp.persist_noclobber(path).map(|_| ())
     };
     persisted.map_err(|e| Error::io(path, &e.error))
+}
+
+/// Writes `report` in the format `args` ask for, where they ask (see [`emit`]); `title`
+/// names the input for the formats that print one.
+pub fn report<R, F>(args: &OutputArgs<F>, report: &R, title: &str) -> Result<(), Error>
+where
+    F: Formats<R> + clap::ValueEnum + Default + Send + Sync + 'static,
+{
+    emit(args.output.as_deref(), args.force, |out| {
+        args.format.write(report, out, title)
+    })
 }

@@ -1,9 +1,11 @@
 //! `memlens summary FILE...`
 
-use super::{load, output, Format, Outcome};
-use memlens::analyze::summary::{self, SummaryReport};
-use memlens::{render, Error};
-use serde::Serialize;
+use super::args::{DeviceArg, OutputArgs};
+use super::pipeline::{GlobalOptions, Loaded};
+use super::report::Summaries;
+use super::{output, Outcome};
+use memlens::analyze::summary;
+use memlens::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens summary`.
@@ -12,33 +14,20 @@ pub struct Args {
     /// Snapshot files (pickle, gzip, zstd or JSON; `-` reads standard input).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: Format,
     #[command(flatten)]
-    out: super::args::OutputArgs,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
-#[derive(Serialize)]
-struct FileSummary<'a> {
-    file: String,
-    #[serde(flatten)]
-    report: &'a SummaryReport,
-}
-
-#[derive(Serialize)]
-struct ManyFiles<'a> {
-    schema_version: u32,
-    files: Vec<FileSummary<'a>>,
-}
-
-/// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
-    let mut reports = Vec::new();
+/// Runs the command. With several files, one that cannot be read (or lacks `--device`) is
+/// one line on stderr; the others are reported, then exit 2.
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
+    let mut files = Vec::new();
     let mut first_error = None;
     for f in &args.files {
-        match load(f) {
-            Ok(snap) => reports.push((f, summary::run(&snap))),
+        match Loaded::open(f, g, args.device) {
+            Ok(l) => files.push((l.title(), summary::run(&l.snap))),
             Err(e) => {
                 if args.files.len() == 1 {
                     return Err(e);
@@ -48,45 +37,16 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
             }
         }
     }
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            Format::Json if args.files.len() == 1 => render::json::write(
-                out,
-                &FileSummary {
-                    file: args.files[0].display().to_string(),
-                    report: &reports[0].1,
-                },
-            ),
-            Format::Json => render::json::write(
-                out,
-                &ManyFiles {
-                    schema_version: memlens::analyze::SCHEMA_VERSION,
-                    files: reports
-                        .iter()
-                        .map(|(f, r)| FileSummary {
-                            file: f.display().to_string(),
-                            report: r,
-                        })
-                        .collect(),
-                },
-            ),
-            Format::Text => {
-                for (i, (f, r)) in reports.iter().enumerate() {
-                    if i > 0 {
-                        writeln!(out)?;
-                    }
-                    render::summary::text(out, &f.display().to_string(), r)?;
-                }
-                Ok(())
-            }
-        },
-    )?;
+    let read = files.len();
+    let report = Summaries {
+        many: args.files.len() > 1,
+        files,
+    };
+    output::report(&args.out, &report, "")?;
     match first_error {
         Some(e) => Err(Error::Usage(format!(
             "{} of {} files could not be read (first: {e})",
-            args.files.len() - reports.len(),
+            args.files.len() - read,
             args.files.len()
         ))),
         None => Ok(Outcome::Ok),

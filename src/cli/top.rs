@@ -1,10 +1,11 @@
 //! `memlens top FILE`
 
-use super::{load, output, Format, Outcome};
+use super::args::{AtPeak, CostArg, DeviceArg, MomentArgs, OutputArgs, ScopeArgs};
+use super::pipeline::{self, GlobalOptions};
+use super::Outcome;
 use memlens::analyze::sites::SiteOptions;
 use memlens::analyze::top::{self, GroupBy, TopOptions};
-use memlens::replay::{self, MomentSpec, WindowSpec};
-use memlens::{render, Error};
+use memlens::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens top`.
@@ -12,24 +13,16 @@ use std::path::PathBuf;
 pub struct Args {
     /// Snapshot file.
     file: PathBuf,
-    /// Moment: peak, end, start, oom, oom:K, an event index, or a time_us.
-    #[arg(long, default_value = "peak", value_parser = parse_moment)]
-    at: MomentSpec,
-    /// Limit every cost to events A:B (indices or time_us; either side may be empty).
-    #[arg(long, value_parser = parse_window)]
-    window: Option<WindowSpec>,
-    /// Only step N (1-based) of the loop (ProfilerStep annotations, optimizer steps, ...).
-    #[arg(long)]
-    step: Option<usize>,
-    /// Only the span of this annotation, e.g. `ProfilerStep#3` or `Optimizer.step#AdamW.step`.
-    #[arg(long)]
-    phase: Option<String>,
+    #[command(flatten)]
+    moment: MomentArgs<AtPeak>,
+    #[command(flatten)]
+    scope: ScopeArgs,
     /// Group by call site, whole stack, file or function.
     #[arg(long, value_enum, default_value_t = By::Site)]
     by: By,
     /// What to count: live at the moment, allocated in the window, bytes × lifetime, or never freed.
-    #[arg(long, value_enum, default_value_t = super::args::CostArg::Live)]
-    cost: super::args::CostArg,
+    #[arg(long, value_enum, default_value_t = CostArg::Live)]
+    cost: CostArg,
     /// Rows per device.
     #[arg(short = 'n', long, default_value_t = 20)]
     limit: usize,
@@ -39,14 +32,10 @@ pub struct Args {
     /// Let frames inside these packages be sites (only `torch` is known).
     #[arg(long, value_parser = ["torch"])]
     keep: Vec<String>,
-    /// Only this device.
-    #[arg(long)]
-    device: Option<u32>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: Format,
     #[command(flatten)]
-    out: super::args::OutputArgs,
+    device: DeviceArg,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -57,34 +46,11 @@ enum By {
     Function,
 }
 
-fn parse_moment(s: &str) -> Result<MomentSpec, String> {
-    s.parse()
-}
-
-fn parse_window(s: &str) -> Result<WindowSpec, String> {
-    s.parse()
-}
-
 /// Runs the command.
-pub fn run(args: Args) -> Result<Outcome, Error> {
-    let snap = load(&args.file)?;
-    let mut replays = replay::replay(&snap);
-    if let Some(d) = args.device {
-        if snap.device(d).is_none() {
-            return Err(Error::Usage(format!(
-                "{}: no device {d} in the snapshot",
-                memlens::error::quoted_path(&args.file)
-            )));
-        }
-        replays.retain(|r| r.device == d);
-    }
+pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let opts = TopOptions {
-        at: args.at,
-        window: memlens::replay::WindowSpec {
-            step: args.step,
-            phase: args.phase.clone(),
-            ..args.window.unwrap_or_default()
-        },
+        at: args.moment.at,
+        window: args.scope.window(),
         by: match args.by {
             By::Site => GroupBy::Site,
             By::Stack => GroupBy::Stack,
@@ -98,18 +64,8 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
         },
         full_stacks: args.full_stacks,
     };
-    let mut report = top::run(&snap, &replays, &opts)
-        .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(&args.file))))?;
-    if let Some(d) = args.device {
-        report.final_state_devices.retain(|x| x.device == d);
-    }
-    output::emit(
-        args.out.output.as_deref(),
-        args.out.force,
-        |out| match args.format {
-            Format::Json => render::json::write(out, &report),
-            Format::Text => render::top::text(out, &args.file.display().to_string(), &report),
-        },
-    )?;
+    pipeline::report(&args.file, g, args.device, &args.out, |l| {
+        top::run(&l.snap, l.replays(), &opts)
+    })?;
     Ok(Outcome::Ok)
 }

@@ -7,9 +7,13 @@
 mod open;
 mod stream;
 
+// Loading moved to `crate::load` (input knows nothing of snapshots); these stay for callers
+// of the old paths.
+pub use crate::load::{build_input, build_input_with, load};
+
 use crate::alloc_guard::fallible;
 use crate::error::Error;
-use crate::model::{self, Arriving, BuildError, BuildOptions, Snapshot};
+use crate::model::Arriving;
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use std::io::Read;
 use std::path::Path;
@@ -96,6 +100,17 @@ impl Input {
         match &self.data {
             Data::Arriving(s) => s.capacity(),
             _ => self.bytes().len(),
+        }
+    }
+
+    /// Where decoder byte `offset` lies, in the terms of the file: `byte N` of a plain
+    /// pickle, `decompressed byte N` of a gzip or zstd stream, `transcoded byte N` of a JSON
+    /// snapshot (the pickle it was turned into).
+    pub fn location(&self, offset: u64) -> String {
+        match self.container {
+            _ if self.transcoded => format!("transcoded byte {offset}"),
+            Container::Pickle => format!("byte {offset}"),
+            _ => format!("decompressed byte {offset}"),
         }
     }
 
@@ -499,76 +514,6 @@ fn decompress(
             Err((out, err))
         }
     }
-}
-
-/// Reads and builds the snapshot at `path`; `progress` gets the decoded byte offset now and then.
-pub fn load(path: &Path, progress: &mut dyn FnMut(u64)) -> Result<Snapshot, Error> {
-    let input = read_streaming(path)?;
-    build_input(path, &input, progress)
-}
-
-/// Builds the snapshot from already-read input bytes.
-pub fn build_input(
-    path: &Path,
-    input: &Input,
-    progress: &mut dyn FnMut(u64),
-) -> Result<Snapshot, Error> {
-    build_input_with(path, input, progress, false)
-}
-
-/// Like [`build_input`]; with `salvage`, keeps what was complete before a truncation or
-/// corruption (see [`crate::model::BuildOptions::salvage`]).
-pub fn build_input_with(
-    path: &Path,
-    input: &Input,
-    progress: &mut dyn FnMut(u64),
-    salvage: bool,
-) -> Result<Snapshot, Error> {
-    let located = |location: String| location;
-    let release = |start: usize, len: usize| input.release(start, len);
-    let options = BuildOptions {
-        progress: Some(progress),
-        release: Some(&release),
-        salvage,
-        ..Default::default()
-    };
-    let built = match input.arriving() {
-        Some(src) if !salvage => model::build_arriving(src, options),
-        _ => model::build(input.bytes(), options),
-    };
-    // A broken compressed stream is the error of record, whatever the decoder made of it.
-    input.finish()?;
-    let mut snap = built.map_err(|e| match e {
-        BuildError::Decode(d) => Error::Input {
-            path: path.to_path_buf(),
-            location: located(match input.container {
-                _ if input.transcoded => format!("transcoded byte {}", d.offset),
-                Container::Pickle => format!("byte {}", d.offset),
-                _ => format!("decompressed byte {}", d.offset),
-            }),
-            message: d.message,
-            truncated: d.truncated,
-        },
-        BuildError::Shape { path: key, message } => Error::Input {
-            path: path.to_path_buf(),
-            location: format!("key {key}"),
-            message,
-            truncated: false,
-        },
-    })?;
-    if let Some(why) = &input.cut {
-        snap.warnings.insert(
-            0,
-            crate::model::Warning {
-                code: "salvaged",
-                device: None,
-                message: format!(
-                    "the compressed stream breaks off ({why}); kept what decompressed before it"
-                ),
-            },
-        );
-    }
-    Ok(snap)
 }
 
 /// Transcodes a JSON document into a protocol-4 pickle of the same value (no memo).

@@ -1,0 +1,145 @@
+//! The command pipeline: a snapshot is loaded once (with the global options), held to
+//! `--device` by the one device rule, replayed once (when an analysis asks), and the same [`Loaded`] is handed to
+//! one or several analyses; [`report`] then writes the result through `--format`.
+
+use super::args::{DeviceArg, OutputArgs};
+use super::progress;
+use super::report::Formats;
+use memlens::error::quoted_path;
+use memlens::model::Snapshot;
+use memlens::replay::{self, DeviceReplay};
+use memlens::{Error, LoadOptions};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// What the global flags say about reading any snapshot (`--threads`, `--salvage`, and
+/// `MEMLENS_FLAT=0`, read once here).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobalOptions {
+    /// How every snapshot is read and decoded.
+    pub load: LoadOptions,
+}
+
+impl GlobalOptions {
+    /// From the global flags and the environment.
+    pub fn new(threads: Option<usize>, salvage: bool) -> GlobalOptions {
+        GlobalOptions {
+            load: LoadOptions {
+                threads: threads.unwrap_or(0),
+                salvage,
+                no_fast_entries: std::env::var_os("MEMLENS_FLAT").is_some_and(|v| v == "0"),
+            },
+        }
+    }
+}
+
+/// One snapshot, read and replayed: what every analysis of a file starts from.
+pub struct Loaded {
+    /// The file as given.
+    pub path: PathBuf,
+    /// The snapshot; with `--device N`, as if it held device N alone ([`only_device`]).
+    pub snap: Snapshot,
+    /// The replay of every device with a trace, made on first use (a summary needs none).
+    replays: OnceLock<Vec<DeviceReplay>>,
+}
+
+impl Loaded {
+    /// Loads `path` (progress bar when large), applies the device rule and replays.
+    pub fn open(path: &Path, g: &GlobalOptions, device: DeviceArg) -> Result<Loaded, Error> {
+        Self::with(path, load(path, g)?, device)
+    }
+
+    /// Like [`Loaded::open`], without a progress bar or timing lines (for files read in
+    /// parallel), with `load` in place of the global options' load options.
+    pub fn quiet(path: &Path, load: &LoadOptions, device: DeviceArg) -> Result<Loaded, Error> {
+        Self::with(path, memlens::load_with(path, load, &mut |_| {})?, device)
+    }
+
+    fn with(path: &Path, mut snap: Snapshot, device: DeviceArg) -> Result<Loaded, Error> {
+        only_device(path, &mut snap, device.device)?;
+        Ok(Loaded {
+            path: path.to_path_buf(),
+            snap,
+            replays: OnceLock::new(),
+        })
+    }
+
+    /// The replay of every device with a trace (one forward pass each, the first time).
+    pub fn replays(&self) -> &[DeviceReplay] {
+        self.replays.get_or_init(|| replay::replay(&self.snap))
+    }
+
+    /// The file's name as reports print it.
+    pub fn title(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// An analysis's refusal (`no oom event`, a bad moment) as one line naming the file.
+    pub fn failed(&self, message: String) -> Error {
+        Error::Usage(format!("{}: {message}", quoted_path(&self.path)))
+    }
+}
+
+/// The one device rule: without `device`, nothing; with a device the snapshot has, the
+/// snapshot is cut down to it (its other devices and their warnings dropped, so every
+/// analysis, total and note is about that device); with one it lacks, one line, exit 2:
+/// `FILE: no device N in the snapshot (devices: 0, 1)`.
+pub fn only_device(path: &Path, snap: &mut Snapshot, device: Option<u32>) -> Result<(), Error> {
+    let Some(d) = device else {
+        return Ok(());
+    };
+    if snap.device(d).is_none() {
+        let ids: Vec<String> = snap.devices.iter().map(|x| x.id.to_string()).collect();
+        return Err(Error::Usage(format!(
+            "{}: no device {d} in the snapshot (devices: {})",
+            quoted_path(path),
+            if ids.is_empty() {
+                "none".to_string()
+            } else {
+                ids.join(", ")
+            }
+        )));
+    }
+    snap.devices.retain(|x| x.id == d);
+    snap.warnings
+        .retain(|w| !matches!(w.device, Some(x) if x != d));
+    Ok(())
+}
+
+/// Loads one snapshot, with a progress bar when it is large; an out-of-memory line names
+/// the file meanwhile. `MEMLENS_TIMING` prints the input and model sizes (scripts/bench).
+pub fn load(path: &Path, g: &GlobalOptions) -> Result<Snapshot, Error> {
+    let _oom_names = memlens::alloc_guard::reading(path);
+    let t0 = std::time::Instant::now();
+    let inp = memlens::load::read(path, &g.load)?;
+    let timing = std::env::var_os("MEMLENS_TIMING").is_some();
+    if timing {
+        eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
+    }
+    let bar = progress::bytes_bar(inp.len_hint() as u64, &path.display().to_string());
+    let snap = memlens::load::build(path, &inp, &g.load, &mut |pos| bar.set_position(pos));
+    bar.finish_and_clear();
+    if let (Ok(s), true) = (&snap, timing) {
+        eprintln!("model: {} bytes", s.heap_bytes());
+    }
+    snap
+}
+
+/// The pipeline of a one-file report: load `file` once, run `analysis` on it, write its
+/// report through `out`; returns the report for the exit status. An analysis's error names
+/// the file.
+pub fn report<R, F>(
+    file: &Path,
+    g: &GlobalOptions,
+    device: DeviceArg,
+    out: &OutputArgs<F>,
+    analysis: impl FnOnce(&Loaded) -> Result<R, String>,
+) -> Result<R, Error>
+where
+    F: Formats<R> + clap::ValueEnum + Default + Send + Sync + 'static,
+{
+    let loaded = Loaded::open(file, g, device)?;
+    let r = analysis(&loaded).map_err(|m| loaded.failed(m))?;
+    super::output::report(out, &r, &loaded.title())?;
+    Ok(r)
+}

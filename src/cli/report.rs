@@ -1,0 +1,251 @@
+//! Output formats: every `--format` value of every command, and how it writes its report.
+//! The one place `--format` is dispatched: a command hands its report and its
+//! [`super::args::OutputArgs`] to [`super::output::report`], which calls [`Formats::write`].
+//!
+//! A new output format for every report: a variant of [`Format`], a trait for that output kind
+//! beside [`Text`], implemented below for each report (wrapping a `render::` function). A
+//! format of one command: a variant of that command's enum and an arm of its `Formats` impl.
+//! Nothing here computes: each arm calls a renderer.
+
+use memlens::analyze::batch::BatchReport;
+use memlens::analyze::categories::CategoriesReport;
+use memlens::analyze::check::CheckReport;
+use memlens::analyze::diff::DiffReport;
+use memlens::analyze::explain::ExplainReport;
+use memlens::analyze::flame::FlameReport;
+use memlens::analyze::frag::FragReport;
+use memlens::analyze::leaks::LeaksReport;
+use memlens::analyze::oom::OomReport;
+use memlens::analyze::summary::SummaryReport;
+use memlens::analyze::timeline::TimelineReport;
+use memlens::analyze::top::TopReport;
+use memlens::render;
+use serde::{Serialize, Serializer};
+use std::io::{Result, Write};
+
+/// How the `--format` values of a command write its report `R`; `title` names the input
+/// (the file, as given) for the formats that print one.
+pub trait Formats<R>: Copy {
+    /// Writes `report` in this format.
+    fn write(self, report: &R, out: &mut dyn Write, title: &str) -> Result<()>;
+}
+
+/// A report as tables and lines for people, headed by `title`.
+pub trait Text {
+    /// Writes the text.
+    fn text(&self, out: &mut dyn Write, title: &str) -> Result<()>;
+}
+
+/// `--format text|json`: the formats of most reports.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Tables for people.
+    #[default]
+    Text,
+    /// JSON for machines (has `schema_version`).
+    Json,
+}
+
+impl<R: Text + Serialize> Formats<R> for Format {
+    fn write(self, report: &R, out: &mut dyn Write, title: &str) -> Result<()> {
+        match self {
+            Format::Text => report.text(out, title),
+            Format::Json => render::json::write(out, report),
+        }
+    }
+}
+
+/// `text` of the reports that render under the input's name.
+macro_rules! titled_text {
+    ($($report:ty => $render:path),* $(,)?) => {$(
+        impl Text for $report {
+            fn text(&self, out: &mut dyn Write, title: &str) -> Result<()> {
+                $render(out, title, self)
+            }
+        }
+    )*};
+}
+
+titled_text! {
+    TopReport => render::top::text,
+    FragReport => render::frag::text,
+    OomReport => render::oom::text,
+    LeaksReport => render::leaks::text,
+    CategoriesReport => render::categories::text,
+}
+
+impl Text for ExplainReport {
+    fn text(&self, out: &mut dyn Write, _title: &str) -> Result<()> {
+        render::explain::text(out, self)
+    }
+}
+
+/// The summaries of `memlens summary FILE...`, in the order given: one file's JSON is its
+/// report with a `file` field, several files' (`many`, even when some could not be read) one
+/// document with a `files` list.
+pub struct Summaries {
+    /// More than one file was given.
+    pub many: bool,
+    /// Each file read, as given, and its summary.
+    pub files: Vec<(String, SummaryReport)>,
+}
+
+#[derive(Serialize)]
+struct FileSummary<'a> {
+    file: &'a str,
+    #[serde(flatten)]
+    report: &'a SummaryReport,
+}
+
+#[derive(Serialize)]
+struct ManyFiles<'a> {
+    schema_version: u32,
+    files: Vec<FileSummary<'a>>,
+}
+
+impl Serialize for Summaries {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        fn each((file, report): &(String, SummaryReport)) -> FileSummary<'_> {
+            FileSummary { file, report }
+        }
+        match self.files.as_slice() {
+            [one] if !self.many => each(one).serialize(s),
+            many => ManyFiles {
+                schema_version: memlens::analyze::SCHEMA_VERSION,
+                files: many.iter().map(each).collect(),
+            }
+            .serialize(s),
+        }
+    }
+}
+
+impl Text for Summaries {
+    fn text(&self, out: &mut dyn Write, _title: &str) -> Result<()> {
+        for (i, (file, r)) in self.files.iter().enumerate() {
+            if i > 0 {
+                writeln!(out)?;
+            }
+            render::summary::text(out, file, r)?;
+        }
+        Ok(())
+    }
+}
+
+/// A diff with what its text names: both files and the site rows shown.
+pub struct DiffView {
+    /// The comparison.
+    pub report: DiffReport,
+    /// The base file, as given.
+    pub base: String,
+    /// The candidate file, as given.
+    pub cand: String,
+    /// Site rows shown in text (`-n`).
+    pub limit: usize,
+}
+
+impl Serialize for DiffView {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.report.serialize(s)
+    }
+}
+
+impl Text for DiffView {
+    fn text(&self, out: &mut dyn Write, _title: &str) -> Result<()> {
+        render::diff::text(out, &self.base, &self.cand, &self.report, self.limit)
+    }
+}
+
+/// `timeline --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TimelineFormat {
+    /// One line per point and device: event index, time_us, live requested, allocated and
+    /// reserved bytes.
+    #[default]
+    Csv,
+    /// JSON with schema_version.
+    Json,
+    /// An SVG plot: the peak marked, ProfilerStep phases shaded.
+    Svg,
+}
+
+impl Formats<TimelineReport> for TimelineFormat {
+    fn write(self, r: &TimelineReport, out: &mut dyn Write, title: &str) -> Result<()> {
+        match self {
+            TimelineFormat::Csv => render::timeline::csv(out, r),
+            TimelineFormat::Json => render::json::write(out, r),
+            TimelineFormat::Svg => render::timeline::svg(out, title, r),
+        }
+    }
+}
+
+/// `flame --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FlameFormat {
+    /// A flamegraph drawn in-process.
+    #[default]
+    Svg,
+    /// Folded stack lines (`a;b;c BYTES`), for other flamegraph tools.
+    Folded,
+    /// A speedscope JSON profile.
+    Speedscope,
+}
+
+impl Formats<FlameReport> for FlameFormat {
+    fn write(self, r: &FlameReport, out: &mut dyn Write, title: &str) -> Result<()> {
+        match self {
+            FlameFormat::Svg => render::flame::svg(out, title, r),
+            FlameFormat::Folded => render::flame::folded(out, r),
+            FlameFormat::Speedscope => render::flame::speedscope(out, title, r),
+        }
+    }
+}
+
+/// `check --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CheckFormat {
+    /// Lines for people.
+    #[default]
+    Text,
+    /// Markdown for a pull-request comment.
+    Md,
+    /// JUnit XML for CI systems.
+    Junit,
+    /// JSON with schema_version.
+    Json,
+}
+
+impl Formats<CheckReport> for CheckFormat {
+    fn write(self, r: &CheckReport, out: &mut dyn Write, _title: &str) -> Result<()> {
+        match self {
+            CheckFormat::Text => render::check::text(out, r),
+            CheckFormat::Md => render::check::markdown(out, r),
+            CheckFormat::Junit => render::check::junit(out, r),
+            CheckFormat::Json => render::json::write(out, r),
+        }
+    }
+}
+
+/// `batch --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BatchFormat {
+    /// A table for people.
+    #[default]
+    Table,
+    /// CSV, one line per file, sizes in bytes.
+    Csv,
+    /// JSON lines: one object per file, then one `{"kind":"imbalance",...}` line.
+    Jsonl,
+    /// One JSON document.
+    Json,
+}
+
+impl Formats<BatchReport> for BatchFormat {
+    fn write(self, r: &BatchReport, out: &mut dyn Write, _title: &str) -> Result<()> {
+        match self {
+            BatchFormat::Table => render::batch::table(out, r),
+            BatchFormat::Csv => render::batch::csv(out, r),
+            BatchFormat::Jsonl => render::batch::jsonl(out, r),
+            BatchFormat::Json => render::json::write(out, r),
+        }
+    }
+}
