@@ -1,11 +1,15 @@
 //! Structure-aware: the fuzzer's bytes steer opcode-level edits of real-layout snapshots
 //! (the committed samples), so mutations land inside valid pickles — a changed integer, a
-//! swapped opcode, a duplicated or dropped element — and reach the model builder, the replay
-//! and every analysis instead of dying in the first bytes.
+//! swapped opcode, a duplicated or dropped element, a size near 2^60 or 2^64 — and reach the
+//! model builder, the replay and every analysis instead of dying in the first bytes. Whatever
+//! builds also goes through the overflow oracle (`oracle.rs`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use memlens::model::{build, BuildOptions};
+
+#[path = "oracle.rs"]
+mod oracle;
 
 #[path = "edits.rs"]
 mod edits;
@@ -26,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
     for salvage in [false, true] {
         if let Ok(snap) = build(&buf, BuildOptions { salvage, threads: 1, ..Default::default() }) {
             let replays = memlens::replay::replay(&snap);
+            oracle::check(&snap, &replays);
             let _ = memlens::analyze::summary::run(&snap);
             let _ = memlens::analyze::top::run(&snap, &replays, &Default::default());
             let _ = memlens::analyze::frag::run(&snap, &replays, &Default::default());
