@@ -211,8 +211,8 @@ fn explain_one(p: &ParsedOom, opts: &Options, vllm: bool) -> OomExplained {
             notes.push(format!(
                 "{} gives {}, but the message says {}; the message's figure is used.",
                 opts.capacity_source.as_deref().unwrap_or("the option"),
-                advice::size(o),
-                advice::size(m)
+                crate::units::iec_words(o),
+                crate::units::iec_words(m)
             ));
         }
     }
