@@ -1,18 +1,32 @@
 //! IEC byte units as PyTorch prints them (`20.00 MiB`) and durations; shared by every layer.
 
+/// The IEC units above a byte, smallest first.
+const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
 /// Formats `bytes` with two decimals in the largest IEC unit below it (`512 B`, `1.50 GiB`).
 pub fn iec(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    scaled(bytes, "B", &UNITS)
+}
+
+/// Formats `bytes` for a sentence, as PyTorch's OOM messages print sizes: like [`iec`], but
+/// `512 bytes` below a KiB, and PiB the largest unit (`1024.00 PiB`, never EiB).
+pub fn iec_words(bytes: u64) -> String {
+    scaled(bytes, "bytes", &UNITS[..5])
+}
+
+/// `bytes` with `small` as the unit below 1024, else with two decimals in the largest of
+/// `units` that keeps the figure at least 1.
+fn scaled(bytes: u64, small: &str, units: &[&str]) -> String {
     if bytes < 1024 {
-        return format!("{bytes} B");
+        return format!("{bytes} {small}");
     }
     let mut value = bytes as f64 / 1024.0;
     let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
+    while value >= 1024.0 && unit < units.len() - 1 {
         value /= 1024.0;
         unit += 1;
     }
-    format!("{value:.2} {}", UNITS[unit])
+    format!("{value:.2} {}", units[unit])
 }
 
 /// Formats a signed byte change: `+320.00 MiB`, `-64.00 MiB`, `0 B`.
@@ -62,6 +76,21 @@ mod tests {
         assert_eq!(iec(1024), "1.00 KiB");
         assert_eq!(iec(20 << 20), "20.00 MiB");
         assert_eq!(iec(3 << 29), "1.50 GiB");
+        assert_eq!(iec(1 << 60), "1.00 EiB");
+        assert_eq!(iec(u64::MAX), "16.00 EiB");
+    }
+
+    #[test]
+    fn iec_words_reads_like_pytorch() {
+        assert_eq!(iec_words(0), "0 bytes");
+        assert_eq!(iec_words(1023), "1023 bytes");
+        assert_eq!(iec_words(1024), "1.00 KiB");
+        assert_eq!(iec_words(20 << 20), "20.00 MiB");
+        assert_eq!(iec_words(3 << 29), "1.50 GiB");
+        assert_eq!(iec_words(5 << 40), "5.00 TiB");
+        // PiB is the largest unit: an EiB reads as 1024 PiB.
+        assert_eq!(iec_words(1 << 60), "1024.00 PiB");
+        assert_eq!(iec_words(u64::MAX), "16384.00 PiB");
     }
 
     #[test]
