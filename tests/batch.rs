@@ -136,10 +136,10 @@ fn corrupt_file_is_reported_and_skipped() {
 
 #[test]
 fn every_real_snapshot_in_one_batch() {
-    let Some(files) = real_snapshots() else {
+    let Some(files) = require_shared() else {
         return;
     };
-    let dir = root().join("../shared/samples/real");
+    let dir = shared_real_dir();
     let o = memlens([
         "batch".as_ref(),
         dir.as_os_str(),

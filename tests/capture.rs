@@ -6,7 +6,7 @@ use common::*;
 
 #[test]
 fn capture_scripts_self_test() {
-    if !have_python() {
+    if !require_python() {
         return;
     }
     let o = std::process::Command::new("python3")

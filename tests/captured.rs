@@ -150,7 +150,7 @@ fn every_capture_held_its_story() {
 
 #[test]
 fn totals_equal_the_truth_and_the_oracle() {
-    let python = have_python();
+    let python = require_python();
     for (p, observed) in captures() {
         let f = p.display().to_string();
         let s = summary_json(&p);
@@ -865,7 +865,6 @@ fn protocols_4_and_5_give_identical_reports() {
 /// them; review the diff like code).
 #[test]
 fn golden_text_reports() {
-    std::fs::create_dir_all(root().join("tests/golden/captured")).unwrap();
     for (args, golden_name) in [
         (
             vec!["leaks", "samples/captured/retained_graph.pickle"],

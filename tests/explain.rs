@@ -6,7 +6,7 @@ use common::*;
 use memlens::analyze::explain::{self, Options};
 use serde_json::Value;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 fn corpus() -> Vec<PathBuf> {
@@ -384,22 +384,6 @@ fn cli_output_file_needs_force_to_replace() {
 
 // ---- golden text outputs ----
 
-fn check_golden(golden: &Path, actual: &[u8]) {
-    if std::env::var_os("MEMLENS_BLESS").is_some() || !golden.exists() {
-        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-        std::fs::write(golden, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read(golden).unwrap();
-    assert!(
-        expected == actual,
-        "{} differs (MEMLENS_BLESS=1 to accept):\n--- expected\n{}\n--- actual\n{}",
-        golden.display(),
-        String::from_utf8_lossy(&expected),
-        String::from_utf8_lossy(actual)
-    );
-}
-
 #[test]
 fn golden_outputs() {
     for (name, extra) in [
@@ -420,17 +404,9 @@ fn golden_outputs() {
             "{name}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        check_golden(
-            &root()
-                .join("tests/golden/explain")
-                .join(format!("{name}.txt")),
-            &o.stdout,
-        );
+        golden(&format!("explain/{name}.txt"), &o.stdout);
     }
     let m = msg_path("07_v2_4_fragmentation_traceback.txt");
     let o = explain_cmd(&["--format", "json", "--message-file", &m], None);
-    check_golden(
-        &root().join("tests/golden/explain/07_v2_4_fragmentation_traceback.json"),
-        &o.stdout,
-    );
+    golden("explain/07_v2_4_fragmentation_traceback.json", &o.stdout);
 }

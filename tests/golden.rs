@@ -1,29 +1,10 @@
 //! Golden outputs of every command on every sample in `samples/`.
 //!
-//! A missing golden file is created; `MEMLENS_BLESS=1 cargo test` rewrites them all. Review
-//! the diff of a blessed file like code.
+//! `MEMLENS_BLESS=1 cargo test` rewrites them all (review the diff of a blessed file like
+//! code); a missing golden file fails (see tests/common/golden.rs).
 
 mod common;
 use common::*;
-use std::path::Path;
-
-fn check(golden: &Path, actual: &[u8]) {
-    let bless = std::env::var_os("MEMLENS_BLESS").is_some();
-    if bless || !golden.exists() {
-        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-        std::fs::write(golden, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read(golden).unwrap();
-    if expected != actual {
-        panic!(
-            "{} differs (MEMLENS_BLESS=1 to accept):\n--- expected\n{}\n--- actual\n{}",
-            golden.display(),
-            String::from_utf8_lossy(&expected),
-            String::from_utf8_lossy(actual)
-        );
-    }
-}
 
 fn run_golden(command: &[&str], suffix: &str) {
     let samples = samples();
@@ -44,8 +25,7 @@ fn run_golden(command: &[&str], suffix: &str) {
             "{name}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let golden = root().join("tests/golden").join(format!("{name}.{suffix}"));
-        check(&golden, &o.stdout);
+        golden(&format!("{name}.{suffix}"), &o.stdout);
     }
 }
 

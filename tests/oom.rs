@@ -108,16 +108,10 @@ fn a_snapshot_without_oom_reports_headroom() {
 
 #[test]
 fn the_real_oom_snapshot_is_a_capacity_problem_on_device_1() {
-    let Some(files) = real_snapshots() else {
+    let Some(f) = require_real("Constructor-Sun__code_location__memory_snapshot.pickle") else {
         return;
     };
-    let Some(f) = files
-        .iter()
-        .find(|f| f.ends_with("Constructor-Sun__code_location__memory_snapshot.pickle"))
-    else {
-        return;
-    };
-    let (_, v) = oom_json(f, &["--gpu", "h100"]);
+    let (_, v) = oom_json(&f, &["--gpu", "h100"]);
     let o = &v["ooms"][0];
     assert_eq!(o["device"], 1);
     assert_eq!(o["verdict"], "capacity");
@@ -199,7 +193,7 @@ fn rebuilt_states_agree_with_the_replay() {
     for f in samples().into_iter().chain(captured()) {
         check_state_consistency(&f);
     }
-    if let Some(files) = real_snapshots() {
+    if let Some(files) = require_shared() {
         for f in &files {
             check_state_consistency(f);
         }

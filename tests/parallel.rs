@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use memlens::model::{self, BuildOptions, Snapshot, StackId, Strategy};
+use memlens::model::{self, BuildOptions, Snapshot, Strategy};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -22,45 +22,6 @@ fn build(bytes: &[u8], strategy: Strategy, threads: usize, chunk_bytes: usize) -
     .unwrap()
 }
 
-/// Everything in the snapshot, with ids replaced by their content.
-fn canonical(s: &Snapshot) -> Vec<String> {
-    let mut out = vec![format!("{:?}", s.layout)];
-    for seg in &s.segments {
-        let mut seg2 = seg.clone();
-        seg2.stack = StackId::EMPTY;
-        out.push(format!("{seg2:?} {}", s.stack_text(seg.stack)));
-    }
-    for b in &s.blocks {
-        let mut b2 = *b;
-        b2.stack = StackId::EMPTY;
-        out.push(format!("{b2:?} {}", s.stack_text(b.stack)));
-    }
-    for e in &s.events {
-        out.push(format!(
-            "{:?} {} {} {} {} {} {} {}",
-            e.action,
-            e.addr,
-            e.size,
-            s.event_stream(e),
-            e.time_us,
-            s.stack_text(e.stack),
-            s.strings.get(e.compile_context),
-            s.strings.get(e.user_metadata)
-        ));
-    }
-    out.push(format!("{:?}", s.devices));
-    out.push(format!("{:?}", s.allocator_settings));
-    out.push(format!("{:?}", s.annotations));
-    out.push(format!("{:?}", s.warnings));
-    out.push(format!(
-        "{} {} {}",
-        s.frames.len(),
-        s.stacks.len(),
-        s.stacks.frame_refs()
-    ));
-    out
-}
-
 fn report(s: &Snapshot) -> String {
     serde_json::to_string(&memlens::analyze::summary::run(s)).unwrap()
 }
@@ -68,7 +29,7 @@ fn report(s: &Snapshot) -> String {
 fn inputs() -> Vec<PathBuf> {
     let mut v = samples();
     v.extend(captured());
-    v.extend(real_snapshots().unwrap_or_default());
+    v.extend(require_shared().unwrap_or_default());
     v
 }
 
@@ -133,7 +94,7 @@ fn broken_inputs_fall_back_to_the_sequential_errors() {
 
 #[test]
 fn the_parallel_plan_covers_the_real_files() {
-    let Some(real) = real_snapshots() else { return };
+    let Some(real) = require_shared() else { return };
     let mut unplanned = Vec::new();
     for p in &real {
         let bytes = std::fs::read(p).unwrap();

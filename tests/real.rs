@@ -34,10 +34,10 @@ fn project(devices: &serde_json::Value) -> Vec<serde_json::Value> {
 
 #[test]
 fn real_snapshots_parse_hold_invariants_and_match_the_oracle() {
-    let Some(files) = real_snapshots() else {
+    let Some(files) = require_shared() else {
         return;
     };
-    let python = have_python();
+    let python = require_python();
     for f in &files {
         let snap = load(f);
         let broken: Vec<_> = snap
@@ -70,7 +70,7 @@ fn real_snapshots_parse_hold_invariants_and_match_the_oracle() {
 
 #[test]
 fn real_snapshot_shapes_are_recognized() {
-    let Some(files) = real_snapshots() else {
+    let Some(files) = require_shared() else {
         return;
     };
     use memlens::model::Layout;
@@ -90,16 +90,10 @@ fn real_snapshot_shapes_are_recognized() {
 
 #[test]
 fn real_multi_gpu_expandable_oom_file_is_read_per_device() {
-    let Some(files) = real_snapshots() else {
+    let Some(f) = require_real("Constructor-Sun__code_location__memory_snapshot.pickle") else {
         return;
     };
-    let Some(f) = files
-        .iter()
-        .find(|f| f.ends_with("Constructor-Sun__code_location__memory_snapshot.pickle"))
-    else {
-        return;
-    };
-    let snap = load(f);
+    let snap = load(&f);
     let ids: Vec<u32> = snap.devices.iter().map(|d| d.id).collect();
     assert_eq!(ids, vec![0, 1, 2]);
     assert!(snap.segments.iter().all(|s| s.expandable));
@@ -114,16 +108,11 @@ fn real_multi_gpu_expandable_oom_file_is_read_per_device() {
 
 #[test]
 fn line_numbers_of_2_pow_64_minus_1_mean_no_line() {
-    let Some(files) = real_snapshots() else {
-        return;
-    };
-    let Some(f) = files
-        .iter()
-        .find(|f| f.to_string_lossy().contains("drisspg__transformer_nuggets"))
+    let Some(f) = require_real("drisspg__transformer_nuggets__test_data_mini_snapshot.pickle")
     else {
         return;
     };
-    let snap = load(f);
+    let snap = load(&f);
     let frames: Vec<_> = (0..snap.frames.len() as u32)
         .map(|i| *snap.frames.get(memlens::model::FrameId(i)))
         .collect();

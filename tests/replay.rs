@@ -108,10 +108,10 @@ fn compare_with_oracle(file: &Path) {
 
 #[test]
 fn replay_matches_the_oracle_on_real_snapshots() {
-    if !have_python() {
+    if !require_python() {
         return;
     }
-    let Some(files) = real_snapshots() else {
+    let Some(files) = require_shared() else {
         return;
     };
     for f in &files {
@@ -121,7 +121,7 @@ fn replay_matches_the_oracle_on_real_snapshots() {
 
 #[test]
 fn replay_matches_the_oracle_on_samples() {
-    if !have_python() {
+    if !require_python() {
         return;
     }
     for f in samples().into_iter().chain(captured()) {

@@ -15,26 +15,6 @@ fn salvage(bytes: &[u8]) -> Option<Snapshot> {
     .ok()
 }
 
-/// Every trace event with its stack and strings spelled out.
-fn resolved(s: &Snapshot) -> Vec<String> {
-    s.events
-        .iter()
-        .map(|e| {
-            format!(
-                "{:?} {} {} {} {} {:?} {:?} {}",
-                e.action,
-                e.addr,
-                e.size,
-                s.event_stream(e),
-                e.time_us,
-                s.strings.get(e.compile_context),
-                s.strings.get(e.user_metadata),
-                s.stack_text(e.stack)
-            )
-        })
-        .collect()
-}
-
 fn check_prefix(full: &Snapshot, part: &Snapshot, what: &str) {
     // Trace events: per device, a prefix of the full trace, equal field by field.
     for d in &part.devices {
@@ -45,16 +25,7 @@ fn check_prefix(full: &Snapshot, part: &Snapshot, what: &str) {
         let want = full.device_trace(fd);
         assert!(got.len() <= want.len(), "{what}");
         for (a, b) in got.iter().zip(want) {
-            assert_eq!(
-                (a.action, a.addr, a.size, a.time_us),
-                (b.action, b.addr, b.size, b.time_us),
-                "{what}"
-            );
-            assert_eq!(
-                part.stacks.get(a.stack).len(),
-                full.stacks.get(b.stack).len(),
-                "{what}"
-            );
+            assert_eq!(canonical_event(part, a), canonical_event(full, b), "{what}");
         }
     }
     // Segments: complete ones only, each equal to the full file's.
@@ -86,7 +57,7 @@ fn cuts_at_many_offsets_keep_a_prefix() {
         sample("legacy_2_0.pickle"),
         sample("expandable_multi.pickle"),
     ];
-    if let Some(real) = real_snapshots() {
+    if let Some(real) = require_shared() {
         files.extend(real.into_iter().filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy();
             n.starts_with("Constructor-Sun") || n.starts_with("JasperSolt") || n.starts_with("Yiyi")
@@ -112,7 +83,7 @@ fn cuts_at_many_offsets_keep_a_prefix() {
         // Salvaging a whole file changes nothing (interned ids may be numbered in another
         // order: salvage decodes every entry opcode by opcode).
         let same = salvage(&bytes).unwrap();
-        assert_eq!(resolved(&same), resolved(&full), "{}", f.display());
+        assert_eq!(canonical(&same), canonical(&full), "{}", f.display());
         assert!(same.warnings.iter().all(|w| w.code != "salvaged"));
     }
 }

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memlens::model::{build, build_arriving, Arriving, BuildOptions, Snapshot, StackId, Strategy};
+use memlens::model::{build, build_arriving, Arriving, BuildOptions, Strategy};
 
 /// Input handed out in prefixes of whole `step`s, never more than `cap` bytes but by `all`.
 struct Steps<'a> {
@@ -33,45 +33,17 @@ impl Arriving for Steps<'_> {
 #[path = "edits.rs"]
 mod edits;
 
+/// The integration tests' `canonical` (tests/common/canonical.rs), the same file.
+#[path = "../../tests/common/canonical.rs"]
+mod canonical;
+use canonical::canonical;
+
 const SEEDS: [&[u8]; 4] = [
     include_bytes!("../../samples/train_small.pickle"),
     include_bytes!("../../samples/cpp_proto2.pickle"),
     include_bytes!("../../samples/expandable_multi.pickle"),
     include_bytes!("../../samples/retained_graph.pickle"),
 ];
-
-fn canonical(s: &Snapshot) -> Vec<String> {
-    let mut out = vec![format!("{:?}", s.layout)];
-    for seg in &s.segments {
-        let mut seg2 = seg.clone();
-        seg2.stack = StackId::EMPTY;
-        out.push(format!("{seg2:?} {}", s.stack_text(seg.stack)));
-    }
-    for b in &s.blocks {
-        let mut b2 = *b;
-        b2.stack = StackId::EMPTY;
-        out.push(format!("{b2:?} {}", s.stack_text(b.stack)));
-    }
-    for e in &s.events {
-        let mut e2 = *e;
-        e2.stack = StackId::EMPTY;
-        e2.compile_context = Default::default();
-        e2.user_metadata = Default::default();
-        e2.stream = Default::default();
-        out.push(format!(
-            "{e2:?} {} {} {} {}",
-            s.event_stream(e),
-            s.stack_text(e.stack),
-            s.strings.get(e.compile_context),
-            s.strings.get(e.user_metadata)
-        ));
-    }
-    out.push(format!(
-        "{:?} {:?} {:?} {:?}",
-        s.devices, s.allocator_settings, s.annotations, s.warnings
-    ));
-    out
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some(buf) = edits::apply(&SEEDS, data) else {

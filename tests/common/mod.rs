@@ -1,5 +1,22 @@
-//! Helpers shared by the integration tests.
+//! The one test-support module of the integration tests (each `tests/*.rs` has `mod common;`).
+//!
+//! - [`canonical`](canonical::canonical): a snapshot spelled out with ids resolved, for
+//!   comparing two decodes of one file.
+//! - [`golden`](golden::golden): golden files under `tests/golden/`; `MEMLENS_BLESS=1` writes
+//!   them, a missing or different one fails.
+//! - [`require_shared`](env::require_shared), [`require_real`](env::require_real),
+//!   [`require_python`](env::require_python): what lives outside the repository; a skip
+//!   (`skipped: ...` on stderr) on a developer's machine, a failure when `CI` is set.
+//! - Paths of the samples, the binary, the Python oracle, and [`Pickle`], a pickle writer for
+//!   snapshots built opcode by opcode.
 #![allow(dead_code)]
+
+mod canonical;
+mod env;
+mod golden;
+// Each test binary uses some of these.
+#[allow(unused_imports)]
+pub use {canonical::*, env::*, golden::*};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -40,48 +57,6 @@ pub fn captured() -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
-}
-
-/// The real snapshots in `../shared/samples/real`, or `None` (with a message) when absent.
-pub fn real_snapshots() -> Option<Vec<PathBuf>> {
-    let dir = root()
-        .join("..")
-        .join("shared")
-        .join("samples")
-        .join("real");
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        eprintln!("skipped: {} is absent", dir.display());
-        return None;
-    };
-    let mut v: Vec<PathBuf> = rd
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("pickle") | Some("pkl")
-            )
-        })
-        .collect();
-    v.sort();
-    if v.is_empty() {
-        eprintln!("skipped: no snapshots in {}", dir.display());
-        return None;
-    }
-    Some(v)
-}
-
-/// True when `python3` runs; tests that need the oracle skip otherwise.
-pub fn have_python() -> bool {
-    let ok = Command::new("python3")
-        .arg("-c")
-        .arg("import pickle, json")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipped: python3 is not available for the oracle");
-    }
-    ok
 }
 
 /// Runs the memlens binary.
@@ -133,24 +108,6 @@ pub const INVARIANT_CODES: &[&str] = &[
     "requested_exceeds_size",
     "segments_unsorted",
 ];
-
-/// Compares `actual` with the golden file `tests/golden/NAME`; a missing file is created and
-/// `MEMLENS_BLESS=1` rewrites it.
-pub fn golden(name: &str, actual: &[u8]) {
-    let path = root().join("tests/golden").join(name);
-    if std::env::var_os("MEMLENS_BLESS").is_some() || !path.exists() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read(&path).unwrap();
-    assert!(
-        expected == actual,
-        "{} differs (MEMLENS_BLESS=1 to accept):\n--- expected\n{}\n--- actual\n{}",
-        path.display(),
-        String::from_utf8_lossy(&expected),
-        String::from_utf8_lossy(actual)
-    );
-}
 
 /// Runs the memlens binary in the repository root (relative sample paths, stable output).
 pub fn memlens_in_root<I, S>(args: I) -> Output

@@ -1,0 +1,98 @@
+//! The environment switches of the tests: `CI` and `MEMLENS_BLESS`, and what a test does when
+//! something it needs from outside the repository is missing.
+//!
+//! The CI rule: a test that needs `../shared/samples/real` (the real snapshots) or `python3`
+//! (the oracles, the capture self-test) and does not find it prints `skipped: ...` and passes
+//! on a developer's machine, but fails under `CI`, where both are expected: a checkout that
+//! lost them must not be green.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// True when the variable is set to anything but ``, `0` or `false`.
+pub fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}
+
+/// True under CI (`CI` set, as every CI service sets it).
+pub fn ci() -> bool {
+    env_flag("CI")
+}
+
+/// True when `MEMLENS_BLESS` asks the golden files to be rewritten.
+pub fn bless() -> bool {
+    env_flag("MEMLENS_BLESS")
+}
+
+/// What a test does without something it needs: under CI (`ci`), panic naming what is
+/// expected and why it is missing; otherwise print `skipped: ...` and return `None`.
+pub fn unavailable_under<T>(ci: bool, expected: &str, why: &str) -> Option<T> {
+    if ci {
+        panic!("CI expects {expected}: {why} (unset CI to skip this test instead)");
+    }
+    eprintln!("skipped: {expected}: {why}");
+    None
+}
+
+fn unavailable<T>(expected: &str, why: &str) -> Option<T> {
+    unavailable_under(ci(), expected, why)
+}
+
+/// `../shared/samples/real`, beside the repository.
+pub fn shared_real_dir() -> PathBuf {
+    super::root().join("../shared/samples/real")
+}
+
+const SHARED: &str = "../shared/samples/real";
+
+/// The real snapshots of `../shared/samples/real` (`*.pickle`, `*.pkl`), sorted; when the
+/// directory is absent or empty, a skip outside CI and a failure under it.
+pub fn require_shared() -> Option<Vec<PathBuf>> {
+    let dir = shared_real_dir();
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) => return unavailable(SHARED, &format!("{}: {e}", dir.display())),
+    };
+    let mut v: Vec<PathBuf> = rd
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("pickle") | Some("pkl")
+            )
+        })
+        .collect();
+    v.sort();
+    if v.is_empty() {
+        return unavailable(SHARED, &format!("no snapshots in {}", dir.display()));
+    }
+    Some(v)
+}
+
+/// The real snapshot `../shared/samples/real/NAME`, under the same rule as [`require_shared`]
+/// (a file the test names must be there when the others are).
+pub fn require_real(name: &str) -> Option<PathBuf> {
+    let files = require_shared()?;
+    match files.into_iter().find(|p| p.ends_with(name)) {
+        Some(p) => Some(p),
+        None => unavailable(&format!("{SHARED}/{name}"), "not among the real snapshots"),
+    }
+}
+
+/// True when `python3` runs (with `pickle` and `json`); when it does not, a skip (`false`)
+/// outside CI and a failure under it.
+pub fn require_python() -> bool {
+    let run = Command::new("python3")
+        .arg("-c")
+        .arg("import pickle, json")
+        .output();
+    let why = match run {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => format!(
+            "`python3 -c 'import pickle, json'` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("python3 does not run: {e}"),
+    };
+    unavailable::<()>("python3 (the oracles)", &why).is_some()
+}
