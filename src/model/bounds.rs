@@ -12,8 +12,8 @@
 //! An address range that runs past 2^64 (`address + size`) is refused the same way: the
 //! allocator state, tiling and overlap checks add sizes to addresses.
 
+use super::error::BuildError;
 use super::snapshot::{Action, Block, BlockState, Layout, Segment, TraceEvent};
-use super::BuildError;
 use std::ops::Range;
 
 /// The most bytes all sizes of one file may add up to: 2^60 (1 EiB).

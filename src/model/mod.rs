@@ -5,17 +5,17 @@
 
 pub mod bounds;
 pub mod build;
+mod error;
 pub mod ids;
 pub mod intern;
 mod keys;
-mod parallel;
 pub mod snapshot;
 pub mod validate;
 
 pub use build::{
-    build, build_arriving, default_threads, set_default_threads, Arriving, BuildError,
-    BuildOptions, Strategy,
+    build, build_arriving, default_threads, set_default_threads, Arriving, BuildOptions, Strategy,
 };
+pub use error::BuildError;
 pub use ids::{FrameId, StackId, StrId, StreamId};
 pub use intern::{Frame, Frames, PerStack, Stacks, Strings};
 pub use snapshot::*;

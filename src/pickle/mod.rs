@@ -5,12 +5,17 @@
 //! that could name or run Python code is refused. Drivers convert containers into their own
 //! compact types through [`Hooks`] while decoding, so memory stays near the size of the result.
 
+mod decode;
+mod error;
+mod hooks;
+mod limits;
 pub mod machine;
 pub mod ops;
 pub mod scan;
 pub mod value;
 
-pub use machine::{
-    decode, decode_chunk, decode_planned, decode_salvage, DecodeError, Hooks, Limits, NoHooks,
-};
+pub use decode::{decode, decode_chunk, decode_planned, decode_salvage};
+pub use error::DecodeError;
+pub use hooks::{Hooks, NoHooks};
+pub use limits::Limits;
 pub use value::{Heap, ListData, ObjData, ObjId, Value};

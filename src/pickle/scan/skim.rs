@@ -1,11 +1,12 @@
-//! The trace entry walk of pass 1 ([`super::Scanner::skim_entry`]): one trace entry dict in
-//! a single specialised pass, for the shapes nearly every entry of a real trace has.
+//! The trace entry walk of pass 1 ([`super::scanner::Scanner::skim_entry`]): one trace entry
+//! dict in a single specialised pass, for the shapes nearly every entry of a real trace has.
 
-use super::{op, BIG_BIT, NONE, REF_BIT};
+use super::defs::{BIG_BIT, NONE, REF_BIT};
+use crate::pickle::ops::op;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// The state of one trace entry walk ([`super::Scanner::skim_entry`]); nothing reaches the scanner
-/// unless the whole entry is walked.
+/// The state of one trace entry walk ([`super::scanner::Scanner::skim_entry`]); nothing
+/// reaches the scanner unless the whole entry is walked.
 pub(super) struct Skim<'a> {
     pub(super) buf: &'a [u8],
     pub(super) table: &'a [AtomicU64],

@@ -3,13 +3,13 @@
 //! Pass 1 ([`crate::pickle::scan`]) walks the opcodes on the calling thread, keeping byte
 //! offsets only, and hands out chunks of the big lists as soon as they are complete. Worker
 //! threads decode the chunks into compact structs with their own interning tables
-//! ([`super::build::build_chunk`]) while pass 1 goes on. Then the calling thread decodes the
+//! ([`super::chunk::build_chunk`]) while pass 1 goes on. Then the calling thread decodes the
 //! rest of the file and merges each chunk's results in file order as it reaches it, so ids
 //! (and every report) do not depend on the thread count. Any failure returns `None`, and the
 //! caller runs the sequential decoder, which reports errors with their byte offsets.
 
-use super::build::{build_chunk, build_planned, ChunkOut};
-use super::snapshot::Snapshot;
+use super::chunk::{build_chunk, build_planned, ChunkOut};
+use crate::model::snapshot::Snapshot;
 use crate::pickle::scan::{self, Chunk, Defs};
 use std::sync::{Condvar, Mutex};
 

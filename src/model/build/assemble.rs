@@ -1,0 +1,307 @@
+//! The top level of a decoded pickle -> [`Snapshot`]: the lists of converted handles are
+//! collected (stragglers converted with key-path errors), then segments, events, devices and
+//! annotations are put in order, totals bounded and the snapshot validated.
+
+use super::builder::Builder;
+use super::kinds::*;
+use crate::model::error::BuildError;
+use crate::model::snapshot::*;
+use crate::model::{bounds, validate};
+use crate::pickle::{Heap, ListData, ObjData, Value};
+
+fn shape<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, BuildError> {
+    Err(BuildError::Shape {
+        path: path.into(),
+        message: message.into(),
+    })
+}
+
+impl Builder<'_> {
+    /// Items of a list of converted `kind` handles, converting stragglers (path-named errors).
+    fn collect_ids(
+        &mut self,
+        heap: &Heap,
+        v: Value,
+        kind: u8,
+        path: &str,
+    ) -> Result<Vec<u32>, BuildError> {
+        let Some(list) = heap.list(v) else {
+            return shape(
+                path,
+                format!("expected a list, found {}", v.type_name(heap)),
+            );
+        };
+        if let ListData::Run {
+            kind: k,
+            start,
+            len,
+        } = list
+        {
+            if *k == kind {
+                return Ok((*start..start + len).collect());
+            }
+        }
+        let mut ids = Vec::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            let item = heap.resolve(item);
+            if let Value::Ext { kind: k, id } = item {
+                if k == kind {
+                    ids.push(id);
+                    continue;
+                }
+            }
+            let p = format!("{path}[{i}]");
+            let Some((_, pairs)) = dict_pairs(heap, item) else {
+                return shape(
+                    p,
+                    format!("expected a dict, found {}", item.type_name(heap)),
+                );
+            };
+            let id = match kind {
+                EVENT => {
+                    let e = self
+                        .convert_event(heap, pairs)
+                        .map_err(|m| BuildError::Shape {
+                            path: p,
+                            message: m,
+                        })?;
+                    self.events.push(e);
+                    self.events.len() - 1
+                }
+                SEGMENT => {
+                    let s = self
+                        .convert_segment(heap, pairs)
+                        .map_err(|m| BuildError::Shape {
+                            path: p,
+                            message: m,
+                        })?;
+                    self.segments.push(s);
+                    self.segments.len() - 1
+                }
+                _ => {
+                    let a =
+                        self.convert_annotation(heap, pairs)
+                            .map_err(|m| BuildError::Shape {
+                                path: p,
+                                message: m,
+                            })?;
+                    self.annotations.push(a);
+                    self.annotations.len() - 1
+                }
+            };
+            ids.push(id as u32);
+        }
+        Ok(ids)
+    }
+
+    pub(super) fn finish(mut self, heap: &Heap, top: Value) -> Result<Snapshot, BuildError> {
+        let mut traces: Vec<Option<Vec<u32>>> = Vec::new();
+        let mut settings = None;
+        let mut annotation_ids = Vec::new();
+        let layout;
+        let segment_ids = match heap.resolve(top) {
+            Value::Obj(id) if matches!(heap.data(id), ObjData::List(_)) => {
+                layout = Layout::SegmentList;
+                self.collect_ids(heap, top, SEGMENT, "[top-level list]")?
+            }
+            Value::Obj(id) if matches!(heap.data(id), ObjData::Dict(_)) => {
+                layout = Layout::Modern;
+                let mut seg_ids = Vec::new();
+                if let Some(v) = heap.get(top, "segments") {
+                    seg_ids = self.collect_ids(heap, v, SEGMENT, "segments")?;
+                }
+                if let Some(v) = heap.get(top, "device_traces") {
+                    let Some(list) = heap.list(v) else {
+                        return shape(
+                            "device_traces",
+                            format!("expected a list of lists, found {}", v.type_name(heap)),
+                        );
+                    };
+                    let items: Vec<Value> = list.iter().collect();
+                    for (d, t) in items.into_iter().enumerate() {
+                        let t = heap.resolve(t);
+                        if t == Value::None {
+                            traces.push(None);
+                            continue;
+                        }
+                        traces.push(Some(self.collect_ids(
+                            heap,
+                            t,
+                            EVENT,
+                            &format!("device_traces[{d}]"),
+                        )?));
+                    }
+                }
+                if let Some(v) = heap.get(top, "allocator_settings") {
+                    settings = self.settings(heap, v);
+                }
+                if let Some(v) = heap.get(top, "external_annotations") {
+                    annotation_ids =
+                        self.collect_ids(heap, v, ANNOTATION, "external_annotations")?;
+                }
+                seg_ids
+            }
+            other => {
+                return shape(
+                    "[top level]",
+                    format!(
+                        "expected a snapshot dict or a list of segments, found {}",
+                        other.type_name(heap)
+                    ),
+                )
+            }
+        };
+        let layout = if self.legacy_blocks > 0 && layout == Layout::Modern {
+            Layout::Legacy
+        } else {
+            layout
+        };
+        self.assemble(layout, segment_ids, traces, settings, annotation_ids)
+    }
+
+    fn assemble(
+        mut self,
+        layout: Layout,
+        segment_ids: Vec<u32>,
+        traces: Vec<Option<Vec<u32>>>,
+        settings: Option<Vec<(String, SettingValue)>>,
+        annotation_ids: Vec<u32>,
+    ) -> Result<Snapshot, BuildError> {
+        let mut warnings = Vec::new();
+        // Segments: those the top level lists, sorted by (device, address) (I9).
+        let mut segments: Vec<Segment> = if segment_ids.len() == self.segments.len()
+            && segment_ids
+                .iter()
+                .enumerate()
+                .all(|(i, &id)| id as usize == i)
+        {
+            std::mem::take(&mut self.segments)
+        } else {
+            segment_ids
+                .iter()
+                .map(|&i| self.segments[i as usize].clone())
+                .collect()
+        };
+        // A segment without blocks gets one spelling of its empty range, whichever decoder
+        // (and chunking) built it.
+        for seg in segments.iter_mut().filter(|s| s.blocks.is_empty()) {
+            seg.blocks = 0..0;
+        }
+        // No total may wrap: sizes are added up (and their keys named) in file order.
+        let mut sizes = bounds::SizeTotal::default();
+        sizes.add_segments(layout, &segments, &self.blocks)?;
+        let sorted = segments
+            .windows(2)
+            .all(|w| (w[0].device, w[0].address) <= (w[1].device, w[1].address));
+        if !sorted {
+            warnings.push(Warning {
+                code: "segments_unsorted",
+                device: None,
+                message: "segments are not sorted by device and address as PyTorch writes them; sorted here".into(),
+            });
+            segments.sort_by_key(|s| (s.device, s.address));
+        }
+
+        // Events: per device, contiguous ranges of one array.
+        let contiguous = {
+            let mut next = 0u32;
+            traces.iter().flatten().all(|ids| {
+                ids.iter().all(|&id| {
+                    let ok = id == next;
+                    next += 1;
+                    ok
+                })
+            }) && next as usize == self.events.len()
+        };
+        let mut events = Vec::new();
+        let mut trace_ranges = Vec::with_capacity(traces.len());
+        if contiguous {
+            let mut start = 0;
+            for t in &traces {
+                let n = t.as_ref().map_or(0, |ids| ids.len());
+                trace_ranges.push(t.as_ref().map(|_| start..start + n));
+                start += n;
+            }
+            events = std::mem::take(&mut self.events);
+        } else {
+            for t in &traces {
+                let start = events.len();
+                if let Some(ids) = t {
+                    events.extend(ids.iter().map(|&i| self.events[i as usize]));
+                }
+                trace_ranges.push(t.as_ref().map(|_| start..events.len()));
+            }
+        }
+
+        sizes.add_traces(&events, &trace_ranges)?;
+
+        // Devices: any with segments or a non-empty trace.
+        let mut ids: Vec<u32> = segments.iter().map(|s| s.device).collect();
+        for (d, r) in trace_ranges.iter().enumerate() {
+            if r.as_ref().is_some_and(|r| !r.is_empty()) {
+                ids.push(d as u32);
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        let devices = ids
+            .into_iter()
+            .map(|id| {
+                let lo = segments.partition_point(|s| s.device < id);
+                let hi = segments.partition_point(|s| s.device <= id);
+                let tr = trace_ranges.get(id as usize).cloned().flatten();
+                Device {
+                    id,
+                    segments: lo..hi,
+                    trace_recorded: tr.is_some(),
+                    trace: tr.unwrap_or(0..0),
+                }
+            })
+            .collect();
+
+        let annotations = if annotation_ids
+            .iter()
+            .enumerate()
+            .all(|(i, &id)| id as usize == i)
+            && annotation_ids.len() == self.annotations.len()
+        {
+            std::mem::take(&mut self.annotations)
+        } else {
+            annotation_ids
+                .iter()
+                .map(|&i| self.annotations[i as usize].clone())
+                .collect()
+        };
+
+        for (name, n) in &self.unknown_actions {
+            warnings.push(Warning {
+                code: "unknown_action",
+                device: None,
+                message: format!("{n} trace entries have the unknown action {name:?}; they are kept but not interpreted"),
+            });
+        }
+
+        let mut snap = Snapshot {
+            layout,
+            strings: self.strings,
+            frames: self.frames,
+            stacks: self.stacks,
+            segments,
+            blocks: self.blocks,
+            events,
+            streams: std::mem::take(&mut self.streams),
+            devices,
+            allocator_settings: settings,
+            annotations,
+            warnings,
+        };
+        // Vectors grown by doubling give back their unused tail (a shrinking realloc of a
+        // large block remaps pages; nothing is copied).
+        snap.events.shrink_to_fit();
+        snap.blocks.shrink_to_fit();
+        snap.segments.shrink_to_fit();
+        let found = validate::check(&snap);
+        snap.warnings.extend(found);
+        Ok(snap)
+    }
+}

@@ -1,0 +1,66 @@
+//! The builder's state: interning tables, converted records and the decoder-facing options.
+//! Its methods live beside their jobs: `convert.rs`, `assemble.rs`, `hooks.rs`, `chunk.rs`.
+
+use crate::model::ids::{FrameId, StrId};
+use crate::model::intern::{Frames, Stacks, Strings};
+use crate::model::keys::KeyCache;
+use crate::model::snapshot::{Annotation, Block, Segment, TraceEvent};
+use std::collections::BTreeMap;
+
+pub(super) struct Builder<'p> {
+    /// Raw stream handles of the events so far, by [`StreamId`](crate::model::StreamId).
+    pub(super) streams: Vec<u64>,
+    pub(super) strings: Strings,
+    pub(super) frames: Frames,
+    pub(super) stacks: Stacks,
+    pub(super) events: Vec<TraceEvent>,
+    pub(super) blocks: Vec<Block>,
+    pub(super) segments: Vec<Segment>,
+    pub(super) annotations: Vec<Annotation>,
+    pub(super) scratch: Vec<FrameId>,
+    pub(super) unknown_actions: BTreeMap<String, u64>,
+    pub(super) legacy_blocks: u64,
+    pub(super) progress: Option<&'p mut dyn FnMut(u64)>,
+    pub(super) last_text: [(Vec<u8>, StrId); 2],
+    /// Input pages behind the decoder are handed back (sequential path), up to `released`.
+    pub(super) release: Option<&'p (dyn Fn(usize, usize) + Sync)>,
+    pub(super) released: u64,
+    /// Trace entries are taken through the decoder's flat-dict fast path.
+    pub(super) flat: bool,
+    /// Keys and action names recognised by where their strings lie.
+    pub(super) keys: KeyCache,
+    /// Trace entries converted through the fast path.
+    pub(super) flat_taken: u64,
+}
+
+impl<'p> Builder<'p> {
+    pub(super) fn new(progress: Option<&'p mut dyn FnMut(u64)>) -> Self {
+        Builder {
+            streams: vec![0],
+            strings: Strings::default(),
+            frames: Frames::default(),
+            stacks: Stacks::default(),
+            events: Vec::new(),
+            blocks: Vec::new(),
+            segments: Vec::new(),
+            annotations: Vec::new(),
+            scratch: Vec::new(),
+            unknown_actions: BTreeMap::new(),
+            legacy_blocks: 0,
+            progress,
+            last_text: [(Vec::new(), StrId::EMPTY), (Vec::new(), StrId::EMPTY)],
+            release: None,
+            released: 0,
+            flat: flat_default(),
+            keys: KeyCache::default(),
+            flat_taken: 0,
+        }
+    }
+}
+
+/// Whether builders use the decoder's fast path for trace entries (`MEMLENS_FLAT=0` turns
+/// it off, to compare both paths in a benchmark).
+fn flat_default() -> bool {
+    static FLAT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FLAT.get_or_init(|| std::env::var("MEMLENS_FLAT").map_or(true, |v| v != "0"))
+}

@@ -1,0 +1,568 @@
+//! Decoded pickle values → [`Snapshot`]: every shape and version normalized here.
+//!
+//! The builder is the decoder's [`Hooks`](crate::pickle::Hooks): a frame dict becomes a
+//! [`FrameId`](super::FrameId) the first time it is appended to a list, a frames list a
+//! [`StackId`](super::StackId) when it is stored under `frames`, and each trace entry, block,
+//! segment and annotation a compact struct as soon as it is appended to its list. Memo entries
+//! then point at the converted handles, so shared objects are converted once and the generic
+//! containers are released as the decoder goes.
+//!
+//! Here: the entry points and their options. The builder's state is in `builder.rs`, what a
+//! dict is in `kinds.rs`, dict → struct conversions in `convert.rs`, the hooks in `hooks.rs`,
+//! the top level → [`Snapshot`] in `assemble.rs`, the parallel decoder in `parallel.rs` (threads)
+//! and `chunk.rs` (a chunk's builder and the merge).
+
+mod assemble;
+mod builder;
+mod chunk;
+mod convert;
+mod hooks;
+mod kinds;
+mod parallel;
+
+pub use crate::model::error::BuildError;
+use crate::model::snapshot::{Snapshot, Warning};
+use crate::pickle::{self, scan};
+use builder::Builder;
+
+/// Which decoder builds the snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Parallel for inputs of at least 16 MiB when more than one thread is allowed.
+    #[default]
+    Auto,
+    /// The sequential decoder (the reference; handles every input).
+    Sequential,
+    /// The two-pass parallel decoder, falling back to the sequential one when pass 1 finds a
+    /// layout it does not plan for or anything fails.
+    Parallel,
+}
+
+/// Options for building a snapshot.
+#[derive(Default)]
+pub struct BuildOptions<'p> {
+    /// Called about every 16 MiB of input with the byte offset reached.
+    pub progress: Option<&'p mut dyn FnMut(u64)>,
+    /// Worker threads; 0 = [`default_threads`].
+    pub threads: usize,
+    /// Sequential, parallel or automatic.
+    pub strategy: Strategy,
+    /// Target bytes per parallel chunk; 0 = 8 MiB (tests use tiny chunks).
+    pub chunk_bytes: usize,
+    /// Called with input byte ranges the builder will not read again soon (the caller may
+    /// drop them from memory, e.g. `madvise(DONTNEED)` on a file mapping; reading them again
+    /// must still work).
+    pub release: Option<&'p (dyn Fn(usize, usize) + Sync)>,
+    /// Keep what was complete before a truncation or corruption instead of failing
+    /// (`--salvage`); a `salvaged` warning names the offset.
+    pub salvage: bool,
+    /// Decode every dict opcode by opcode, without the fast path for trace entries (slower;
+    /// for differential tests of that path).
+    pub no_fast_entries: bool,
+}
+
+static DEFAULT_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the thread count used when [`BuildOptions::threads`] is 0 (0 = number of cores).
+pub fn set_default_threads(n: usize) {
+    DEFAULT_THREADS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The thread count used when [`BuildOptions::threads`] is 0.
+pub fn default_threads() -> usize {
+    match DEFAULT_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Input bytes still arriving (a decompressing thread): the parallel decoder's pass 1
+/// follows them, so decompression overlaps the decode.
+pub trait Arriving: Sync {
+    /// Blocks until at least `n` bytes (at most [`Arriving::capacity`]) are there or no more
+    /// will come; returns everything there so far.
+    fn upto(&self, n: usize) -> &[u8];
+    /// Blocks until the input is complete; all of it.
+    fn all(&self) -> &[u8];
+    /// The most bytes [`Arriving::upto`] returns (the expected size).
+    fn capacity(&self) -> usize;
+}
+
+/// Like [`build`], on input still arriving: the parallel decoder starts on the first bytes;
+/// otherwise (one thread, a small input, or a layout it gives up on) the input is awaited
+/// whole and decoded as [`build`] would.
+pub fn build_arriving(
+    src: &dyn Arriving,
+    mut options: BuildOptions,
+) -> Result<Snapshot, BuildError> {
+    if let Some(chunk) = parallel_chunk(&options, src.capacity()) {
+        let more = |n: usize| src.upto(n);
+        let first = src.upto(scan::WINDOW);
+        if let Some(snap) = parallel::try_build(
+            first,
+            Some((&more, src.capacity())),
+            resolved_threads(&options),
+            chunk,
+            &mut options.progress,
+            options.release,
+        ) {
+            return Ok(snap);
+        }
+    }
+    options.strategy = Strategy::Sequential;
+    build(src.all(), options)
+}
+
+fn resolved_threads(options: &BuildOptions) -> usize {
+    match options.threads {
+        0 => default_threads(),
+        n => n,
+    }
+}
+
+/// The chunk size when `options` choose the parallel decoder for an input of `len` bytes.
+fn parallel_chunk(options: &BuildOptions, len: usize) -> Option<usize> {
+    let threads = resolved_threads(options);
+    // MEMLENS_STRATEGY=parallel|sequential overrides Auto (benchmarks of one path).
+    let forced = match std::env::var("MEMLENS_STRATEGY").as_deref() {
+        Ok("parallel") => Some(true),
+        Ok("sequential") => Some(false),
+        _ => None,
+    };
+    let parallel = !options.salvage
+        && !options.no_fast_entries
+        && match options.strategy {
+            Strategy::Sequential => false,
+            Strategy::Parallel => true,
+            // From two threads on, the two-pass decoder beats the sequential one on inputs of
+            // tens of MB and up (docs/performance.md); small inputs are not worth the pass.
+            Strategy::Auto => forced.unwrap_or(threads >= 2 && len >= 16 << 20),
+        };
+    parallel.then_some(match options.chunk_bytes {
+        0 => 8 << 20,
+        n => n,
+    })
+}
+
+/// Decodes `buf` (an uncompressed pickle) and builds the snapshot.
+pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildError> {
+    if let Some(chunk) = parallel_chunk(&options, buf.len()) {
+        if let Some(snap) = parallel::try_build(
+            buf,
+            None,
+            resolved_threads(&options),
+            chunk,
+            &mut options.progress,
+            options.release,
+        ) {
+            return Ok(snap);
+        }
+    }
+    let mut b = Builder::new(options.progress);
+    b.release = options.release;
+    b.flat &= !options.no_fast_entries && !options.salvage;
+    if options.salvage {
+        let (heap, top, failure) =
+            pickle::decode_salvage(buf, &mut b, pickle::Limits::for_input(buf.len()))
+                .map_err(BuildError::Decode)?;
+        let mut snap = b.finish(&heap, top)?;
+        if let Some(e) = failure {
+            let kept = snap.events.len();
+            snap.warnings.insert(
+                0,
+                Warning {
+                    code: "salvaged",
+                    device: None,
+                    message: format!(
+                        "{} at byte {} of {} ({}); kept what was complete before it: {} segments, {} trace events",
+                        if e.truncated { "the file ends early" } else { "the file is corrupt" },
+                        e.offset,
+                        buf.len(),
+                        e.message,
+                        snap.segments.len(),
+                        kept
+                    ),
+                },
+            );
+        }
+        return Ok(snap);
+    }
+    let limits = pickle::Limits::for_input(buf.len());
+    if !b.flat {
+        let (heap, top) = pickle::decode(buf, &mut b, limits).map_err(BuildError::Decode)?;
+        return b.finish(&heap, top);
+    }
+    let decoded = pickle::decode(buf, &mut b, limits);
+    let progress = b.progress.take();
+    if let Ok((heap, top)) = decoded {
+        if let Ok(snap) = b.finish(&heap, top) {
+            return Ok(snap);
+        }
+    }
+    // The fast path for trace entries met a file it does not read like the general decoder
+    // (a broken or unusual one): the general decoder gives the answer, or the error, of
+    // record.
+    if std::env::var_os("MEMLENS_TIMING").is_some() {
+        eprintln!("fast path: gave up; decoding again opcode by opcode");
+    }
+    let mut g = Builder::new(progress);
+    g.release = options.release;
+    g.flat = false;
+    let (heap, top) = pickle::decode(buf, &mut g, limits).map_err(BuildError::Decode)?;
+    g.finish(&heap, top)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{StackId, StreamId, TraceEvent};
+
+    /// The sequential decoder with or without the flat-dict fast path, and how many trace
+    /// entries took it.
+    fn build_seq(buf: &[u8], flat: bool) -> (Result<Snapshot, String>, u64) {
+        let mut b = Builder::new(None);
+        b.flat = flat;
+        let decoded = pickle::decode(buf, &mut b, pickle::Limits::for_input(buf.len()));
+        let taken = b.flat_taken;
+        let snap = decoded
+            .map_err(|e| e.to_string())
+            .and_then(|(heap, top)| b.finish(&heap, top).map_err(|e| e.to_string()));
+        (snap, taken)
+    }
+
+    /// Everything a snapshot says, with interned ids resolved (their order may differ).
+    fn canonical(s: &Snapshot) -> Vec<String> {
+        let stack = |id: StackId| s.stack_text(id);
+        let mut out = vec![format!("{:?} {:?}", s.layout, s.devices)];
+        for seg in &s.segments {
+            let mut plain = seg.clone();
+            plain.stack = StackId::EMPTY;
+            out.push(format!("{plain:?} {}", stack(seg.stack)));
+        }
+        for b in &s.blocks {
+            let mut plain = *b;
+            plain.stack = StackId::EMPTY;
+            out.push(format!("{plain:?} {}", stack(b.stack)));
+        }
+        for e in &s.events {
+            out.push(format!(
+                "{:?} {} {} {} {} {} {:?} {:?}",
+                e.action,
+                e.addr,
+                e.size,
+                s.event_stream(e),
+                e.time_us,
+                stack(e.stack),
+                s.strings.get(e.compile_context),
+                s.strings.get(e.user_metadata)
+            ));
+        }
+        out.push(format!("{:?}", s.allocator_settings));
+        out.push(format!("{:?}", s.annotations));
+        out.push(format!("{:?}", s.warnings));
+        out
+    }
+
+    /// Asserts both paths agree (the fast one falling back to the general one on failure,
+    /// as [`build`] does, when `fallback`); returns how many entries took the fast path.
+    fn assert_flat_agrees(name: &str, buf: &[u8], fallback: bool) -> u64 {
+        let ((fast, taken), (general, none)) = (build_seq(buf, true), build_seq(buf, false));
+        assert_eq!(none, 0);
+        let fast = match fast {
+            Err(_) if fallback => build_seq(buf, false).0,
+            other => other,
+        };
+        match (fast, general) {
+            (Ok(a), Ok(b)) => {
+                let (a, b) = (canonical(&a), canonical(&b));
+                assert_eq!(a.len(), b.len(), "{name}");
+                for (x, y) in a.iter().zip(&b) {
+                    assert_eq!(x, y, "{name}");
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{name}"),
+            (a, b) => panic!("{name}: fast path {:?}, general {:?}", a.err(), b.err()),
+        }
+        taken
+    }
+
+    #[test]
+    fn the_flat_fast_path_builds_what_the_general_path_builds() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dirs = [
+            root.join("samples"),
+            root.join("samples/ranks"),
+            root.join("samples/captured"),
+            root.join("../shared/samples/real"),
+        ];
+        let (mut seen, mut taken) = (0, 0);
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for path in paths {
+                if path.extension().and_then(|e| e.to_str()) == Some("json") {
+                    continue;
+                }
+                let Ok(input) = crate::input::read(&path) else {
+                    continue;
+                };
+                let buf = input.bytes();
+                taken += assert_flat_agrees(&path.display().to_string(), buf, false);
+                // Every 7th cut of the first 4 KiB of the trace: errors and truncations land
+                // inside entries at many offsets.
+                if seen < 3 {
+                    let start = buf
+                        .windows(13)
+                        .position(|w| w == b"device_traces")
+                        .unwrap_or(0);
+                    for cut in (start..(start + 4096).min(buf.len())).step_by(7) {
+                        let name = format!("{} cut at {cut}", path.display());
+                        assert_flat_agrees(&name, &buf[..cut], true);
+                    }
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 20, "only {seen} files found");
+        assert!(taken > 10_000, "only {taken} entries took the fast path");
+    }
+
+    /// A protocol-4 pickle written opcode by opcode, counting implicit memo ids.
+    struct Pickle {
+        b: Vec<u8>,
+        memo: u8,
+    }
+
+    impl Pickle {
+        /// `{"device_traces": [[` with the entries' MARK open; [`Pickle::finish`] closes it.
+        fn trace() -> Pickle {
+            let mut p = Pickle {
+                b: vec![0x80, 4],
+                memo: 0,
+            };
+            p.op(b"}");
+            p.memoize();
+            p.str("device_traces");
+            p.op(b"]");
+            p.memoize();
+            p.op(b"]");
+            p.memoize();
+            p.op(b"(");
+            p
+        }
+        /// Closes what [`Pickle::trace`] opened and returns the pickle.
+        fn finish(mut self) -> Vec<u8> {
+            self.op(b"eas.");
+            self.b
+        }
+        fn memoize(&mut self) -> u8 {
+            self.b.push(0x94);
+            self.memo += 1;
+            self.memo - 1
+        }
+        fn str(&mut self, s: &str) -> u8 {
+            self.b.extend([0x8c, s.len() as u8]);
+            self.b.extend(s.as_bytes());
+            self.memoize()
+        }
+        fn get(&mut self, i: u8) {
+            self.b.extend([b'h', i]);
+        }
+        fn put(&mut self, i: u8) {
+            self.b.extend([b'q', i]);
+        }
+        fn op(&mut self, bytes: &[u8]) {
+            self.b.extend_from_slice(bytes);
+        }
+        fn new_dict(&mut self) {
+            self.op(b"}");
+            self.memoize();
+            self.op(b"(");
+        }
+        /// A new dict whose first items are references to the memo ids `refs`.
+        fn entry(&mut self, refs: &[u8]) {
+            self.new_dict();
+            for &r in refs {
+                self.get(r);
+            }
+        }
+    }
+
+    #[test]
+    fn flat_entries_with_inline_frames_shared_lists_and_appends_agree() {
+        let mut p = Pickle::trace();
+        // e1: a frame dict defined inline, in a one-item list (general path).
+        p.new_dict();
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let frames = p.str("frames");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"}");
+        let frame = p.memoize();
+        p.op(b"(");
+        p.str("filename");
+        p.str("f.py");
+        p.str("name");
+        p.str("g");
+        p.str("line");
+        p.op(b"K\x07uau");
+        // e2: references, an 8-byte LONG1, a new string, a frames list of references.
+        p.entry(&[action, alloc]);
+        p.str("addr");
+        p.op(&[0x8a, 8, 0, 0, 0, 0, 0, 0x7f, 0, 0]);
+        p.str("compile_context");
+        p.str("N/A");
+        p.get(frames);
+        p.op(b"]");
+        let list2 = p.memoize();
+        p.op(b"(");
+        p.get(frame);
+        p.get(frame);
+        p.op(b"eu");
+        // e3: an empty frames list.
+        p.entry(&[action]);
+        p.str("free_requested");
+        p.get(frames);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"u");
+        // e4: a one-item list written with APPEND.
+        p.entry(&[action, alloc, frames]);
+        p.op(b"]");
+        p.memoize();
+        p.get(frame);
+        p.op(b"au");
+        // e5: e2's frames list, shared.
+        p.entry(&[action, alloc, frames, list2]);
+        p.op(b"u");
+        // e6: a FRAME opcode between two pairs (general path).
+        p.entry(&[action, alloc]);
+        p.op(&[0x95, 0, 0, 0, 0, 0, 0, 0, 0]);
+        p.get(frames);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"u");
+        // e7: two lists, the second of strings (general path).
+        p.entry(&[action, alloc, frames]);
+        p.op(b"]");
+        p.memoize();
+        p.get(frame);
+        p.op(b"a");
+        p.str("forward_frames");
+        p.op(b"]");
+        p.memoize();
+        p.str("x");
+        p.op(b"au");
+        let body = p.finish();
+        let (snap, _) = build_seq(&body, true);
+        let snap = snap.expect("decodes");
+        assert_eq!(snap.events.len(), 7);
+        assert_eq!(snap.events[1].addr, 0x7f << 40);
+        assert_eq!(snap.strings.get(snap.events[1].compile_context), "N/A");
+        assert_eq!(snap.stacks.get(snap.events[1].stack).len(), 2);
+        assert_eq!(snap.events[4].stack, snap.events[1].stack);
+        assert_eq!(assert_flat_agrees("inline", &body, false), 4);
+        for cut in 0..body.len() {
+            assert_flat_agrees(&format!("inline cut at {cut}"), &body[..cut], true);
+        }
+        // A POP where e5 began: the next pairs then go into e4, already read by the fast
+        // path. The decode stops and [`build`] decodes again without the fast path.
+        let at = body
+            .windows(4)
+            .rposition(|w| w == [b'}', 0x94, b'(', b'h'])
+            .unwrap();
+        let mut popped = body.clone();
+        popped[at] = b'0';
+        popped.remove(at + 1);
+        let (fast, _) = build_seq(&popped, true);
+        assert!(fast
+            .unwrap_err()
+            .contains(crate::pickle::machine::flat::FLAT_BROKEN));
+        let general = build(
+            &popped,
+            BuildOptions {
+                no_fast_entries: true,
+                ..Default::default()
+            },
+        );
+        let with_fallback = build(&popped, BuildOptions::default()).expect("general path reads it");
+        assert_eq!(
+            canonical(&with_fallback),
+            canonical(&general.expect("reads"))
+        );
+    }
+
+    #[test]
+    fn a_put_that_rebinds_an_id_wins_over_converting_what_it_held() {
+        // Pickle semantics: memo id n names the last object PUT there. A frame dict put at n,
+        // then a second (non-frame) dict put at n in the same list: converting the first when
+        // the list is filled must not take n back. Both paths must give the second.
+        let mut p = Pickle::trace();
+        p.new_dict();
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let frames = p.str("frames");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(}(");
+        p.str("filename");
+        p.str("f.py");
+        let name = p.str("name");
+        p.str("g");
+        p.str("line");
+        p.op(b"K\x01u");
+        let n = p.memo;
+        p.put(n);
+        p.memo += 1;
+        p.op(b"}(");
+        p.get(name);
+        p.str("h");
+        p.op(b"u");
+        p.put(n);
+        p.op(b"eu");
+        p.entry(&[action, alloc, frames]);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        p.get(n);
+        p.op(b"eu");
+        let body = p.finish();
+        for flat in [true, false] {
+            let snap = build_seq(&body, flat).0.expect("decodes");
+            let stack = snap.stacks.get(snap.events[1].stack);
+            assert_eq!(stack.len(), 1);
+            let f = snap.frames.get(stack[0]);
+            assert_eq!((snap.strings.get(f.name), f.line), ("h", -1), "flat={flat}");
+        }
+        assert_flat_agrees("rebound", &body, false);
+    }
+
+    #[test]
+    fn streams_are_interned_and_an_event_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<TraceEvent>(), 40);
+        // Three entries on streams 0x7f00aa, 0 (default) and 0x7f00aa again.
+        let mut p = Pickle::trace();
+        p.new_dict();
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let stream = p.str("stream");
+        p.op(&[b'J', 0xaa, 0x00, 0x7f, 0x00, b'u']);
+        p.entry(&[action, alloc, stream]);
+        p.op(b"K\x00u");
+        p.entry(&[action, alloc, stream]);
+        p.op(&[b'J', 0xaa, 0x00, 0x7f, 0x00, b'u']);
+        let body = p.finish();
+        for flat in [true, false] {
+            let snap = build_seq(&body, flat).0.expect("decodes");
+            let raw: Vec<u64> = snap.events.iter().map(|e| snap.event_stream(e)).collect();
+            assert_eq!(raw, [0x7f00aa, 0, 0x7f00aa], "flat={flat}");
+            assert_eq!(snap.events[1].stream, StreamId::DEFAULT);
+            assert_eq!(snap.events[0].stream, snap.events[2].stream);
+            assert_eq!(snap.streams.len(), 2);
+        }
+    }
+}
