@@ -12,9 +12,7 @@ mod keys;
 pub mod snapshot;
 pub mod validate;
 
-pub use build::{
-    build, build_arriving, default_threads, set_default_threads, Arriving, BuildOptions, Strategy,
-};
+pub use build::{build, build_arriving, default_threads, Arriving, BuildOptions, Strategy};
 pub use error::BuildError;
 pub use ids::{FrameId, StackId, StrId, StreamId};
 pub use intern::{Frame, Frames, PerStack, Stacks, Strings};

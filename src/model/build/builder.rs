@@ -51,16 +51,10 @@ impl<'p> Builder<'p> {
             last_text: [(Vec::new(), StrId::EMPTY), (Vec::new(), StrId::EMPTY)],
             release: None,
             released: 0,
-            flat: flat_default(),
+            // On unless the caller asks otherwise (`BuildOptions::no_fast_entries`).
+            flat: true,
             keys: KeyCache::default(),
             flat_taken: 0,
         }
     }
-}
-
-/// Whether builders use the decoder's fast path for trace entries (`MEMLENS_FLAT=0` turns
-/// it off, to compare both paths in a benchmark).
-fn flat_default() -> bool {
-    static FLAT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FLAT.get_or_init(|| std::env::var("MEMLENS_FLAT").map_or(true, |v| v != "0"))
 }

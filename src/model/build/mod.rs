@@ -61,19 +61,9 @@ pub struct BuildOptions<'p> {
     pub no_fast_entries: bool,
 }
 
-static DEFAULT_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Sets the thread count used when [`BuildOptions::threads`] is 0 (0 = number of cores).
-pub fn set_default_threads(n: usize) {
-    DEFAULT_THREADS.store(n, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// The thread count used when [`BuildOptions::threads`] is 0.
+/// The thread count used when [`BuildOptions::threads`] is 0: one per core.
 pub fn default_threads() -> usize {
-    match DEFAULT_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Input bytes still arriving (a decompressing thread): the parallel decoder's pass 1
