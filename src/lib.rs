@@ -15,6 +15,10 @@
 
 #![deny(missing_docs)]
 
+// Unit tests share test code written against the crate's public name (`memlens::...`).
+#[cfg(test)]
+extern crate self as memlens;
+
 pub mod alloc_guard;
 pub mod analyze;
 pub mod error;

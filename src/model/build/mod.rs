@@ -202,10 +202,15 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
     g.finish(&heap, top)
 }
 
+// The one `canonical` of the test suite (every field of every record, ids spelled out).
+#[cfg(test)]
+#[path = "../../../tests/common/canonical.rs"]
+mod shared_canonical;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{StackId, StreamId, TraceEvent};
+    use crate::model::{StreamId, TraceEvent};
 
     /// The sequential decoder with or without the flat-dict fast path, and how many trace
     /// entries took it.
@@ -221,37 +226,7 @@ mod tests {
     }
 
     /// Everything a snapshot says, with interned ids resolved (their order may differ).
-    fn canonical(s: &Snapshot) -> Vec<String> {
-        let stack = |id: StackId| s.stack_text(id);
-        let mut out = vec![format!("{:?} {:?}", s.layout, s.devices)];
-        for seg in &s.segments {
-            let mut plain = seg.clone();
-            plain.stack = StackId::EMPTY;
-            out.push(format!("{plain:?} {}", stack(seg.stack)));
-        }
-        for b in &s.blocks {
-            let mut plain = *b;
-            plain.stack = StackId::EMPTY;
-            out.push(format!("{plain:?} {}", stack(b.stack)));
-        }
-        for e in &s.events {
-            out.push(format!(
-                "{:?} {} {} {} {} {} {:?} {:?}",
-                e.action,
-                e.addr,
-                e.size,
-                s.event_stream(e),
-                e.time_us,
-                stack(e.stack),
-                s.strings.get(e.compile_context),
-                s.strings.get(e.user_metadata)
-            ));
-        }
-        out.push(format!("{:?}", s.allocator_settings));
-        out.push(format!("{:?}", s.annotations));
-        out.push(format!("{:?}", s.warnings));
-        out
-    }
+    use super::shared_canonical::canonical;
 
     /// Asserts both paths agree (the fast one falling back to the general one on failure,
     /// as [`build`] does, when `fallback`); returns how many entries took the fast path.
