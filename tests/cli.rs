@@ -165,7 +165,7 @@ fn timing_reports_the_model_size() {
         })
         .unwrap_or_else(|| panic!("no model line in {err}"));
     let input = memlens::input::read(&path).unwrap();
-    let snap = memlens::input::build_input(&path, &input, &mut |_| {}).unwrap();
+    let snap = memlens::load::build_input(&path, &input, &mut |_| {}).unwrap();
     let floor = snap.events.len() * std::mem::size_of::<memlens::model::TraceEvent>()
         + snap.blocks.len() * std::mem::size_of::<memlens::model::Block>();
     assert!(bytes >= floor, "{bytes} < {floor}");

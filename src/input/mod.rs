@@ -11,15 +11,22 @@ mod stream;
 pub use json::json_to_pickle;
 use json::transcode;
 
-// Loading moved to `crate::load` (input knows nothing of snapshots); these stay for callers
-// of the old paths.
-pub use crate::load::{build_input, build_input_with, load};
-
 use crate::alloc_guard::fallible;
 use crate::error::Error;
-use crate::model::Arriving;
 use std::io::Read;
 use std::path::Path;
+
+/// Input bytes still arriving (a decompressing thread): the parallel decoder's pass 1
+/// follows them, so decompression overlaps the decode.
+pub trait Arriving: Sync {
+    /// Blocks until at least `n` bytes (at most [`Arriving::capacity`]) are there or no more
+    /// will come; returns everything there so far.
+    fn upto(&self, n: usize) -> &[u8];
+    /// Blocks until the input is complete; all of it.
+    fn all(&self) -> &[u8];
+    /// The most bytes [`Arriving::upto`] returns (the expected size).
+    fn capacity(&self) -> usize;
+}
 
 /// How the file was packaged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

@@ -7,8 +7,8 @@
 //! complete buffer; [`Stream::upto`] then stops at the reservation and only [`Stream::all`]
 //! sees everything.
 
+use super::Arriving;
 use crate::error::Error;
-use crate::model::Arriving;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io::Read;
 use std::path::PathBuf;

@@ -66,17 +66,7 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Input bytes still arriving (a decompressing thread): the parallel decoder's pass 1
-/// follows them, so decompression overlaps the decode.
-pub trait Arriving: Sync {
-    /// Blocks until at least `n` bytes (at most [`Arriving::capacity`]) are there or no more
-    /// will come; returns everything there so far.
-    fn upto(&self, n: usize) -> &[u8];
-    /// Blocks until the input is complete; all of it.
-    fn all(&self) -> &[u8];
-    /// The most bytes [`Arriving::upto`] returns (the expected size).
-    fn capacity(&self) -> usize;
-}
+pub use crate::input::Arriving;
 
 /// Like [`build`], on input still arriving: the parallel decoder starts on the first bytes;
 /// otherwise (one thread, a small input, or a layout it gives up on) the input is awaited
