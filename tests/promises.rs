@@ -254,9 +254,8 @@ fn a_lifetime_cost_past_2_pow_64_is_saturated_with_a_warning() {
 
 // ---- 2, 3, 7. bombs, huge files and allocation failures under a memory cap ---------------
 
-/// A gzip stream of `len` bytes: `prefix`, then `fill` repeated, then `suffix`.
-fn gzip_of(prefix: &[u8], fill: u8, len: u64, suffix: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+/// Writes `len` bytes into `enc`: `prefix`, then `fill` repeated, then `suffix`.
+fn fill_into<W: Write>(mut enc: W, prefix: &[u8], fill: u8, len: u64, suffix: &[u8]) -> W {
     enc.write_all(prefix).unwrap();
     let chunk = vec![fill; 1 << 20];
     let mut left = len - prefix.len() as u64 - suffix.len() as u64;
@@ -266,21 +265,19 @@ fn gzip_of(prefix: &[u8], fill: u8, len: u64, suffix: &[u8]) -> Vec<u8> {
         left -= n as u64;
     }
     enc.write_all(suffix).unwrap();
-    enc.finish().unwrap()
+    enc
 }
 
+/// A gzip stream of `len` bytes: `prefix`, then `fill` repeated, then `suffix`.
+fn gzip_of(prefix: &[u8], fill: u8, len: u64, suffix: &[u8]) -> Vec<u8> {
+    let enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    fill_into(enc, prefix, fill, len, suffix).finish().unwrap()
+}
+
+/// The same as a zstd stream.
 fn zstd_of(prefix: &[u8], fill: u8, len: u64, suffix: &[u8]) -> Vec<u8> {
-    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
-    enc.write_all(prefix).unwrap();
-    let chunk = vec![fill; 1 << 20];
-    let mut left = len - prefix.len() as u64 - suffix.len() as u64;
-    while left > 0 {
-        let n = left.min(chunk.len() as u64) as usize;
-        enc.write_all(&chunk[..n]).unwrap();
-        left -= n as u64;
-    }
-    enc.write_all(suffix).unwrap();
-    enc.finish().unwrap()
+    let enc = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    fill_into(enc, prefix, fill, len, suffix).finish().unwrap()
 }
 
 #[test]
