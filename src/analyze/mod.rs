@@ -17,6 +17,7 @@ pub mod summary;
 pub const SCHEMA_VERSION: u32 = 1;
 pub mod flame;
 pub mod frag;
+pub mod page;
 pub mod sites;
 pub mod timeline;
 pub mod top;

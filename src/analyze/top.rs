@@ -83,6 +83,10 @@ pub struct SiteRow {
     /// The stack, innermost first, for `--by stack` (and `--full-stacks`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frames: Option<Vec<String>>,
+    /// The group's biggest stack (the `other` row: the first group's), for views that link
+    /// a row to its frames; not in the JSON.
+    #[serde(skip)]
+    pub stack: StackId,
 }
 
 /// The rows of one device.
@@ -296,7 +300,8 @@ pub fn select(
     })
 }
 
-fn device_top(
+/// `top` of one replayed device.
+pub fn device_top(
     snap: &Snapshot,
     r: &DeviceReplay,
     trace: &[TraceEvent],
@@ -454,6 +459,7 @@ fn group(
                 count,
                 share: share(bytes),
                 frames,
+                stack,
             });
         } else {
             let o = other.get_or_insert(SiteRow {
@@ -462,6 +468,7 @@ fn group(
                 count: 0,
                 share: 0.0,
                 frames: None,
+                stack,
             });
             o.bytes = add(o.bytes, bytes);
             o.count += count;

@@ -80,7 +80,7 @@ impl MomentKind for AtCompared {
 }
 
 /// The help of `--at`, the same for every command.
-const AT_HELP: &str = "Moment: peak (each device's highest live bytes), end, start, oom (the \
+pub const AT_HELP: &str = "Moment: peak (each device's highest live bytes), end, start, oom (the \
 first OOM), oom:K (the K-th), an event index, or a time_us (indices and times only where one \
 file is read: not in diff or check)";
 

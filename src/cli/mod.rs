@@ -12,6 +12,7 @@ mod diff;
 mod explain;
 mod flame;
 mod frag;
+mod html_report;
 mod leaks;
 mod oom;
 mod output;
@@ -43,6 +44,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// One self-contained HTML page: timeline, allocator state, top sites, flamegraph, OOMs.
+    Report(html_report::Args),
     /// Per-device totals, pools, trace statistics, settings and data-quality warnings.
     Summary(summary::Args),
     /// What was live at the peak (or another moment), by call site, biggest first.
@@ -96,6 +99,7 @@ pub fn main() -> i32 {
     let g = GlobalOptions::new(cli.threads, cli.salvage);
     let result = match cli.command {
         Command::Summary(a) => summary::run(a, &g),
+        Command::Report(a) => html_report::run(a, &g),
         Command::Top(a) => top::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
         Command::Flame(a) => flame::run(a, &g),

@@ -16,6 +16,7 @@ use memlens::analyze::flame::FlameReport;
 use memlens::analyze::frag::FragReport;
 use memlens::analyze::leaks::LeaksReport;
 use memlens::analyze::oom::OomReport;
+use memlens::analyze::page::PageReport;
 use memlens::analyze::summary::SummaryReport;
 use memlens::analyze::timeline::TimelineReport;
 use memlens::analyze::top::TopReport;
@@ -246,6 +247,31 @@ impl Formats<BatchReport> for BatchFormat {
             BatchFormat::Csv => render::batch::csv(out, r),
             BatchFormat::Jsonl => render::batch::jsonl(out, r),
             BatchFormat::Json => render::json::write(out, r),
+        }
+    }
+}
+
+/// `report --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReportFormat {
+    /// One self-contained HTML page (scripts and styles inlined; nothing is fetched).
+    #[default]
+    Html,
+    /// The page's data as JSON (schema_version, the file name, every section).
+    Json,
+}
+
+impl Formats<PageReport> for ReportFormat {
+    fn write(self, r: &PageReport, out: &mut dyn Write, title: &str) -> Result<()> {
+        match self {
+            ReportFormat::Html => render::html::write(out, title, r),
+            ReportFormat::Json => render::json::write(
+                out,
+                &render::html::Embedded {
+                    file: title,
+                    report: r,
+                },
+            ),
         }
     }
 }

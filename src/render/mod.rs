@@ -8,6 +8,7 @@ pub mod diff;
 pub mod explain;
 pub mod flame;
 pub mod frag;
+pub mod html;
 pub mod json;
 pub mod leaks;
 pub mod oom;

@@ -96,3 +96,46 @@ pub fn require_python() -> bool {
     };
     unavailable::<()>("python3 (the oracles)", &why).is_some()
 }
+
+/// What the browser tests run: `node` with `tests/browser/check_report.mjs`, which drives
+/// headless Chromium through playwright-core.
+pub struct Browser {
+    /// The check script.
+    pub script: PathBuf,
+}
+
+/// Node, Chromium (`/usr/bin/chromium`, or `$CHROMIUM`) and playwright-core
+/// (`tests/browser/node_modules`, from `npm ci --prefix tests/browser`), under the CI rule:
+/// `.ci/run` installs all three, so under CI a missing one fails.
+pub fn require_browser() -> Option<Browser> {
+    let root = super::root();
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) {
+        return unavailable("node (the browser tests)", "`node --version` does not run");
+    }
+    let chromium = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    if !chromium.exists() {
+        return unavailable(
+            "chromium (the browser tests)",
+            &format!(
+                "{} is absent (apt-get install -y chromium)",
+                chromium.display()
+            ),
+        );
+    }
+    let driver = root.join("tests/browser/node_modules/playwright-core");
+    if !driver.exists() {
+        return unavailable(
+            "playwright-core (the browser tests)",
+            &format!(
+                "{} is absent (npm ci --prefix tests/browser)",
+                driver.display()
+            ),
+        );
+    }
+    Some(Browser {
+        script: root.join("tests/browser/check_report.mjs"),
+    })
+}

@@ -1,0 +1,254 @@
+//! The active memory timeline as MemoryViz draws it: the largest allocations as stacked bands
+//! over event indices, the rest as one aggregate band on top, so the stack's height is the
+//! live bytes at every sample and nothing is dropped.
+//!
+//! Samples are states after chosen events: per bucket its lowest and highest live bytes and
+//! its highest reserved bytes (so each bucket's maxima, and the peak, are exact), the window's ends, the peak, every OOM,
+//! and the alloc and free of every band (so each band starts and ends where it does). Between
+//! two samples the state is drawn as the earlier one (a step). Bands stack in allocation
+//! order: a band's base is the sum of the earlier bands live with it, listed only where it
+//! changes.
+
+use super::frames::FrameTable;
+use crate::analyze::sites::{self, SiteOptions};
+use crate::model::{Action, Snapshot, TraceEvent};
+use crate::replay::{DeviceReplay, Origin, Window, NEVER};
+use serde::Serialize;
+
+/// The states drawn, as columns.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Samples {
+    /// The state after this event (-1: before the first).
+    pub event_index: Vec<i64>,
+    /// Its time, when recorded.
+    pub time_us: Vec<Option<i64>>,
+    /// Live requested bytes: the height of the stack.
+    pub live_bytes: Vec<u64>,
+    /// Reserved bytes (the line over the bands).
+    pub reserved_bytes: Vec<u64>,
+    /// Live bytes of allocations without a band of their own (the aggregate band on top).
+    pub other_bytes: Vec<u64>,
+}
+
+/// One allocation drawn as a band of its own.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Band {
+    /// Block address.
+    pub address: u64,
+    /// Requested bytes: the band's height.
+    pub size: u64,
+    /// Page stack index (frames innermost first).
+    pub stack: u32,
+    /// Its site (`filename:line:name`, as `top` groups).
+    pub site: String,
+    /// Where the record comes from: `trace`, `orphan_free`, `final_block`.
+    pub origin: Origin,
+    /// Event index of the `alloc` (-1: alive before the trace began).
+    pub alloc_event: i64,
+    /// Time of the `alloc`, when recorded.
+    pub alloc_time_us: Option<i64>,
+    /// Event index of the `free_requested`, if any.
+    pub free_requested_event: Option<i64>,
+    /// Event index of the `free_completed`; absent when never freed in the trace.
+    pub free_event: Option<i64>,
+    /// Time of the `free_completed`, when recorded.
+    pub free_time_us: Option<i64>,
+    /// First sample where the band is live.
+    pub first_sample: usize,
+    /// Last sample where the band is live.
+    pub last_sample: usize,
+    /// Its base where it changes: `[sample, bytes, sample, bytes, ...]`, starting at
+    /// `first_sample`; the base holds until the next pair.
+    pub base: Vec<u64>,
+}
+
+/// One device's band timeline.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Bands {
+    /// The states drawn.
+    pub samples: Samples,
+    /// The largest allocations of the window, in stacking order (allocation order).
+    pub bands: Vec<Band>,
+    /// Allocations of the window without a band (in the aggregate band).
+    pub other_allocations: usize,
+    /// The smallest band's bytes: allocations smaller are in the aggregate band.
+    pub smallest_band_bytes: u64,
+    /// Events of `oom` entries inside the window.
+    pub oom_events: Vec<i64>,
+}
+
+/// Options of the band timeline.
+#[derive(Clone, Copy, Debug)]
+pub struct BandOptions {
+    /// Most allocations drawn as bands of their own.
+    pub bands: usize,
+    /// Buckets of the downsampling (each keeps its lowest and highest state).
+    pub buckets: usize,
+}
+
+impl Default for BandOptions {
+    fn default() -> Self {
+        BandOptions {
+            bands: 1000,
+            buckets: 1500,
+        }
+    }
+}
+
+/// The band timeline of replay `r` inside `window`.
+pub fn bands(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    window: Window,
+    opts: BandOptions,
+    table: &mut FrameTable,
+) -> Bands {
+    // Allocations overlapping the window; the largest `opts.bands` get bands.
+    let mut overlapping: Vec<usize> = (0..r.allocations.len())
+        .filter(|&i| {
+            let a = &r.allocations[i];
+            a.start <= window.last && a.end > window.first
+        })
+        .collect();
+    let n_overlapping = overlapping.len();
+    let by_size = |&i: &usize, &j: &usize| {
+        r.allocations[j]
+            .size
+            .cmp(&r.allocations[i].size)
+            .then(i.cmp(&j))
+    };
+    if overlapping.len() > opts.bands {
+        overlapping.select_nth_unstable_by(opts.bands, by_size);
+        overlapping.truncate(opts.bands);
+    }
+    // Stacking order: allocation order (initial allocations first, as the replay lists them).
+    let mut kept = overlapping;
+    kept.sort_unstable();
+    let smallest_band_bytes = kept
+        .iter()
+        .map(|&i| r.allocations[i].size)
+        .min()
+        .unwrap_or(0);
+
+    let oom_events: Vec<i64> = trace
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| e.action == Action::Oom && window.contains(*i as i64))
+        .map(|(i, _)| i as i64)
+        .collect();
+    let mut points = bucket_extremes(r, window, opts.buckets);
+    points.extend([window.first, window.last, r.peak_in(window)]);
+    points.extend(&oom_events);
+    for &i in &kept {
+        let a = &r.allocations[i];
+        points.push(a.start.max(window.first));
+        if a.end != NEVER && a.end <= window.last {
+            points.push(a.end);
+        }
+    }
+    points.sort_unstable();
+    points.dedup();
+
+    let time = |i: i64| -> Option<i64> {
+        if i < 0 {
+            None
+        } else {
+            trace.get(i as usize).and_then(|e| e.time())
+        }
+    };
+    let mut samples = Samples::default();
+    let mut out: Vec<Band> = kept
+        .iter()
+        .map(|&i| {
+            let a = &r.allocations[i];
+            Band {
+                address: a.addr,
+                size: a.size,
+                stack: table.stack(snap, a.stack),
+                site: sites::site_label(snap, a.stack, SiteOptions::default()),
+                origin: a.origin,
+                alloc_event: a.start,
+                alloc_time_us: time(a.start),
+                free_requested_event: a.free_requested,
+                free_event: (a.end != NEVER).then_some(a.end),
+                free_time_us: if a.end == NEVER { None } else { time(a.end) },
+                first_sample: usize::MAX,
+                last_sample: 0,
+                base: Vec::new(),
+            }
+        })
+        .collect();
+    // Sweep the samples with the bands live at each, in stacking order.
+    let mut next = 0; // next kept band (by start) not yet entered
+    let mut active: Vec<usize> = Vec::new(); // positions in `kept`
+    let mut last_base: Vec<Option<u64>> = vec![None; kept.len()];
+    for (s, &e) in points.iter().enumerate() {
+        while next < kept.len() && r.allocations[kept[next]].start <= e {
+            active.push(next);
+            next += 1;
+        }
+        active.retain(|&k| r.allocations[kept[k]].live_at(e));
+        let mut base = 0u64;
+        for &k in &active {
+            let b = &mut out[k];
+            if b.first_sample == usize::MAX {
+                b.first_sample = s;
+            }
+            b.last_sample = s;
+            if last_base[k] != Some(base) {
+                b.base.extend([s as u64, base]);
+                last_base[k] = Some(base);
+            }
+            base += b.size;
+        }
+        let live = r.live_at(e);
+        samples.event_index.push(e);
+        samples.time_us.push(time(e));
+        samples.live_bytes.push(live);
+        samples.reserved_bytes.push(r.reserved_at(e));
+        samples.other_bytes.push(live.saturating_sub(base));
+    }
+    Bands {
+        samples,
+        bands: out,
+        other_allocations: n_overlapping - kept.len(),
+        smallest_band_bytes,
+        oom_events,
+    }
+}
+
+/// Per bucket of the window, the states of its lowest and highest live bytes and of its
+/// highest reserved bytes (so the reserved line keeps its maximum too).
+fn bucket_extremes(r: &DeviceReplay, w: Window, buckets: usize) -> Vec<i64> {
+    let n = (w.last - w.first + 1) as usize;
+    if n <= buckets * 3 {
+        return (w.first..=w.last).collect();
+    }
+    let mut keep = Vec::with_capacity(buckets * 3);
+    for b in 0..buckets {
+        let lo = w.first + (n * b / buckets) as i64;
+        let hi = w.first + (n * (b + 1) / buckets) as i64 - 1;
+        if lo > hi {
+            continue;
+        }
+        let (mut min_i, mut max_i, mut res_i) = (lo, lo, lo);
+        let (mut min_v, mut max_v) = (r.live_at(lo), r.live_at(lo));
+        let mut res_v = r.reserved_at(lo);
+        for i in lo + 1..=hi {
+            let v = r.live_at(i);
+            if v < min_v {
+                (min_i, min_v) = (i, v);
+            }
+            if v > max_v {
+                (max_i, max_v) = (i, v);
+            }
+            let rv = r.reserved_at(i);
+            if rv > res_v {
+                (res_i, res_v) = (i, rv);
+            }
+        }
+        keep.extend([min_i, max_i, res_i]);
+    }
+    keep
+}

@@ -1,0 +1,381 @@
+//! `memlens report`: everything the HTML page shows, computed by the other analyses and
+//! gathered into one value. The page only draws it: the band layout of the timeline
+//! (`bands.rs`), the segments and blocks at each moment (`state.rs`) and the flamegraph trees
+//! per frame view (`tree.rs`) are computed here, with frames and stacks written once
+//! (`frames.rs`).
+
+pub mod bands;
+pub mod frames;
+pub mod state;
+pub mod tree;
+
+use super::categories::{self, CategoriesReport, CategoryOptions};
+use super::frag::{self, DeviceFrag, FragOptions};
+use super::leaks::{self, LeaksOptions, LeaksReport};
+use super::oom::{self, OomOptions, OomReport};
+use super::summary::{self, SummaryReport};
+use super::timeline::{self, Phase, TimelineOptions};
+use super::top::{self, DeviceTop, TopOptions};
+use crate::model::{Action, Layout, Snapshot, StackId};
+use crate::replay::{
+    self, state as replay_state, DeviceReplay, Moment, MomentSpec, Window, WindowSpec,
+};
+use bands::{BandOptions, Bands};
+use frames::{FrameInfo, FrameTable};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use state::StateView;
+use tree::FlameTrees;
+
+/// Options of `report`.
+#[derive(Clone, Debug)]
+pub struct PageOptions {
+    /// A moment to show besides the peak, the OOMs and the end (`--at`).
+    pub at: Option<MomentSpec>,
+    /// The part of the trace the timeline shows (`--window`); the peak is this window's.
+    pub window: WindowSpec,
+    /// Bands and downsampling of the timeline.
+    pub bands: BandOptions,
+    /// Site rows per moment in the top table.
+    pub sites: usize,
+    /// Most OOM events shown as moments of their own (all are in the OOM section).
+    pub oom_moments: usize,
+    /// Capacity, for the OOM verdicts.
+    pub oom: OomOptions,
+}
+
+impl Default for PageOptions {
+    fn default() -> Self {
+        PageOptions {
+            at: None,
+            window: WindowSpec::default(),
+            bands: BandOptions::default(),
+            sites: 200,
+            oom_moments: 8,
+            oom: OomOptions {
+                sites: 10,
+                ..OomOptions::default()
+            },
+        }
+    }
+}
+
+/// Something a section cannot show, and why.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Absence {
+    /// Stable code: `no_trace`, `no_frames`, `no_devices`, `no_segments`.
+    pub code: &'static str,
+    /// The device it is about, if one.
+    pub device: Option<u32>,
+    /// One sentence for a person: what is absent, why, and what the page shows instead.
+    pub message: String,
+}
+
+/// The timeline of one device.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TimelineView {
+    /// Events in the trace.
+    pub events: usize,
+    /// The window shown.
+    pub window: Window,
+    /// The peak of live requested bytes inside the window (as `memlens timeline`).
+    pub peak: Moment,
+    /// Live requested bytes at the peak.
+    pub peak_bytes: u64,
+    /// The largest reserved bytes inside the window.
+    pub max_reserved_bytes: u64,
+    /// Annotation spans (`ProfilerStep#N`, ...) overlapping the window.
+    pub phases: Vec<Phase>,
+    /// The stacked bands.
+    #[serde(flatten)]
+    pub bands: Bands,
+}
+
+/// One row of the top table, with its stack for the page's frame toggles.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TopView {
+    /// `memlens top --at MOMENT --full-stacks` for this device.
+    #[serde(flatten)]
+    pub top: DeviceTop,
+    /// Page stack index of each row's biggest stack, in the order of `sites`.
+    pub row_stacks: Vec<u32>,
+}
+
+/// Everything shown at one moment of one device.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MomentView {
+    /// `peak`, `oom:K`, `end`, or `at` (the `--at` moment).
+    pub name: String,
+    /// The state after this event.
+    pub at: Moment,
+    /// Live requested bytes then.
+    pub live_bytes: u64,
+    /// Reserved bytes then.
+    pub reserved_bytes: u64,
+    /// Segments and blocks.
+    pub state: StateView,
+    /// `memlens frag` at the moment.
+    pub frag: DeviceFrag,
+    /// `memlens top` at the moment.
+    pub top: TopView,
+    /// The flamegraph of the same live set.
+    pub flame: FlameTrees,
+}
+
+/// One device's sections.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DevicePage {
+    /// Device index.
+    pub device: u32,
+    /// The timeline; absent without a trace.
+    pub timeline: Option<TimelineView>,
+    /// The moments of the state, top and flame sections (peak, OOMs, end, `--at`).
+    pub moments: Vec<MomentView>,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageReport {
+    /// Always [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The memlens version that wrote it.
+    pub memlens_version: &'static str,
+    /// The file's top-level shape.
+    pub layout: Layout,
+    /// The GPU capacity given (`--capacity`, `--gpu`), if any.
+    pub capacity_bytes: Option<u64>,
+    /// `memlens summary`.
+    pub summary: SummaryReport,
+    /// `memlens oom`, when the snapshot holds an OOM.
+    pub oom: Option<OomReport>,
+    /// `memlens leaks`.
+    pub leaks: LeaksReport,
+    /// `memlens categories` at the peak.
+    pub categories: CategoriesReport,
+    /// Per device.
+    pub devices: Vec<DevicePage>,
+    /// What the page cannot show, and why.
+    pub absent: Vec<Absence>,
+    /// Frames of every stack shown.
+    pub frames: Vec<FrameInfo>,
+    /// Stacks as page frame indices, innermost first.
+    pub stacks: Vec<Vec<u32>>,
+}
+
+/// Gathers the page of `snap`.
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &PageOptions,
+) -> Result<PageReport, String> {
+    let mut table = FrameTable::default();
+    let has_oom = snap.events.iter().any(|e| e.action == Action::Oom);
+    let oom = if has_oom {
+        Some(oom::run(snap, replays, &opts.oom)?)
+    } else {
+        None
+    };
+    let leaks = leaks::run(snap, replays, &LeaksOptions::default());
+    let categories = categories::run(snap, replays, &CategoryOptions::default())?;
+    let timelines = timeline::run(
+        snap,
+        replays,
+        &TimelineOptions {
+            points: 2,
+            window: opts.window.clone(),
+        },
+    )?;
+    let mut devices = Vec::new();
+    let mut absent = Vec::new();
+    for dev in &snap.devices {
+        let trace = snap.device_trace(dev);
+        let page = match replays.iter().find(|r| r.device == dev.id) {
+            Some(r) => {
+                let t = timelines
+                    .devices
+                    .iter()
+                    .find(|t| t.device == dev.id)
+                    .expect("every replay has a timeline");
+                let bands = bands::bands(snap, r, trace, t.window, opts.bands, &mut table);
+                let moments = moments(snap, r, trace, t.window, opts)?
+                    .into_iter()
+                    .map(|(name, at)| moment_view(snap, Some(r), dev, name, at, opts, &mut table))
+                    .collect::<Result<_, _>>()?;
+                DevicePage {
+                    device: dev.id,
+                    timeline: Some(TimelineView {
+                        events: t.events,
+                        window: t.window,
+                        peak: t.peak,
+                        peak_bytes: t.peak_bytes,
+                        max_reserved_bytes: t.max_reserved_bytes,
+                        phases: t.phases.clone(),
+                        bands,
+                    }),
+                    moments,
+                }
+            }
+            None => {
+                absent.push(Absence {
+                    code: "no_trace",
+                    device: Some(dev.id),
+                    message: format!(
+                        "device {} has no trace (allocation history was not recorded, or was recorded for other devices): no timeline, peak or OOM moment, and no leak search; its final segments and blocks are shown as the end state",
+                        dev.id
+                    ),
+                });
+                DevicePage {
+                    device: dev.id,
+                    timeline: None,
+                    moments: vec![moment_view(
+                        snap,
+                        None,
+                        dev,
+                        "end".into(),
+                        -1,
+                        opts,
+                        &mut table,
+                    )?],
+                }
+            }
+        };
+        if dev.segments.is_empty() && !trace.is_empty() {
+            absent.push(Absence {
+                code: "no_segments",
+                device: Some(dev.id),
+                message: format!(
+                    "device {} has a trace but no segments (the allocator state was not saved): blocks at a moment are rebuilt from the trace alone",
+                    dev.id
+                ),
+            });
+        }
+        devices.push(page);
+    }
+    if snap.devices.is_empty() {
+        absent.push(Absence {
+            code: "no_devices",
+            device: None,
+            message: "the snapshot holds no segment and no trace entry: there is nothing to draw"
+                .into(),
+        });
+    } else if !snap.has_frames() {
+        absent.push(Absence {
+            code: "no_frames",
+            device: None,
+            message: "no stack frames were recorded (history without context, or stacks disabled): every allocation is <no frames>, so sites, stacks and the flamegraph cannot name code".into(),
+        });
+    }
+    let (frames, stacks) = table.into_parts();
+    Ok(PageReport {
+        schema_version: super::SCHEMA_VERSION,
+        memlens_version: env!("CARGO_PKG_VERSION"),
+        layout: snap.layout,
+        capacity_bytes: opts.oom.capacity_bytes,
+        summary: summary::run(snap),
+        oom,
+        leaks,
+        categories,
+        devices,
+        absent,
+        frames,
+        stacks,
+    })
+}
+
+/// The moments of a traced device: the window's peak, its first OOMs, the end, `--at`.
+fn moments(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[crate::model::TraceEvent],
+    window: Window,
+    opts: &PageOptions,
+) -> Result<Vec<(String, i64)>, String> {
+    let _ = snap;
+    let mut out = vec![("peak".to_string(), r.peak_in(window))];
+    for (k, (i, _)) in trace
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == Action::Oom)
+        .take(opts.oom_moments)
+        .enumerate()
+    {
+        out.push((format!("oom:{}", k + 1), i as i64));
+    }
+    out.push(("end".to_string(), trace.len() as i64 - 1));
+    if let Some(spec) = opts.at {
+        let at = replay::resolve(spec, r, trace)?;
+        if !out.iter().any(|(_, i)| *i == at) {
+            out.push(("at".to_string(), at));
+        }
+    }
+    Ok(out)
+}
+
+/// The state, fragmentation, top rows and flame of one moment (`r` absent: the final state
+/// of a device without a trace).
+fn moment_view(
+    snap: &Snapshot,
+    r: Option<&DeviceReplay>,
+    dev: &crate::model::Device,
+    name: String,
+    at: i64,
+    opts: &PageOptions,
+    table: &mut FrameTable,
+) -> Result<MomentView, String> {
+    let trace = snap.device_trace(dev);
+    let moment = replay::moment(trace, at);
+    let st = replay_state::state_at(snap, dev, at);
+    let frag_opts = FragOptions {
+        at: MomentSpec::Index(at),
+        ..FragOptions::default()
+    };
+    let frag = frag::analyze_state(&st, moment, &frag_opts);
+    let top_opts = TopOptions {
+        at: MomentSpec::Index(at),
+        limit: opts.sites,
+        full_stacks: true,
+        ..TopOptions::default()
+    };
+    let mut weights: FxHashMap<StackId, u64> = FxHashMap::default();
+    let (top, live_bytes, reserved_bytes) = match r {
+        Some(r) => {
+            let top = top::device_top(snap, r, trace, &top_opts)?;
+            for it in top::select(snap, r, trace, &top_opts)?.items {
+                *weights.entry(it.stack).or_default() += it.bytes;
+            }
+            (top, r.live_at(at), r.reserved_at(at))
+        }
+        None => {
+            let mut all = top::run(snap, &[], &top_opts)?;
+            let pos = all
+                .final_state_devices
+                .iter()
+                .position(|d| d.device == dev.id)
+                .expect("a device without a trace has a final-state top");
+            for b in snap.live_blocks(dev) {
+                *weights.entry(b.stack).or_default() += b.requested_size;
+            }
+            let reserved = snap.device_segments(dev).iter().map(|s| s.total_size).sum();
+            (
+                all.final_state_devices.swap_remove(pos),
+                weights.values().sum(),
+                reserved,
+            )
+        }
+    };
+    let row_stacks = top
+        .sites
+        .iter()
+        .map(|s| table.stack(snap, s.stack))
+        .collect();
+    Ok(MomentView {
+        name,
+        at: moment,
+        live_bytes,
+        reserved_bytes,
+        state: state::view(snap, &st, table),
+        frag,
+        top: TopView { top, row_stacks },
+        flame: tree::trees(snap, &weights, table),
+    })
+}

@@ -1,0 +1,78 @@
+//! The allocator state at a moment as the page draws it: each segment a row of blocks.
+
+use super::frames::FrameTable;
+use crate::model::{BlockState, PoolKind, Snapshot};
+use crate::replay::state::AllocatorState;
+use serde::Serialize;
+
+/// One segment (or mapped range of an expandable segment) and its blocks.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SegmentView {
+    /// Base address.
+    pub address: u64,
+    /// Bytes reserved.
+    pub size: u64,
+    /// Raw stream handle.
+    pub stream: u64,
+    /// small / large / unknown.
+    pub pool: PoolKind,
+    /// Private pool id; [0, 0] for the default pools.
+    pub pool_id: [u64; 2],
+    /// Part of an expandable segment.
+    pub expandable: bool,
+    /// Blocks in address order: `[offset in the segment, size, requested bytes, state,
+    /// stack]`, state 0 allocated, 1 pending free (`record_stream`), 2 cached free; stack a
+    /// page stack index, -1 for free blocks.
+    pub blocks: Vec<[i64; 5]>,
+}
+
+/// The state the page draws.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StateView {
+    /// True when this is the recorded final state; false when rebuilt from the trace (sizes
+    /// of blocks freed later are estimated from their requested sizes).
+    pub exact: bool,
+    /// Trace entries that could not be undone while rebuilding it.
+    pub inconsistencies: usize,
+    /// Segments by address.
+    pub segments: Vec<SegmentView>,
+}
+
+/// The view of `st`, stacks indexed in `table`.
+pub fn view(snap: &Snapshot, st: &AllocatorState, table: &mut FrameTable) -> StateView {
+    let segments = st
+        .segments
+        .iter()
+        .map(|s| SegmentView {
+            address: s.address,
+            size: s.size,
+            stream: s.stream,
+            pool: s.pool,
+            pool_id: [s.pool_id.0, s.pool_id.1],
+            expandable: s.expandable,
+            blocks: s
+                .blocks
+                .iter()
+                .map(|b| {
+                    let (state, stack) = match b.state {
+                        BlockState::ActiveAllocated => (0, table.stack(snap, b.stack) as i64),
+                        BlockState::ActivePendingFree => (1, table.stack(snap, b.stack) as i64),
+                        BlockState::Inactive => (2, -1),
+                    };
+                    [
+                        b.address.wrapping_sub(s.address) as i64,
+                        b.size as i64,
+                        b.requested as i64,
+                        state,
+                        stack,
+                    ]
+                })
+                .collect(),
+        })
+        .collect();
+    StateView {
+        exact: st.exact,
+        inconsistencies: st.inconsistencies,
+        segments,
+    }
+}
