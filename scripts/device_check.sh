@@ -26,7 +26,10 @@ PASS1="${PASS1_BIN:-$PWD/.devbin/pass1}"
 MODE="${1:-all}"
 if [ "$MODE" != bench ]; then
   echo "== captures"
-  CAPTURE_BUDGET=170 timeout 220 bash samples/capture/run_on_gpu.sh > "$OUT/capture.txt" 2>&1
+  # Issue 21's captures alone (the first twelve are committed); the full set, and the
+  # ~1M-entry scale_big, need `bash samples/capture/run_on_gpu.sh` in a call of its own.
+  CAPTURE_ONLY="${CAPTURE_ONLY:-alloc_settings,recording_modes,scale,autograd_all}" CAPTURE_WITH= \
+    CAPTURE_BUDGET=300 timeout 340 bash samples/capture/run_on_gpu.sh > "$OUT/capture.txt" 2>&1
   echo "captures: exit $?"
 fi
 REAL_SECONDS=20

@@ -1,5 +1,6 @@
-//! The GPU capture scripts (samples/capture, issue 9) refuse cleanly without CUDA, and their
-//! CPU-side self-test (truth writer, site markers, dry run on a toy allocator) passes.
+//! The GPU capture scripts (samples/capture, issues 9 and 21) refuse cleanly without CUDA, and
+//! their CPU-side self-test (truth writer, site markers, dry run on a toy allocator, the
+//! version probing of recording_modes.py, run_all's optional scale_big) passes.
 
 mod common;
 use common::*;

@@ -323,6 +323,8 @@ def summarize_snapshot(snap, device: int = 0) -> dict:
         "cpp_frames": cpp_frames,
         "peak": replay_peak(trace),
     }
+    if isinstance(snap, dict):
+        out["top_level_keys"] = sorted(str(k) for k in snap)
     if isinstance(snap, dict) and isinstance(snap.get("allocator_settings"), dict):
         out["allocator_settings"] = json.loads(json.dumps(snap["allocator_settings"], default=repr))
     return out
@@ -422,16 +424,30 @@ def env_info(torch) -> dict:
     }
 
 
-def start_recording(torch, max_entries: int, stacks: str = "python", context: str = "all"):
+def signature_params(fn) -> list:
+    """Parameter names of *fn* (``inspect.signature``), or [] when it cannot be inspected."""
     import inspect
-    rec = torch.cuda.memory._record_memory_history
     try:
-        params = inspect.signature(rec).parameters
+        return list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
-        params = {}
+        return []
+
+
+def record_history_params(torch) -> list:
+    """What the installed ``_record_memory_history`` accepts (PyTorch sets its ``__signature__``
+    to that of ``_record_memory_history_impl``)."""
+    return signature_params(torch.cuda.memory._record_memory_history)
+
+
+def start_recording(torch, max_entries: int, stacks: str = "python", context: str = "all", extra: dict = None):
+    """Start ``_record_memory_history``.  ``extra`` keyword arguments are passed only when the
+    installed signature names them (callers probe with :func:`record_history_params` first)."""
+    rec = torch.cuda.memory._record_memory_history
+    params = record_history_params(torch)
     if "stacks" in params or "max_entries" in params:
-        rec(enabled="all", context=context, stacks=stacks, max_entries=max_entries)
-        return "all/%s/%s" % (context, stacks)
+        kw = {k: v for k, v in (extra or {}).items() if k in params}
+        rec(enabled="all", context=context, stacks=stacks, max_entries=max_entries, **kw)
+        return "all/%s/%s%s" % (context, stacks, "".join("/%s=%s" % kv for kv in sorted(kw.items())))
     # torch 2.0 legacy API
     rec(True, trace_alloc_max_entries=max_entries, trace_alloc_record_context=True,
         record_context_cpp=(stacks == "all"))
@@ -443,6 +459,62 @@ def stop_recording(torch):
         torch.cuda.memory._record_memory_history(enabled=None)
     except TypeError:
         torch.cuda.memory._record_memory_history(False)
+
+
+STAT_KEY = re.compile(r"^(num_[a-z_]+|max_split_size|(reserved_bytes|allocated_bytes|requested_bytes|active_bytes|"
+                      r"inactive_split_bytes|segment|inactive_split|oversize_segments|oversize_allocations|allocation|active)"
+                      r"\.(all\.)?(current|peak|allocated|freed))$")
+WANTED_STATS = ("reserved_bytes.all.peak", "reserved_bytes.all.current", "allocated_bytes.all.peak",
+                "num_alloc_retries", "num_ooms", "segment.all.current", "segment.all.peak")
+
+
+def allocator_stats(torch, device: int = 0) -> dict:
+    """The ``torch.cuda.memory_stats()`` counters the truth files record: every ``num_*`` event
+    counter, ``max_split_size``, and the ``all``-pool current/peak/allocated/freed values of the
+    byte, segment and block statistics.  ``missing`` lists the wanted keys this version lacks."""
+    try:
+        stats = dict(torch.cuda.memory_stats(device))
+    except Exception as exc:  # an allocator backend without stats
+        return {"values": {}, "missing": list(WANTED_STATS), "error": "%s: %s" % (type(exc).__name__, exc)}
+    values = {}
+    for k, v in stats.items():
+        if isinstance(k, str) and STAT_KEY.match(k) and isinstance(v, (int, float)) and not isinstance(v, bool):
+            values[k] = int(v) if float(v).is_integer() else float(v)
+    return {"values": dict(sorted(values.items())), "missing": [k for k in WANTED_STATS if k not in values]}
+
+
+def describe_payload(x, depth: int = 0):
+    """A small, JSON-clean description of an unknown snapshot payload (``host_segments``...):
+    its type, length, the keys of dict elements and the counts of their ``action``/``state``."""
+    d = {"type": type(x).__name__}
+    if isinstance(x, dict):
+        d["keys"] = sorted(str(k) for k in x)[:40]
+        if depth < 2:
+            d["values"] = {str(k): describe_payload(v, depth + 1) for k, v in list(x.items())[:12]
+                           if isinstance(v, (list, dict))}
+    elif isinstance(x, (list, tuple)):
+        d["len"] = len(x)
+        dicts = [e for e in x if isinstance(e, dict)]
+        if dicts:
+            keys = set()
+            for e in dicts:
+                keys.update(str(k) for k in e)
+            d["element_keys"] = sorted(keys)[:40]
+            for field in ("action", "state"):
+                counts = {}
+                for e in dicts:
+                    if field in e:
+                        counts[str(e[field])] = counts.get(str(e[field]), 0) + 1
+                if counts:
+                    d[field + "_counts"] = dict(sorted(counts.items()))
+            sizes = [e.get("total_size", e.get("size")) for e in dicts]
+            sizes = [int(v) for v in sizes if isinstance(v, int) and not isinstance(v, bool)]
+            if sizes:
+                d["size_sum"] = sum(sizes)
+        lists = [e for e in x if isinstance(e, (list, tuple))]
+        if lists and depth < 2:
+            d["elements"] = [describe_payload(e, depth + 1) for e in lists[:8]]
+    return d
 
 
 def oom_error_type(torch):
@@ -495,8 +567,10 @@ class Capture:
     def site_info(self, label: str) -> dict:
         return dict(self.sites[label])
 
-    def start(self, stacks: str = "python"):
-        self.recording = start_recording(self.torch, self.max_entries, stacks=stacks)
+    def start(self, stacks: str = "python", max_entries: int = None, extra: dict = None):
+        if max_entries is not None:
+            self.max_entries = max_entries
+        self.recording = start_recording(self.torch, self.max_entries, stacks=stacks, extra=extra)
         self.env["recording"] = {"mode": self.recording, "stacks": stacks, "context": "all",
                                  "max_entries": self.max_entries}
 
@@ -524,8 +598,8 @@ class Capture:
         write_truth(path, truth)
         failed = sorted(k for k, v in checks.items() if not v)
         sizes = ", ".join("%s %d B" % (s["file"], s["bytes"]) for s in self.snapshots)
-        print("%s: wrote %s + %s; story_held=%s%s" % (
-            self.name, sizes, os.path.basename(path), truth["story_held"],
+        print("%s: wrote %s%s; story_held=%s%s" % (
+            self.name, sizes + " + " if sizes else "", os.path.basename(path), truth["story_held"],
             (" (failed: %s)" % ", ".join(failed)) if failed else ""))
         return EXIT_OK if truth["story_held"] else EXIT_STORY_FAILED
 

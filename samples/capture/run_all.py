@@ -10,6 +10,11 @@ failures, and after every capture it rewrites the manifest and a single tarball
 (default ``DIR/../captured.tar.gz``; arcname ``captured/``) so that one file carries
 everything even if the run is cut short.
 
+Optional captures run only when named: ``--only scale_big`` (just that) or ``--with scale_big``
+(the default set plus that).  ``scale_big`` writes its ~1M-entry snapshot to ``--big-path``,
+outside DIR: it is never packed; the manifest records its size and sha256
+(``external_files``).
+
 Statuses: ``ok`` (exit 0), ``story-failed`` (exit 2: files written but a story
 check did not hold -- see the truth file's ``checks``), ``refused`` (exit 3: no
 torch/CUDA), ``timeout``, ``skipped`` (budget exhausted), ``error`` (other exit codes).
@@ -24,6 +29,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,6 +38,7 @@ sys.path.insert(0, HERE)
 import common  # noqa: E402
 
 EXPANDABLE = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+ALLOC_SETTING_TAGS = ("default", "expandable", "max_split_128", "roundup4", "gc06_max_split_128")
 
 # name, script, args, extra env, timeout seconds, expected output files
 CAPTURES = [
@@ -48,11 +55,22 @@ CAPTURES = [
     ("side_stream", "side_stream.py", [], {}, 90, ["side_stream.pickle", "side_stream_after.pickle"]),
     ("protocols", "protocols.py", [], {}, 90,
      ["protocol4.pickle", "protocol5.pickle", "protocol_default.pickle"]),
+    # issue 21: allocator settings (five fresh child processes), recording modes, scale
+    ("alloc_settings", "alloc_settings.py", [], {}, 240,
+     ["alloc_settings_%s.%s" % (tag, ext) for tag in ALLOC_SETTING_TAGS for ext in ("pickle", "truth.json")]),
+    ("recording_modes", "recording_modes.py", [], {}, 120, ["recording_segments_only.pickle"]),
+    ("scale", "scale.py", [], {}, 90, ["scale_wrapped.pickle"]),
     # last: C++ symbolization is the one step whose time depends on the machine
     ("stacks_all", "stacks_all.py", ["--symbolize", "fast"], {}, 100, ["stacks_all.pickle"]),
+    ("autograd_all", "autograd_all.py", ["--symbolize", "fast"], {}, 150, ["autograd_all.pickle"]),
+    # optional (only with --only/--with): ~1M entries, written outside DIR, never packed
+    ("scale_big", "scale.py", ["--big", "{big_path}", "--big-entries", "{big_entries}"], {}, 300, []),
 ]
+OPTIONAL = {"scale_big"}
+# files a capture writes outside DIR (not packed; the manifest records their size and sha256)
+EXTERNAL_OUTPUTS = {"scale_big": "{big_path}"}
 # retried once with these args if the first attempt neither succeeded nor told a story
-FALLBACK_ARGS = {"stacks_all": ["--symbolize", "dladdr"]}
+FALLBACK_ARGS = {"stacks_all": ["--symbolize", "dladdr"], "autograd_all": ["--symbolize", "dladdr"]}
 
 STATUS_BY_RC = {0: "ok", 2: "story-failed", 3: "refused"}
 WARN_FILE_BYTES = 8 * 1024 * 1024
@@ -134,6 +152,30 @@ def file_entry(out_dir: str, fname: str) -> dict:
     return e
 
 
+def capture_files(out_dir: str, name: str, outputs: list) -> list:
+    """The expected outputs and the truth file, plus any other file the truth lists in
+    ``snapshots`` (variants that exist only on some PyTorch versions)."""
+    names = outputs + [name + ".truth.json"]
+    try:
+        with open(os.path.join(out_dir, name + ".truth.json"), encoding="utf-8") as f:
+            truth = json.load(f)
+        for snap in truth.get("snapshots", []):
+            fn = snap.get("file") if isinstance(snap, dict) else None
+            if fn and fn not in names and os.path.basename(fn) == fn:
+                names.append(fn)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return [file_entry(out_dir, f) for f in names]
+
+
+def external_entry(path: str) -> dict:
+    e = {"file": os.path.basename(path), "path": path, "packed": False, "present": os.path.exists(path)}
+    if e["present"]:
+        e["bytes"] = os.path.getsize(path)
+        e["sha256"] = common.sha256_file(path)
+    return e
+
+
 def combine_diff(out_dir: str):
     """diff_pair.truth.json: what a diff of diff_base vs diff_extra must show."""
     try:
@@ -179,7 +221,54 @@ STORIES = {
     "side_stream": "record_stream: active_pending_free block; then free_completed after sync",
     "stacks_all": "stacks='all': C++ frames",
     "protocols": "one snapshot pickled with protocols 4 and 5 (+ _dump_snapshot default)",
+    "alloc_settings": ("one fragmentation-prone sequence under 5 allocator settings, fresh process each, "
+                       "fraction cap so the default run OOMs (ground truth for `memlens whatif`)"),
+    "recording_modes": "segments-only snapshot, MemPool/CUDA-graph private pool, pinned host memory, JSON dump "
+                       "(each where the installed torch has it)",
+    "scale": "longer run with a small ring buffer: the trace wrapped (length = max_entries)",
+    "autograd_all": "one Linear+Adam training step, stacks='all': gradients and backward temporaries carry only C++ frames",
+    "scale_big": "~1M trace entries; the file is not committed (size and sha256 in manifest.json)",
 }
+
+
+def _truth(out_dir: str, name: str):
+    try:
+        with open(os.path.join(out_dir, name + ".truth.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def readme_extras(out_dir: str, manifest: dict) -> list:
+    """Per-setting outcomes, recording-mode support and the uncommitted big capture."""
+    lines = []
+    t = _truth(out_dir, "alloc_settings")
+    if t:
+        lines += ["## Allocator settings (`alloc_settings`)", "",
+                  "Each row is a fresh process running the same request sequence under the same fraction cap.", "",
+                  "| setting | PYTORCH_CUDA_ALLOC_CONF | OOM | OOM at | peak reserved | num_alloc_retries | num_ooms | segments |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in t["facts"].get("runs", []):
+            op = r.get("oom_op") or []
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r.get("setting"), "`%s`" % r["alloc_conf"] if r.get("alloc_conf") else "(unset)", r.get("oomed"),
+                "%s %s (%s)" % (r.get("oom_op_index"), op[1] if len(op) > 1 else "", r.get("oom_phase")) if r.get("oomed") else "",
+                r.get("peak_reserved_bytes"), r.get("num_alloc_retries"), r.get("num_ooms"), r.get("segments_current")))
+        lines.append("")
+    t = _truth(out_dir, "recording_modes")
+    if t:
+        lines += ["## Recording modes (`recording_modes`)", "", "| variant | status | how / why not |", "|---|---|---|"]
+        for k, v in sorted(t["facts"].get("variants", {}).items()):
+            lines.append("| %s | %s | %s |" % (k, v.get("status"),
+                                                v.get("method") or v.get("flag") or v.get("call") if v.get("status") == "captured"
+                                                else v.get("reason") or v.get("error")))
+        lines.append("")
+    for c in manifest["captures"]:
+        for e in c.get("external_files", []):
+            lines += ["## Not committed: `%s`" % e["file"], "",
+                      "`%s` (%s): %s bytes, sha256 `%s`. Regenerate with `python3 samples/capture/scale.py --big PATH`."
+                      % (e["file"], c["name"], e.get("bytes"), e.get("sha256")), ""]
+    return lines
 
 
 def write_readme(out_dir: str, manifest: dict):
@@ -202,6 +291,7 @@ def write_readme(out_dir: str, manifest: dict):
         lines.append("| %s | %s | %s | %s |" % (c["name"], c["status"], c.get("seconds", ""),
                                                 STORIES.get(c["name"], "")))
     lines += ["", "See `manifest.json` for files, sizes and sha256, and `logs/` for each script's output.", ""]
+    lines += readme_extras(out_dir, manifest)
     lines += [
         '## Tests',
         '',
@@ -250,10 +340,18 @@ def main():
     ap.add_argument("--out", required=True, help="directory for all snapshots and truth files")
     ap.add_argument("--tar", default=None,
                     help="tarball path (default: <parent of --out>/captured.tar.gz)")
-    ap.add_argument("--budget", type=float, default=280.0,
+    ap.add_argument("--budget", type=float, default=480.0,
                     help="overall time budget in seconds (default %(default)s); later captures are skipped")
     ap.add_argument("--max-entries", type=int, default=common.DEFAULT_MAX_ENTRIES)
-    ap.add_argument("--only", default="", help="comma-separated capture names to run (default: all)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated capture names to run (default: all except the optional %s)"
+                         % ", ".join(sorted(OPTIONAL)))
+    ap.add_argument("--with", dest="with_", default="",
+                    help="comma-separated optional captures to run as well (%s)" % ", ".join(sorted(OPTIONAL)))
+    ap.add_argument("--big-path", default=None,
+                    help="where scale_big writes its snapshot, outside --out (default: "
+                         "<tmp>/memlens_scale_big/scale_big.pickle); never packed into the tarball")
+    ap.add_argument("--big-entries", type=int, default=1000000, help="trace entries of scale_big (default %(default)s)")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the capture scripts")
     ap.add_argument("--force", action="store_true",
                     help="run the scripts even if the torch/CUDA probe fails (for self-tests)")
@@ -261,6 +359,11 @@ def main():
 
     out_dir = os.path.abspath(args.out)
     tar_path = os.path.abspath(args.tar or os.path.join(os.path.dirname(out_dir), "captured.tar.gz"))
+    big_path = os.path.abspath(args.big_path or os.path.join(tempfile.gettempdir(), "memlens_scale_big",
+                                                             "scale_big.pickle"))
+    if os.path.commonpath([big_path, out_dir]) == out_dir:
+        ap.error("--big-path must lie outside --out (it is never packed)")
+    subst = {"big_path": big_path, "big_entries": str(args.big_entries)}
     t_start = time.time()
 
     rc, info, err = probe(args.python, timeout=min(120.0, args.budget))
@@ -294,8 +397,14 @@ def main():
         log("probe failed (rc %s): %s -- continuing because of --force" % (rc, err))
 
     only = {s for s in args.only.split(",") if s}
-    selected = [c for c in CAPTURES if not only or c[0] in only]
+    extra = {s for s in args.with_.split(",") if s}
+    unknown = sorted((only | extra) - {c[0] for c in CAPTURES})
+    if unknown:
+        ap.error("unknown capture name(s): %s" % ", ".join(unknown))
+    selected = [c for c in CAPTURES
+                if (c[0] in only if only else c[0] not in OPTIONAL) or c[0] in extra]
     for i, (name, script, cargs, extra_env, timeout, outputs) in enumerate(selected, 1):
+        cargs = [a.format(**subst) for a in cargs]
         left = args.budget - (time.time() - t_start)
         entry = {"name": name, "script": script, "outputs": outputs}
         if left < 15:
@@ -318,8 +427,9 @@ def main():
             entry["log"] = "logs/%s.log" % name
             entry["log_tail"] = tail(os.path.join(out_dir, "logs", name + ".log"))
             log("    -> %s (exit %s, %.1fs)" % (res["status"], res["rc"], res["seconds"]))
-        truth_name = name + ".truth.json"
-        entry["files"] = [file_entry(out_dir, f) for f in outputs + [truth_name]]
+        entry["files"] = capture_files(out_dir, name, outputs)
+        if name in EXTERNAL_OUTPUTS:
+            entry["external_files"] = [external_entry(EXTERNAL_OUTPUTS[name].format(**subst))]
         manifest["captures"].append(entry)
         manifest["elapsed_s"] = round(time.time() - t_start, 2)
         write_manifest(out_dir, manifest)

@@ -20,8 +20,15 @@ Checks:
 8. a dry run of ``run_all.py`` against ``fake_torch/`` (a toy native caching allocator, NOT
    PyTorch): every script runs end to end and writes its snapshot + truth; the stories that
    depend only on native allocator rules (fragmentation OOM, capacity OOM, KV cache flat/leak,
-   diff pair, pending free, protocols) hold; the ones the toy cannot model (autograd-retained
-   graph, expandable segments, C++ frames) report story-failed.
+   diff pair, pending free, protocols, the allocator settings it models, the wrapped ring,
+   nn-only autograd with synthetic C++ frames) hold, and the truth files of the issue-21
+   captures hold the expected numbers; the ones the toy cannot model (autograd-retained graph
+   of raw ops, expandable segments) report story-failed;
+9. ``recording_modes.py`` against stand-ins that lack the host flag, ``MemPool``,
+   ``include_traces`` or CUDA graphs (or that write JSON): each missing feature is recorded as
+   ``unsupported`` with a reason, the fallbacks are taken, and the story holds;
+10. ``run_all.py --only scale_big``: the big snapshot is written outside ``--out``, recorded in
+   the manifest with its size and sha256, and not packed; bad ``--big-path``/names are rejected.
 """
 
 import importlib.util
@@ -40,7 +47,8 @@ sys.path.insert(0, HERE)
 import common  # noqa: E402
 
 SCRIPTS = ["retained_graph.py", "frag_oom.py", "capacity_oom.py", "kv_cache.py", "diff_pair.py",
-           "side_stream.py", "stacks_all.py", "protocols.py"]
+           "side_stream.py", "stacks_all.py", "protocols.py",
+           "alloc_settings.py", "autograd_all.py", "recording_modes.py", "scale.py"]
 # extra argument sets that take a different path before the CUDA check
 VARIANTS = {
     "retained_graph.py": [[], ["--fixed"]],
@@ -48,7 +56,12 @@ VARIANTS = {
     "kv_cache.py": [[], ["--leak"]],
     "diff_pair.py": [[], ["--extra-buffer"]],
     "stacks_all.py": [[], ["--symbolize", "dladdr"]],
+    "alloc_settings.py": [[], ["--setting", "default"], ["--setting", "roundup4"]],
+    "autograd_all.py": [[], ["--symbolize", "dladdr"]],
+    "scale.py": [[], ["--big", "{tmp}/refusal_big/scale_big.pickle"]],
 }
+# captures run_all.py runs by default (scale_big is optional: --only/--with)
+DEFAULT_CAPTURES = 16
 ALL_PY = SCRIPTS + ["common.py", "run_all.py", "selftest.py"]
 
 passed = 0
@@ -84,13 +97,15 @@ def make_fake_torch(root, kind):
     return os.path.join(root, kind)
 
 
-def run(cmd, pythonpath=None, cwd=None, timeout=120):
+def run(cmd, pythonpath=None, cwd=None, timeout=120, extra_env=None):
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    for k in common.ALLOC_CONF_VARS + ("MEMLENS_CAPTURE_REEXEC",):
+    for k in common.ALLOC_CONF_VARS + ("MEMLENS_CAPTURE_REEXEC", "MEMLENS_FAKE_TORCH_HIDE",
+                                       "MEMLENS_FAKE_TORCH_JSON_DUMP"):
         env.pop(k, None)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
+    env.update(extra_env or {})
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
 
 
@@ -124,11 +139,13 @@ def test_refusals(tmp):
     for label, path, prefix, exact in cases:
         for name in SCRIPTS:
             for extra in VARIANTS.get(name, [[]]):
+                extra = [a.format(tmp=tmp) for a in extra]
                 p = run([sys.executable, os.path.join(HERE, name), "--out", out] + extra, pythonpath=path)
                 assert_refusal(p, "[%s] %s %s" % (label, name, " ".join(extra)), prefix, exact)
         p = run([sys.executable, os.path.join(HERE, "run_all.py"), "--out", out], pythonpath=path)
         assert_refusal(p, "[%s] run_all.py" % label, prefix, exact)
     check(not os.path.exists(out) or not os.listdir(out), "refused runs wrote no files")
+    check(not os.path.exists(os.path.join(tmp, "refusal_big")), "refused scale.py --big wrote nothing")
 
 
 def test_run_all_force(tmp):
@@ -141,15 +158,16 @@ def test_run_all_force(tmp):
     with open(os.path.join(out, "manifest.json")) as f:
         man = json.load(f)
     names = [c["name"] for c in man["captures"]]
-    check(len(names) == 12 and all(c["status"] == "refused" for c in man["captures"]),
-          "manifest lists 12 captures, all refused")
+    check(len(names) == DEFAULT_CAPTURES and "scale_big" not in names
+          and all(c["status"] == "refused" for c in man["captures"]),
+          "manifest lists %d captures (not the optional scale_big), all refused" % DEFAULT_CAPTURES)
     check(all(isinstance(c.get("seconds"), (int, float)) for c in man["captures"]), "manifest has per-capture seconds")
     with tarfile.open(tar) as tf:
         members = set(tf.getnames())
     need = {"captured/manifest.json", "captured/README.md", "captured/logs/frag_oom.log"}
     check(need <= members, "tarball carries manifest, README and logs (%d members)" % len(members))
     progress = [l for l in p.stdout.splitlines() if l.startswith("[run_all")]
-    check(len(progress) >= 13, "run_all printed %d progress lines" % len(progress))
+    check(len(progress) >= DEFAULT_CAPTURES + 1, "run_all printed %d progress lines" % len(progress))
 
 
 def test_truth_writer(tmp):
@@ -305,7 +323,11 @@ DRY_RUN_EXPECTED = {
     "diff_extra": "ok",
     "side_stream": "ok",
     "protocols": "ok",
-    "stacks_all": "story-failed",            # toy has no C++ frames
+    "alloc_settings": "story-failed",        # toy has no expandable segments: that run's setting is not applied
+    "recording_modes": "ok",
+    "scale": "ok",
+    "stacks_all": "ok",                      # the toy's synthetic C++ frames
+    "autograd_all": "ok",                    # the toy's nn-only autograd
 }
 
 
@@ -320,7 +342,7 @@ def test_dry_run(tmp):
     got = {c["name"]: c["status"] for c in man["captures"]}
     if got != DRY_RUN_EXPECTED or p.returncode != 1:
         fail("dry run statuses %r (rc %s)\n%s" % (got, p.returncode, p.stdout[-2000:]))
-    ok("dry run (toy allocator): 12 captures ran, statuses as expected, run_all exit 1")
+    ok("dry run (toy allocator): %d captures ran, statuses as expected, run_all exit 1" % len(got))
     with tarfile.open(tar) as tf:
         members = set(tf.getnames())
     for c in man["captures"]:
@@ -345,6 +367,141 @@ def test_dry_run(tmp):
         if t["story_held"] != (DRY_RUN_EXPECTED[name] == "ok"):
             fail("dry run: %s story_held=%s" % (name, t["story_held"]))
     ok("dry run: story_held matches the exit status in every truth file")
+    check_alloc_settings(out)
+    check_autograd_all(out)
+    check_recording_modes_truth(out, {"segments_only": "captured", "pool": "captured", "host": "captured",
+                                      "json": "unsupported"}, "dry run")
+    check_scale(out)
+
+
+def load_truth(out, name):
+    with open(os.path.join(out, name + ".truth.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_alloc_settings(out):
+    MiB = common.MiB
+    t = load_truth(out, "alloc_settings")
+    runs = {r["setting"]: r for r in t["facts"]["runs"]}
+    tags = ["default", "expandable", "max_split_128", "roundup4", "gc06_max_split_128"]
+    check(list(runs) == tags and all(r.get("truth") and r.get("snapshot") for r in runs.values())
+          and len(t["snapshots"]) == 5, "dry run alloc_settings: 5 runs, each with its snapshot and truth")
+    need = ("peak_reserved_bytes", "num_alloc_retries", "num_ooms", "segments_current", "segments_peak", "oomed")
+    check(all(all(isinstance(r.get(k), (int, bool)) for k in need) for r in runs.values()),
+          "dry run alloc_settings: every run has peak reserved, retries, ooms, segment counts, oomed")
+    d = runs["default"]
+    check(d["oomed"] and d["oom_op"] == ["alloc", "request", 160 * MiB] and d["oom_phase"] == "request"
+          and d["num_ooms"] == 1 and d["num_alloc_retries"] == 1 and t["checks"]["default_run_oomed"],
+          "dry run alloc_settings: default OOMs at the 160 MiB request (1 retry, 1 oom)")
+    check(not runs["max_split_128"]["oomed"] and runs["max_split_128"]["num_alloc_retries"] >= 1
+          and runs["roundup4"]["oomed"] and runs["roundup4"]["oom_phase"] == "carve",
+          "dry run alloc_settings: max_split_size_mb:128 avoids the OOM, roundup_power2_divisions:4 OOMs while carving")
+    check(t["checks"]["settings_applied_in_every_run"] is False
+          and [k for k, r in runs.items() if not r["settings_applied"]] == ["expandable"],
+          "dry run alloc_settings: only the expandable run's setting is not applied (the toy has none)")
+    per = load_truth(out, "alloc_settings_default")
+    cap = per["facts"]["memory_cap"]
+    check(cap["cap_bytes"] == 2112 * MiB and len(per["facts"]["sequence"]["ops"]) == 65
+          and per["story_held"], "dry run alloc_settings_default: cap 2112 MiB, 65 ops, story held")
+
+
+def check_autograd_all(out):
+    t = load_truth(out, "autograd_all")
+    f, o = t["facts"], t["observed"]
+    pb = 25184256          # (512*2048 + 2048 + 2048*2048 + 2048 + 2048*512 + 512) * 4
+    check(f["param_bytes"] == f["param_bytes_analytic"] == pb and f["grad_bytes"] == pb
+          and f["optimizer_state_bytes"]["exp_avg"] == {"cuda": pb} and f["optimizer_state_bytes_cuda"] == 2 * pb
+          and f["optimizer_state_bytes_cpu"] == 6 * 4,
+          "dry run autograd_all: params = grads = %d B, Adam state 2x on cuda + 6 CPU steps" % pb)
+    check(o["grad_blocks_cpp_only"] == 6 and o["cpp_only_freed_events"] > 0 and all(t["checks"].values()),
+          "dry run autograd_all: 6 gradient blocks with C++ frames only, backward temporaries freed")
+
+
+def check_recording_modes_truth(out, expected, label):
+    t = load_truth(out, "recording_modes")
+    got = {k: v["status"] for k, v in t["facts"]["variants"].items()}
+    if got != expected or not t["story_held"]:
+        fail("%s recording_modes: statuses %r, checks %r" % (label, got, t["checks"]))
+    for k, v in t["facts"]["variants"].items():
+        if v["status"] == "unsupported" and not v.get("reason"):
+            fail("%s recording_modes: %s unsupported without a reason" % (label, k))
+        if v["status"] == "captured" and not os.path.exists(os.path.join(out, v["file"])):
+            fail("%s recording_modes: %s file %s missing" % (label, k, v["file"]))
+    ok("%s recording_modes: %s" % (label, ", ".join("%s %s" % kv for kv in sorted(got.items()))))
+    return t
+
+
+def check_scale(out):
+    t = load_truth(out, "scale")
+    o = t["observed"]
+    check(o["trace_entries"] == t["facts"]["max_entries"] == 4096 and o["anchor_alloc_events"] == 0
+          and o["anchor_live_blocks"] == 1 and t["facts"]["events_lower_bound"] > 4096,
+          "dry run scale: the ring wrapped (4096 entries of >= %d events), anchor live without its alloc"
+          % t["facts"]["events_lower_bound"])
+
+
+def test_recording_modes_probes(tmp):
+    """Version probing: the same script against stand-ins lacking (or having) each feature."""
+    fake = os.path.join(HERE, "fake_torch")
+    cases = [
+        ("no host flag, no MemPool, no include_traces", {"MEMLENS_FAKE_TORCH_HIDE": "host,mempool,include_traces"},
+         {"segments_only": "captured", "pool": "captured", "host": "unsupported", "json": "unsupported"}),
+        ("no pools at all", {"MEMLENS_FAKE_TORCH_HIDE": "host,mempool,include_traces,graph"},
+         {"segments_only": "captured", "pool": "unsupported", "host": "unsupported", "json": "unsupported"}),
+        ("a JSON-writing _dump_snapshot", {"MEMLENS_FAKE_TORCH_JSON_DUMP": "1"},
+         {"segments_only": "captured", "pool": "captured", "host": "captured", "json": "captured"}),
+    ]
+    for i, (label, env, expected) in enumerate(cases):
+        out = os.path.join(tmp, "modes%d" % i)
+        p = run([sys.executable, os.path.join(HERE, "recording_modes.py"), "--out", out], pythonpath=fake,
+                extra_env=env)
+        if p.returncode != 0:
+            fail("recording_modes (%s): rc %s\n%s%s" % (label, p.returncode, p.stdout[-1500:], p.stderr[-1500:]))
+        t = check_recording_modes_truth(out, expected, "stand-in with %s:" % label)
+        v = t["facts"]["variants"]
+        if i == 0:
+            check(v["pool"]["method"].startswith("CUDA graph") and v["segments_only"]["top_level"] == "dict"
+                  and v["segments_only"]["trace_entries"] == 0 and "no pinned-host flag" in v["host"]["reason"],
+                  "fallbacks: CUDA graph private pool, _snapshot() with history off, host flag reported missing")
+        if i == 2:
+            with open(os.path.join(out, "recording_json.json"), encoding="utf-8") as f:
+                js = json.load(f)
+            check(v["json"]["format"] == "json" and isinstance(js, dict) and js.get("segments")
+                  and {"file": "recording_json.json", "format": "json",
+                       "bytes": os.path.getsize(os.path.join(out, "recording_json.json"))} in t["snapshots"],
+                  "JSON branch: recording_json.json holds JSON and is listed in the truth's snapshots")
+
+
+def test_scale_big(tmp):
+    """run_all runs scale_big only when asked, writes it outside --out and never packs it."""
+    fake = os.path.join(HERE, "fake_torch")
+    out = os.path.join(tmp, "big", "captured")
+    tar = os.path.join(tmp, "big", "captured.tar.gz")
+    big = os.path.join(tmp, "big", "external", "scale_big.pickle")
+    p = run([sys.executable, os.path.join(HERE, "run_all.py"), "--out", out, "--tar", tar, "--only", "scale_big",
+             "--big-entries", "20000", "--big-path", big], pythonpath=fake, timeout=300)
+    with open(os.path.join(out, "manifest.json")) as f:
+        man = json.load(f)
+    caps = man["captures"]
+    check(p.returncode == 0 and [c["name"] for c in caps] == ["scale_big"] and caps[0]["status"] == "ok",
+          "run_all --only scale_big runs just that (rc %s)" % p.returncode)
+    ext = caps[0].get("external_files", [{}])[0]
+    check(ext.get("present") and ext.get("bytes") == os.path.getsize(big)
+          and ext.get("sha256") == common.sha256_file(big) and ext.get("packed") is False,
+          "manifest records scale_big.pickle's size (%s B) and sha256, not packed" % ext.get("bytes"))
+    with tarfile.open(tar) as tf:
+        members = set(tf.getnames())
+    check("captured/scale_big.truth.json" in members and not any(m.endswith("scale_big.pickle") for m in members),
+          "tarball has scale_big.truth.json but not the big snapshot")
+    t = load_truth(out, "scale_big")
+    check(t["story_held"] and t["snapshots"] == [] and t["facts"]["external_snapshot"]["bytes"] == ext["bytes"]
+          and t["observed"]["trace_entries"] == 20000 and "scale_big.pickle" in p.stdout + open(
+              os.path.join(out, "logs", "scale_big.log")).read(),
+          "scale_big truth: 20000 entries, size and sha256, no committed snapshot listed")
+    for args, what in ((["--big-path", os.path.join(out, "x.pickle")], "a --big-path inside --out"),
+                       (["--only", "no_such_capture"], "an unknown capture name")):
+        p = run([sys.executable, os.path.join(HERE, "run_all.py"), "--out", out] + args, pythonpath=fake)
+        check(p.returncode == 2 and "error:" in p.stderr, "run_all rejects %s (exit 2)" % what)
 
 
 def main():
@@ -357,6 +514,8 @@ def main():
         test_sites(tmp)
         test_summary()
         test_dry_run(tmp)
+        test_recording_modes_probes(tmp)
+        test_scale_big(tmp)
     print("selftest: %d checks passed" % passed)
 
 
