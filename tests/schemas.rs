@@ -27,6 +27,7 @@ const SCHEMAS: &[&str] = &[
     "diff",
     "check",
     "batch",
+    "report",
 ];
 
 /// `*_bytes` fields that are signed by design (a difference, a margin).
@@ -237,22 +238,32 @@ fn type_name(v: &Value) -> String {
     }
 }
 
-/// Problems with `*_bytes` fields anywhere in `v`: each must be an integer (or null), and
-/// non-negative unless it is a signed difference ([`SIGNED_BYTES`]).
+/// Problems with `*_bytes` fields anywhere in `v`: each must be an integer (or null), or a
+/// column of integers (`report`'s timeline samples: one size per sample), non-negative unless
+/// it is a signed difference ([`SIGNED_BYTES`]).
 fn bytes_fields(v: &Value, at: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
                 let here = format!("{at}/{k}");
                 if k.ends_with("_bytes") {
-                    let ok = match x {
-                        Value::Null => true,
+                    let signed = SIGNED_BYTES.contains(&k.as_str());
+                    let size = |y: &Value| match y {
                         Value::Number(n) if n.is_u64() => true,
-                        Value::Number(n) if n.is_i64() => SIGNED_BYTES.contains(&k.as_str()),
+                        Value::Number(n) if n.is_i64() => signed,
                         _ => false,
                     };
-                    if !ok {
-                        out.push(format!("{here}: {x} is not a non-negative integer"));
+                    match x {
+                        Value::Null => {}
+                        Value::Array(col) => {
+                            if let Some((i, y)) = col.iter().enumerate().find(|(_, y)| !size(y)) {
+                                out.push(format!("{here}/{i}: {y} is not a non-negative integer"));
+                            }
+                        }
+                        y if !size(y) => {
+                            out.push(format!("{here}: {y} is not a non-negative integer"));
+                        }
+                        _ => {}
                     }
                 }
                 bytes_fields(x, &here, out);
@@ -412,6 +423,23 @@ fn per_sample(file: &str) -> Vec<(&'static str, Vec<&str>, &'static [i32])> {
                 "samples/diff_base.pickle",
             ],
             OK_OR_1,
+        ),
+        ("report", vec!["report", file], OK),
+        (
+            "report",
+            vec![
+                "report",
+                file,
+                "--at",
+                "0",
+                "--bands",
+                "3",
+                "-n",
+                "2",
+                "--capacity",
+                "200MiB",
+            ],
+            OK,
         ),
     ]
 }
@@ -641,6 +669,12 @@ fn lint(s: &Value, at: &str, problems: &mut Vec<String>) {
                 problems.push(format!("{at}/properties/{k}: no description"));
             }
             if k.ends_with("_bytes") {
+                // A column of sizes (`"type": "array"`) is checked on its items.
+                let p = if p.get("type") == Some(&Value::from("array")) {
+                    p.get("items").unwrap_or(&Value::Null)
+                } else {
+                    p
+                };
                 let t = p.get("type");
                 let integer = t == Some(&Value::from("integer"))
                     || t == Some(&serde_json::json!(["integer", "null"]));
@@ -746,6 +780,29 @@ fn broken_outputs_are_rejected() {
             d["imbalance"]["ranks"][0]["peak_bytes"] = Value::Null;
         }),
         ("batch", "/kind", |d| d["kind"] = Value::from("row")),
+        ("report", "/frames/0/kind", |d| {
+            d["frames"][0]["kind"] = Value::from("python");
+        }),
+        (
+            "report",
+            "/devices/0/moments/0/state/segments/0/blocks/0",
+            |d| {
+                d["devices"][0]["moments"][0]["state"]["segments"][0]["blocks"][0][1] =
+                    Value::from("4096");
+            },
+        ),
+        ("report", "/devices/0/timeline/samples/live_bytes/0", |d| {
+            d["devices"][0]["timeline"]["samples"]["live_bytes"][0] = Value::from(-1);
+        }),
+        ("report", "/devices/0/moments/0/top/row_stacks", |d| {
+            d["devices"][0]["moments"][0]["top"]
+                .as_object_mut()
+                .unwrap()
+                .remove("row_stacks");
+        }),
+        ("report", "/summary/devices/0/trace", |d| {
+            d["summary"]["devices"][0]["trace"] = Value::Null;
+        }),
     ];
     for (schema, needle, mutate) in cases {
         let mut doc = first(schema, needle);
@@ -766,12 +823,22 @@ fn broken_outputs_are_rejected() {
     // A negative size is caught by the walk even where no schema looks.
     let mut bad = Vec::new();
     bytes_fields(
-        &serde_json::json!({"x": [{"extra_bytes": -5}], "delta_bytes": -5}),
+        &serde_json::json!({
+            "x": [{"extra_bytes": -5}],
+            "delta_bytes": -5,
+            "live_bytes": [0, 7, -1],
+            "free_bytes": [1.5]
+        }),
         "",
         &mut bad,
     );
+    bad.sort();
     assert_eq!(
         bad,
-        vec!["/x/0/extra_bytes: -5 is not a non-negative integer"]
+        vec![
+            "/free_bytes/0: 1.5 is not a non-negative integer",
+            "/live_bytes/2: -1 is not a non-negative integer",
+            "/x/0/extra_bytes: -5 is not a non-negative integer",
+        ]
     );
 }
