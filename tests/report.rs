@@ -550,6 +550,19 @@ fn check_page(name: &str, file: &str, page: &Value) {
         "{name}: {zoom}"
     );
     assert_eq!(zoom["reset"], zoom["before"], "{name}");
-    // A click pins the band.
-    assert_eq!(page["pin"]["band"], page["hover"]["band"], "{name}: pinned");
+    // A click pins the band, and its site's row in the top table lights up when listed.
+    assert_eq!(
+        page["pin"]["pinned"], page["hover"]["band"],
+        "{name}: pinned"
+    );
+    let site = &bands[b]["site"];
+    let listed = first["moments"][0]["top"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|row| &row["site"] == site);
+    assert_eq!(
+        page["pin"]["highlighted_row"], listed,
+        "{name}: {site} highlighted"
+    );
 }
