@@ -166,6 +166,16 @@ fn check_timeline(name: &str, t: &Value, n_stacks: u64) {
     // Bands: live exactly between their alloc and free, stacked in order without gaps.
     let bands = t["bands"].as_array().unwrap();
     let smallest = u(&t["smallest_band_bytes"]);
+    assert!(
+        bands.len() as u64 <= 1000,
+        "{name}: at most --bands bands by default"
+    );
+    if u(&t["other_allocations"]) == 0 {
+        assert_eq!(
+            t["largest_other_bytes"], 0,
+            "{name}: an empty aggregate band"
+        );
+    }
     for b in bands {
         assert!(u(&b["stack"]) < n_stacks);
         assert!(u(&b["size"]) >= smallest, "{name}: smallest_band_bytes");
@@ -353,7 +363,50 @@ fn band_layout_by_hand() {
     assert!(bands[1]["free_event"].is_null());
     assert_eq!(t["other_allocations"], 1);
     assert_eq!(t["smallest_band_bytes"], 100);
+    assert_eq!(t["largest_other_bytes"], 50);
     assert_eq!(bands[0]["site"], "/home/u/train.py:1000:f1000");
+}
+
+/// On a long trace the largest allocations are short temporaries; half the bands go to the
+/// largest by bytes × lifetime, so a small allocation alive throughout still gets one.
+#[test]
+fn long_lived_allocations_get_bands_beside_the_largest() {
+    let entry = |action: &str, addr: u64, size: u64| {
+        format!(r#"{{"action":"{action}","addr":{addr},"size":{size},"stream":0,"frames":[]}}"#)
+    };
+    let mut trace = vec![entry("alloc", 1, 20)];
+    for k in 0..4 {
+        let addr = 100 + k;
+        trace.push(entry("alloc", addr, 100));
+        trace.push(entry("free_completed", addr, 100));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.json");
+    let doc = format!(
+        r#"{{"segments":[],"device_traces":[[{}]]}}"#,
+        trace.join(",")
+    );
+    std::fs::write(&path, doc).unwrap();
+    let r = json_of(&[
+        "report",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--bands",
+        "2",
+    ]);
+    let t = &r["devices"][0]["timeline"];
+    let bands: Vec<(u64, u64)> = t["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (u(&b["address"]), u(&b["size"])))
+        .collect();
+    // The long-lived 20 bytes (20 x 9 events) and the first 100-byte temporary (the largest).
+    assert_eq!(bands, vec![(1, 20), (100, 100)]);
+    assert_eq!(t["other_allocations"], 3);
+    assert_eq!(t["largest_other_bytes"], 100);
+    assert_eq!(t["smallest_band_bytes"], 20);
 }
 
 /// The embedded data of the HTML page, as the page parses it.

@@ -79,12 +79,21 @@ try {
     };
   }));
 
-  // The largest band of the device shown, and a frame name to search for.
+  // The band to hover and pin, and a frame name to search for.
   const probe = !out.ready ? { band: null, query: null } : await page.evaluate(() => {
     const data = JSON.parse(document.getElementById("memlens-data").textContent);
     const dp = data.devices.find((d) => d.device === window.memlens.device);
-    let band = null;
-    if (dp && dp.timeline) dp.timeline.bands.forEach((b, i) => { if (band === null || b.size > dp.timeline.bands[band].size) band = i; });
+    // The band covering the most area (bytes x events): one a person can point at. The
+    // largest by bytes alone may live for a sliver of a long trace.
+    let band = null, bestArea = -1;
+    if (dp && dp.timeline) {
+      const t = dp.timeline, last = t.window.last;
+      t.bands.forEach((b, i) => {
+        const span = Math.max(1, Math.min(b.free_event == null ? last : b.free_event, last) - Math.max(b.alloc_event, t.window.first));
+        const area = b.size * span;
+        if (area > bestArea) { band = i; bestArea = area; }
+      });
+    }
     // a frame holding part of the flame's total (columns in pre-order), else the root's first callee
     const tree = dp && dp.moments[0] ? dp.moments[0].flame.all : null;
     let node = tree ? tree.value.findIndex((v, i) => i > 0 && tree.frame[i] >= 0 && v < tree.value[0]) : -1;

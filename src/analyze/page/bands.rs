@@ -1,5 +1,5 @@
-//! The active memory timeline as MemoryViz draws it: the largest allocations as stacked bands
-//! over event indices, the rest as one aggregate band on top, so the stack's height is the
+//! The active memory timeline as MemoryViz draws it: the largest allocations (by bytes, and by
+//! bytes × lifetime) as stacked bands over event indices, the rest as one aggregate band on top, so the stack's height is the
 //! live bytes at every sample and nothing is dropped.
 //!
 //! Samples are states after chosen events: per bucket its lowest and highest live bytes and
@@ -67,12 +67,15 @@ pub struct Band {
 pub struct Bands {
     /// The states drawn.
     pub samples: Samples,
-    /// The largest allocations of the window, in stacking order (allocation order).
+    /// The allocations with a band of their own, in stacking order (allocation order): half
+    /// the largest by bytes, half the largest by bytes × events alive in the window.
     pub bands: Vec<Band>,
     /// Allocations of the window without a band (in the aggregate band).
     pub other_allocations: usize,
-    /// The smallest band's bytes: allocations smaller are in the aggregate band.
+    /// The smallest band's bytes.
     pub smallest_band_bytes: u64,
+    /// The largest allocation of the window in the aggregate band (0 when it holds none).
+    pub largest_other_bytes: u64,
     /// Events of `oom` entries inside the window.
     pub oom_events: Vec<i64>,
 }
@@ -104,27 +107,27 @@ pub fn bands(
     opts: BandOptions,
     table: &mut FrameTable,
 ) -> Bands {
-    // Allocations overlapping the window; the largest `opts.bands` get bands.
-    let mut overlapping: Vec<usize> = (0..r.allocations.len())
+    // Allocations overlapping the window; `opts.bands` of them get bands of their own.
+    let overlapping: Vec<usize> = (0..r.allocations.len())
         .filter(|&i| {
             let a = &r.allocations[i];
             a.start <= window.last && a.end > window.first
         })
         .collect();
     let n_overlapping = overlapping.len();
-    let by_size = |&i: &usize, &j: &usize| {
-        r.allocations[j]
-            .size
-            .cmp(&r.allocations[i].size)
-            .then(i.cmp(&j))
-    };
-    if overlapping.len() > opts.bands {
-        overlapping.select_nth_unstable_by(opts.bands, by_size);
-        overlapping.truncate(opts.bands);
-    }
+    let chosen = chosen(r, window, overlapping.clone(), opts.bands);
+    let with_band: rustc_hash::FxHashSet<usize> = chosen.iter().copied().collect();
+    let largest_other_bytes = overlapping
+        .iter()
+        .filter(|i| !with_band.contains(i))
+        .map(|&i| r.allocations[i].size)
+        .max()
+        .unwrap_or(0);
+    let overlapping = chosen;
     // Stacking order: allocation order (initial allocations first, as the replay lists them).
     let mut kept = overlapping;
     kept.sort_unstable();
+    kept.dedup();
     let smallest_band_bytes = kept
         .iter()
         .map(|&i| r.allocations[i].size)
@@ -214,8 +217,42 @@ pub fn bands(
         bands: out,
         other_allocations: n_overlapping - kept.len(),
         smallest_band_bytes,
+        largest_other_bytes,
         oom_events,
     }
+}
+
+/// The allocations drawn as bands: the `n` largest by bytes (the spikes that make a peak)
+/// and the `n` largest by bytes × events alive inside the window (what the eye sees on a long
+/// trace, where the largest temporaries are slivers), taken alternately until there are `n`.
+fn chosen(r: &DeviceReplay, w: Window, mut candidates: Vec<usize>, n: usize) -> Vec<usize> {
+    if candidates.len() <= n {
+        return candidates;
+    }
+    let area = |i: usize| {
+        let a = &r.allocations[i];
+        let span = (a.end.min(w.last + 1) - a.start.max(w.first)).max(1) as u128;
+        a.size as u128 * span
+    };
+    let top = |candidates: &mut Vec<usize>, key: &dyn Fn(usize) -> u128| -> Vec<usize> {
+        let cmp = |x: &usize, y: &usize| key(*y).cmp(&key(*x)).then(x.cmp(y));
+        candidates.select_nth_unstable_by(n - 1, cmp);
+        let mut best = candidates[..n].to_vec();
+        best.sort_unstable_by(cmp);
+        best
+    };
+    let by_size = top(&mut candidates, &|i| r.allocations[i].size as u128);
+    let by_area = top(&mut candidates, &area);
+    let mut out = Vec::with_capacity(n);
+    let mut seen = rustc_hash::FxHashSet::default();
+    for (s, a) in by_size.into_iter().zip(by_area) {
+        for i in [s, a] {
+            if out.len() < n && seen.insert(i) {
+                out.push(i);
+            }
+        }
+    }
+    out
 }
 
 /// Per bucket of the window, the states of its lowest and highest live bytes and of its

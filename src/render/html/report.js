@@ -372,8 +372,8 @@
     const pinned = el("aside", { id: "pinned", class: "pinned" });
     T.pinnedEl = pinned;
     const legend = el("div", { class: "legend" },
-      el("span", null, el("i", { class: "sw sw-bands" }), "allocations, coloured by site (" + (tl.other_allocations ? "the " + fmtInt(tl.bands.length) + " largest, ≥ " + fmtBytes(tl.smallest_band_bytes) : "all " + fmtInt(tl.bands.length)) + ")"),
-      el("span", null, el("i", { class: "sw sw-other" }), "other allocations (" + fmtInt(tl.other_allocations) + (tl.other_allocations ? ", each < " + fmtBytes(tl.smallest_band_bytes) : "") + ")"),
+      el("span", null, el("i", { class: "sw sw-bands" }), "allocations, coloured by site (" + (tl.other_allocations ? fmtInt(tl.bands.length) + " largest by bytes and by bytes × lifetime" : "all " + fmtInt(tl.bands.length)) + ")"),
+      el("span", null, el("i", { class: "sw sw-other" }), "other allocations (" + fmtInt(tl.other_allocations) + (tl.other_allocations ? ", each ≤ " + fmtBytes(tl.largest_other_bytes) : "") + ")"),
       el("span", null, el("i", { class: "sw sw-reserved" }), "reserved"),
       el("span", null, el("i", { class: "sw sw-peak" }), "peak"),
       tl.oom_events.length ? el("span", null, el("i", { class: "sw sw-oom" }), "OOM") : null,
@@ -639,7 +639,7 @@
       h.kind === "other"
         ? el("div", { class: "tip-title" }, el("i", { class: "sw sw-other" }), el("b", null, fmtBytes(smp.other_bytes[s])), " in other allocations")
         : el("div", { class: "tip-title" }, el("b", null, "after event " + fmtInt(ev))),
-      h.kind === "other" ? el("p", { class: "muted" }, "The aggregate band holds the " + fmtInt(T.tl.other_allocations) + " allocation" + (T.tl.other_allocations === 1 ? "" : "s") + " of the window smaller than " + fmtBytes(T.tl.smallest_band_bytes) + " (the smallest band); its height is their live bytes.") : null,
+      h.kind === "other" ? el("p", { class: "muted" }, "The aggregate band holds the " + fmtInt(T.tl.other_allocations) + " allocation" + (T.tl.other_allocations === 1 ? "" : "s") + " of the window without a band of their own (each at most " + fmtBytes(T.tl.largest_other_bytes) + "); its height is their live bytes.") : null,
       kv([
         ["event", fmtInt(ev) + (rel ? " · " + rel : "")],
         ["live", fmtBytes(smp.live_bytes[s])],
@@ -959,7 +959,7 @@
         el("label", { class: "check" }, cpp, " C++ frames"),
         el("label", { class: "check" }, torch, " PyTorch-internal frames"),
         el("span", { class: "muted", id: "view-name" }, "stacks and flamegraph: " + VIEW_NAMES[flameView()])),
-      el("div", { class: "table-wrap" }, el("table", { class: "grid top-table" }, el("thead", null, TOP.head), TOP.tbody)),
+      el("div", { class: "table-wrap top-scroll" }, el("table", { class: "grid top-table" }, el("thead", null, TOP.head), TOP.tbody)),
       t.notes && t.notes.length ? el("ul", { class: "plain muted" }, t.notes.map((x) => el("li", null, x))) : null);
     fillTop();
   }
@@ -1007,6 +1007,13 @@
     if (!TOP) return;
     const pb = pinnedBand();
     for (const tr of TOP.tbody.querySelectorAll("tr.row")) tr.classList.toggle("pinned", !!pb && tr.dataset.site === pb.site);
+    // Bring the pinned row into the table's own scroll area (never the page's).
+    const row = TOP.tbody.querySelector("tr.pinned");
+    const wrap = row && row.closest(".top-scroll");
+    if (wrap) {
+      const top = row.getBoundingClientRect().top - wrap.getBoundingClientRect().top + wrap.scrollTop;
+      if (top < wrap.scrollTop || top + row.offsetHeight > wrap.scrollTop + wrap.clientHeight) wrap.scrollTop = top - wrap.clientHeight / 3;
+    }
   }
 
   // 5b. flamegraph
