@@ -24,7 +24,10 @@ report story-failed.
 Feature switches (for the self-test of version probing; comma-separated in
 ``MEMLENS_FAKE_TORCH_HIDE``): ``host`` (no ``record_pinned_host_memory``), ``mempool`` (no
 ``torch.cuda.MemPool``/``use_mem_pool``), ``graph`` (no CUDA graphs), ``include_traces``
-(``memory_snapshot`` without ``include_traces``).  ``MEMLENS_FAKE_TORCH_JSON_DUMP=1``
+(``memory_snapshot`` without ``include_traces``), ``oom_observer`` (no
+``torch._C._cuda_attach_out_of_memory_observer``; otherwise observers attached there are
+called as ``observer(device, alloc, device_allocated, device_free)`` after the ``oom`` trace
+entry and before ``OutOfMemoryError`` is raised, as PyTorch does).  ``MEMLENS_FAKE_TORCH_JSON_DUMP=1``
 makes ``_dump_snapshot`` write JSON for a ``.json`` filename -- a hypothetical behaviour,
 only there to exercise the JSON branch of ``recording_modes.py``.
 """
@@ -258,6 +261,8 @@ class Allocator:
                 if not self.fits_cap(alloc):
                     self.stats["num_ooms"] += 1
                     self.t("oom", 0, size, stream, frames, device_free=self.total - self.reserved())
+                    for obs in list(_oom_observers):      # as PyTorch: after the oom entry, before raising
+                        obs(0, alloc, self.cap if self.cap is not None else self.total, self.total - self.reserved())
                     raise OutOfMemoryError("Out of memory. Tried to allocate %.2f MiB. (fake)" % (alloc / MiB))
             s = Segment(self.next_addr, alloc, stream, small, pool)
             self.next_addr += alloc + 64 * MiB
@@ -704,6 +709,17 @@ def _dump_snapshot(filename="dump_snapshot.pickle"):
             json.dump(s, f)
         else:
             pickle.dump(s, f)
+
+
+_oom_observers = []
+
+
+class _C:
+    """``torch._C``: only the OOM observer hook (observers cannot be detached, as in PyTorch)."""
+    if "oom_observer" not in _HIDE:
+        @staticmethod
+        def _cuda_attach_out_of_memory_observer(observer):
+            _oom_observers.append(observer)
 
 
 class _Memory:

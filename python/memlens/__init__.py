@@ -1,0 +1,48 @@
+"""memlens: read PyTorch CUDA memory snapshots: where GPU memory went and why it ran out.
+
+The Python package runs the ``memlens`` binary installed with it (nothing is re-computed in
+Python) and records snapshots:
+
+- :func:`analyze` runs any command with ``--format json`` and returns the report;
+- :func:`check` checks budgets and returns a :class:`CheckResult`;
+- :class:`record` records the CUDA allocator's history around a block or a function and
+  dumps the snapshot (also at the moment of an OOM);
+- ``python -m memlens ...`` is the binary; ``python -m memlens record -o snap.pickle --
+  train.py ARGS`` runs a script under :class:`record`;
+- the pytest plugin (``@pytest.mark.cuda_memory(max_peak="40GiB")``) lives in
+  :mod:`memlens.pytest_plugin`.
+
+See docs/python.md.
+"""
+
+from ._api import BudgetResult, CheckResult, SiteLine, analyze, check, command_line, format_size
+from ._binary import find_memlens_bin
+from ._errors import BinaryNotFoundError, MemlensError, RecordingUnavailableError
+from ._record import record, recording_unavailable_reason
+
+try:
+    from importlib.metadata import PackageNotFoundError, version as _version
+
+    try:
+        __version__ = _version("memlens")
+    except PackageNotFoundError:  # running from a source tree
+        __version__ = "0+unknown"
+except ImportError:  # pragma: no cover (Python < 3.8)
+    __version__ = "0+unknown"
+
+__all__ = [
+    "analyze",
+    "check",
+    "CheckResult",
+    "BudgetResult",
+    "SiteLine",
+    "record",
+    "recording_unavailable_reason",
+    "MemlensError",
+    "BinaryNotFoundError",
+    "RecordingUnavailableError",
+    "find_memlens_bin",
+    "command_line",
+    "format_size",
+    "__version__",
+]

@@ -1,0 +1,339 @@
+"""``memlens.analyze`` and ``memlens.check``: the binary's JSON reports as Python values.
+
+Nothing is computed here: every figure comes from the ``memlens`` binary, run with
+``--format json``; this module builds its command line and reads what it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ._binary import find_memlens_bin
+from ._errors import MemlensError
+
+__all__ = [
+    "analyze",
+    "check",
+    "CheckResult",
+    "BudgetResult",
+    "SiteLine",
+    "command_line",
+    "format_size",
+]
+
+StrPath = Union[str, "os.PathLike[str]"]
+Scalar = Union[str, int, float, "os.PathLike[str]"]
+OptionValue = Union[None, bool, Scalar, Sequence[Scalar]]
+
+# Keywords that would change where or how the report is printed: analyze() always reads
+# `--format json` from standard output.
+_RESERVED = {"format", "output", "o", "force"}
+
+
+def _text(flag: str, value: object) -> str:
+    if isinstance(value, bool):
+        raise TypeError("%s: True/False only as the whole value (a bare flag or none)" % flag)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("%s: %r is not a number memlens reads" % (flag, value))
+        text = repr(value)
+        if "e" in text or "E" in text:  # 1e-05: memlens reads plain decimals only
+            text = ("%.20f" % value).rstrip("0").rstrip(".")
+        return text
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return str(os.fspath(value))
+    raise TypeError(
+        "%s: expected a string, an int, a float or a path, not %s" % (flag, type(value).__name__)
+    )
+
+
+def command_line(command: str, *args: StrPath, **options: OptionValue) -> List[str]:
+    """The arguments ``analyze(command, *args, **options)`` passes to the binary (after its
+    path): ``[command, *flags, "--format", "json", "--", *args]``.
+
+    Keyword options become flags: ``max_peak="40GiB"`` is ``--max-peak 40GiB`` (underscores
+    become dashes; a one-letter name is a short flag, ``n=5`` is ``-n 5``), ``True`` a bare
+    flag (``allow_unmeasured=True`` is ``--allow-unmeasured``), ``False`` and ``None`` are
+    left out, a list or tuple repeats the flag once per item, ints are bytes or counts as
+    written, and ``os.PathLike`` values are paths. ``format``, ``output`` and ``force`` are
+    refused: the report is always JSON on standard output.
+    """
+    if not isinstance(command, str) or not command or command.startswith("-"):
+        raise ValueError("command must be a memlens command name such as 'summary', not %r" % (command,))
+    argv: List[str] = [command]
+    for key, value in options.items():
+        if key in _RESERVED:
+            raise TypeError(
+                "%s=: memlens.analyze always reads the JSON report from standard output; "
+                "run the binary (memlens.find_memlens_bin()) for other formats" % key
+            )
+        flag = ("-" + key) if len(key) == 1 else ("--" + key.replace("_", "-"))
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+            continue
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            argv += [flag, _text(flag, item)]
+    argv += ["--format", "json", "--"]
+    argv += [_text("path", a) for a in args]
+    return argv
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.rstrip()
+    return ""
+
+
+def _run_json(command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]) -> Tuple[Dict[str, Any], int]:
+    argv = [find_memlens_bin()] + command_line(command, *args, **options)
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as e:
+        raise MemlensError("memlens: could not run %s: %s" % (argv[0], e), argv=argv) from e
+    stderr = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode not in (0, 1):
+        line = _first_line(stderr)
+        if proc.returncode < 0:
+            line = line or "memlens: killed by signal %d" % -proc.returncode
+        raise MemlensError(
+            line or "memlens: exited with status %d" % proc.returncode,
+            returncode=proc.returncode,
+            stderr=stderr,
+            argv=argv,
+        )
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError as e:
+        raise MemlensError(
+            "memlens: %s printed no JSON report (%s)" % (command, e),
+            returncode=proc.returncode,
+            stderr=stderr,
+            argv=argv,
+        ) from e
+    if not isinstance(report, dict):
+        raise MemlensError(
+            "memlens: %s printed JSON that is not an object" % command,
+            returncode=proc.returncode,
+            stderr=stderr,
+            argv=argv,
+        )
+    return report, proc.returncode
+
+
+def analyze(command: str, *args: StrPath, **options: OptionValue) -> Dict[str, Any]:
+    """Run ``memlens COMMAND ARGS... --format json`` and return the report it prints.
+
+    ``args`` are the command's positional arguments (snapshot paths; the message for
+    ``explain``); keyword ``options`` are its flags, mapped as :func:`command_line` says::
+
+        memlens.analyze("summary", "snap.pickle")
+        memlens.analyze("top", "snap.pickle", at="peak", by="stack", n=10)
+        memlens.analyze("leaks", "snap.pickle", warmup=2)
+        memlens.analyze("diff", "base.pickle", "cand.pickle", fail_on_growth="5%")
+
+    The result is exactly the JSON object the binary prints (the schemas are in
+    ``docs/schemas/``). Exit status 1 (``leaks`` found something, a ``check`` budget broke,
+    ``diff --fail-on-growth`` tripped) is a result, not an error: the report is returned.
+    Exit status 2 (usage or input errors) raises :class:`memlens.MemlensError` whose text is
+    the one line memlens printed.
+    """
+    report, _ = _run_json(command, args, options)
+    return report
+
+
+@dataclass(frozen=True)
+class SiteLine:
+    """A site behind a budget (``top_sites`` in the JSON): ``bytes`` at ``site`` in
+    ``count`` allocations (for ``baseline``: growth, may be negative)."""
+
+    site: str
+    bytes: int
+    count: int
+
+
+@dataclass(frozen=True)
+class BudgetResult:
+    """One budget on one file, from ``memlens check --format json`` (``files[].budgets[]``).
+
+    ``status`` is ``"pass"``, ``"fail"`` or ``"unmeasured"``; ``message`` is memlens's line
+    for a person; ``raw`` the whole JSON object (see ``docs/schemas/check.schema.json``).
+    """
+
+    file: str
+    budget: str
+    status: str
+    limit: str
+    message: str
+    top_sites: Tuple[SiteLine, ...]
+    device: Optional[int]
+    actual_bytes: Optional[int]
+    limit_bytes: Optional[int]
+    over_bytes: Optional[int]
+    actual_ratio: Optional[float]
+    limit_ratio: Optional[float]
+    reason: Optional[str]
+    lower_bound: bool
+    raw: Dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def _from_json(cls, file: str, b: Mapping[str, Any]) -> "BudgetResult":
+        return cls(
+            file=file,
+            budget=b["budget"],
+            status=b["status"],
+            limit=b["limit"],
+            message=b["message"],
+            top_sites=tuple(SiteLine(s["site"], s["bytes"], s["count"]) for s in b.get("top_sites", [])),
+            device=b.get("device"),
+            actual_bytes=b.get("actual_bytes"),
+            limit_bytes=b.get("limit_bytes"),
+            over_bytes=b.get("over_bytes"),
+            actual_ratio=b.get("actual_ratio"),
+            limit_ratio=b.get("limit_ratio"),
+            reason=b.get("reason"),
+            lower_bound=bool(b.get("lower_bound", False)),
+            raw=dict(b),
+        )
+
+
+_UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+
+
+def format_size(n: int) -> str:
+    """Bytes as memlens writes them: ``1536`` → ``1.50 KiB``, ``-2097152`` → ``-2.00 MiB``."""
+    sign = "-" if n < 0 else ""
+    v = float(abs(n))
+    i = 0
+    while v >= 1024 and i < len(_UNITS) - 1:
+        v /= 1024
+        i += 1
+    return "%s%d B" % (sign, abs(n)) if i == 0 else "%s%.2f %s" % (sign, v, _UNITS[i])
+
+
+class CheckResult:
+    """The outcome of :func:`memlens.check`.
+
+    - ``passed``: ``True`` when memlens exits 0: every budget measured and held (an
+      unmeasured budget passes only with ``allow_unmeasured=True``).
+    - ``failures``: the budgets that make it fail (status ``fail``, and ``unmeasured``
+      unless allowed), each a :class:`BudgetResult` with its message and top sites.
+    - ``unmeasured``: the budgets the file could not measure, allowed or not.
+    - ``budgets``: every budget of every file.
+    - ``report``: the JSON report exactly as ``memlens check --format json`` prints it.
+    - ``returncode``: the binary's exit status (0 or 1).
+
+    ``bool(result)`` is ``passed``; ``str(result)`` says which budget broke, by how much,
+    and the sites behind it.
+    """
+
+    def __init__(self, report: Dict[str, Any], returncode: int) -> None:
+        self.report = report
+        self.returncode = returncode
+        self.allow_unmeasured = bool(report.get("allow_unmeasured", False))
+        self.budgets: List[BudgetResult] = [
+            BudgetResult._from_json(f["file"], b) for f in report.get("files", []) for b in f.get("budgets", [])
+        ]
+        self.unmeasured: List[BudgetResult] = [b for b in self.budgets if b.status == "unmeasured"]
+        self.failures: List[BudgetResult] = [
+            b
+            for b in self.budgets
+            if b.status == "fail" or (b.status == "unmeasured" and not self.allow_unmeasured)
+        ]
+        self.passed: bool = returncode == 0
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return "<CheckResult %s: %d budget(s), %d failing>" % (
+            "passed" if self.passed else "failed",
+            len(self.budgets),
+            len(self.failures),
+        )
+
+    def __str__(self) -> str:
+        files = self.report.get("files", [])
+        if self.passed:
+            head = "memlens check passed: %d budget(s) held on %d file(s)" % (
+                len(self.budgets) - len(self.unmeasured),
+                len(files),
+            )
+            if self.unmeasured:
+                head += " (%d unmeasured, allowed)" % len(self.unmeasured)
+            lines = [head]
+            lines += ["  %s %s: %s" % (b.budget, b.status, b.message) for b in self.budgets]
+            return "\n".join(lines)
+        broken = [b for b in self.failures if b.status == "fail"]
+        unmeasured = [b for b in self.failures if b.status == "unmeasured"]
+        parts = []
+        if broken:
+            parts.append("%d budget(s) broken" % len(broken))
+        if unmeasured:
+            parts.append("%d unmeasured" % len(unmeasured))
+        lines = ["memlens check failed: %s" % ", ".join(parts or ["exit status %d" % self.returncode])]
+        for b in self.failures:
+            where = b.file if len(files) > 1 else ""
+            label = "%s %s" % (b.budget, "unmeasured" if b.status == "unmeasured" else "broken")
+            lines.append("  %s%s: %s" % (label, " (%s)" % where if where else "", b.message))
+            if b.status == "unmeasured" and b.reason and b.reason not in b.message:
+                lines.append("    %s" % b.reason)
+            if b.top_sites:
+                lines.append("    top sites:")
+                for s in b.top_sites:
+                    lines.append("      %12s ×%-5d %s" % (format_size(s.bytes), s.count, s.site))
+        for f in files:
+            for note in f.get("notes", []):
+                lines.append("  note: %s" % note)
+        return "\n".join(lines)
+
+
+def check(
+    path: Union[StrPath, Sequence[StrPath]],
+    max_peak: Optional[Union[str, int]] = None,
+    max_reserved: Optional[Union[str, int]] = None,
+    max_frag: Optional[Union[str, float]] = None,
+    max_leaked: Optional[Union[str, int]] = None,
+    baseline: Optional[StrPath] = None,
+    *,
+    allow_unmeasured: bool = False,
+    **options: OptionValue,
+) -> CheckResult:
+    """Check budgets on a snapshot with ``memlens check`` and return a :class:`CheckResult`.
+
+    Sizes are the CLI's strings (``"40GiB"``, ``"81920MiB"``, ``"90%"`` of ``gpu=`` or
+    ``capacity=``) or ints (bytes); ``max_frag`` is a percentage (``"30%"``) or a fraction
+    (``0.3``). ``baseline`` is a snapshot whose peak the file's peak is compared with
+    (``fail_on_growth="5%"``, ``min_abs="256MiB"``). Other keywords are ``check``'s flags,
+    as in :func:`analyze`: ``at="end"``, ``gpu="h100"``, ``device=0``, ``sites=10``,
+    ``ignore_lines=True``. ``path`` may be one path or a list of paths.
+
+    A broken budget is a result (``passed`` is ``False``), not an exception; usage and input
+    errors raise :class:`memlens.MemlensError`.
+    """
+    if isinstance(path, (str, os.PathLike)):
+        paths: List[StrPath] = [path]
+    else:
+        paths = list(path)
+    opts: Dict[str, OptionValue] = {
+        "max_peak": max_peak,
+        "max_reserved": max_reserved,
+        "max_frag": max_frag,
+        "max_leaked": max_leaked,
+        "baseline": baseline,
+        "allow_unmeasured": allow_unmeasured,
+    }
+    opts.update(options)
+    report, code = _run_json("check", paths, opts)
+    return CheckResult(report, code)
