@@ -172,10 +172,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     rec.__enter__()
     outcome = yield
     excinfo = outcome.excinfo
-    rec.__exit__(*(excinfo if excinfo is not None else (None, None, None)))
-    item.user_properties.append(("memlens_snapshot", snapshot))
-    if excinfo is None:
-        setattr(item, _FAILURE_ATTR, _judge(item, snapshot, budgets))
+    try:
+        rec.__exit__(*(excinfo if excinfo is not None else (None, None, None)))
+        item.user_properties.append(("memlens_snapshot", snapshot))
+        if excinfo is None:
+            setattr(item, _FAILURE_ATTR, _judge(item, snapshot, budgets))
+    except Exception as e:  # a failed dump fails the test (reported below), never the session
+        if excinfo is None:
+            setattr(item, _FAILURE_ATTR, "cuda_memory: could not record %s: %s: %s" % (snapshot, type(e).__name__, e))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -211,3 +211,21 @@ def test_capacity():
     trace = snap["device_traces"][0]
     assert len(trace) <= 15, "max_entries reached the recording"
     assert all(f["filename"] != "??" for e in trace for f in e.get("frames", [])), "python stacks only"
+
+
+def test_dump_failure_fails_the_test(pytester: pytest.Pytester, run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    keep = tmp_path / "gone"
+    pytester.makepyfile(test_mem='''
+import os, shutil, pytest
+
+@pytest.mark.cuda_memory(max_peak="1GiB")
+def test_pulls_the_rug():
+    shutil.rmtree(%r)
+    open(%r, "w").close()          # the snapshot's directory is now a file
+
+def test_after():
+    pass
+''' % (str(keep), str(keep)))
+    result = run(str(FAKE_TORCH), "--memlens-dir", str(keep))
+    result.assert_outcomes(failed=1, passed=1)
+    assert "cuda_memory: could not record %s" % (keep / "test_mem.py_test_pulls_the_rug.pickle") in result.stdout.str()
