@@ -139,3 +139,19 @@ pub fn require_browser() -> Option<Browser> {
         script: root.join("tests/browser/check_report.mjs"),
     })
 }
+
+/// pytest for the Python package's tests, under the CI rule (`.ci/run` installs it).
+pub fn require_pytest() -> bool {
+    let run = Command::new("python3")
+        .args(["-m", "pytest", "--version"])
+        .output();
+    let why = match run {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => format!(
+            "`python3 -m pytest --version` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("python3 does not run: {e}"),
+    };
+    unavailable::<()>("pytest (the Python package's tests)", &why).is_some()
+}

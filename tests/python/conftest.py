@@ -27,6 +27,9 @@ SAMPLES = ROOT / "samples"
 FAKE_TORCH = SAMPLES / "capture" / "fake_torch"
 IN_CI = bool(os.environ.get("CI"))
 INSTALLED = os.environ.get("MEMLENS_TEST_INSTALLED") == "1"
+# `cargo test` runs these tests from the source tree (tests/python_package.rs); the checks of
+# the installed wheel's layout then belong to .ci/run's wheel stage, which runs them all.
+SOURCE_RUN = os.environ.get("MEMLENS_TEST_SOURCE") == "1"
 # The directory that holds the imported memlens package (site-packages, or python/).
 PACKAGE_PARENT = str(Path(memlens.__file__).resolve().parent.parent)
 
@@ -38,6 +41,14 @@ def require(condition: bool, why: str) -> None:
     if IN_CI:
         pytest.fail("%s (a prerequisite; required under CI)" % why, pytrace=False)
     pytest.skip(why)
+
+
+def require_installed() -> None:
+    """The test checks an installed wheel: skip in the source-tree run of `cargo test` (the
+    wheel stage of .ci/run runs it), else as ``require``."""
+    if SOURCE_RUN and not INSTALLED:
+        pytest.skip("checks the installed wheel: run by .ci/run's wheel stage")
+    require(INSTALLED, "not testing an installed wheel (set MEMLENS_TEST_INSTALLED=1 after pip install)")
 
 
 def sample_files() -> List[Path]:

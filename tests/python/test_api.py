@@ -13,7 +13,7 @@ import pytest
 
 import memlens
 from memlens import command_line
-from conftest import INSTALLED, IN_CI, SAMPLES, require
+from conftest import IN_CI, SAMPLES, require_installed
 
 TRAIN = str(SAMPLES / "train_small.pickle")
 LEAK = str(SAMPLES / "list_leak.pickle")
@@ -216,7 +216,7 @@ def test_package_is_typed_and_documented() -> None:
 def test_installed_wheel_layout(memlens_bin: str) -> None:
     """Under .ci/run (MEMLENS_TEST_INSTALLED=1): the wheel's binary is in the venv's scripts
     directory, found there without MEMLENS_BIN, and is `memlens` on PATH."""
-    require(INSTALLED, "not testing an installed wheel (set MEMLENS_TEST_INSTALLED=1 after pip install)")
+    require_installed()
     assert "MEMLENS_BIN" not in os.environ
     scripts = sysconfig.get_path("scripts")
     assert memlens_bin == os.path.join(scripts, "memlens")

@@ -10,7 +10,7 @@ from typing import Dict, List
 
 import pytest
 
-from conftest import FAKE_TORCH, INSTALLED, PACKAGE_PARENT, require
+from conftest import FAKE_TORCH, PACKAGE_PARENT, require_installed
 
 TESTS = '''
 import pytest
@@ -51,14 +51,14 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, memlens_bin:
 
 def test_entry_point() -> None:
     """The wheel registers the plugin with pytest (pytest11), and pytest loaded it."""
-    require(INSTALLED, "not testing an installed wheel (set MEMLENS_TEST_INSTALLED=1 after pip install)")
+    require_installed()
     eps = importlib.metadata.entry_points()
     group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
     assert [ep.value for ep in group if ep.name == "memlens"] == ["memlens.pytest_plugin"]
 
 
 def test_entry_point_loaded(request: pytest.FixtureRequest) -> None:
-    require(INSTALLED, "not testing an installed wheel (set MEMLENS_TEST_INSTALLED=1 after pip install)")
+    require_installed()
     assert request.config.pluginmanager.has_plugin("memlens")
 
 
