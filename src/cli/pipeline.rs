@@ -74,6 +74,12 @@ impl Loaded {
         self.path.display().to_string()
     }
 
+    /// The common directory of the snapshot's user files, which text output strips from the
+    /// paths of sites (`diff`, `check` and `batch` strip the same).
+    pub fn root(&self) -> Option<String> {
+        memlens::analyze::profile::snapshot_root(&self.snap)
+    }
+
     /// An analysis's refusal (`no oom event`, a bad moment) as one line naming the file.
     pub fn failed(&self, message: String) -> Error {
         Error::Usage(format!("{}: {message}", quoted_path(&self.path)))
@@ -140,6 +146,6 @@ where
 {
     let loaded = Loaded::open(file, g, device)?;
     let r = analysis(&loaded).map_err(|m| loaded.failed(m))?;
-    super::output::report(out, &r, &loaded.title())?;
+    super::output::report(out, &r, &loaded.title(), loaded.root())?;
     Ok(r)
 }
