@@ -109,6 +109,8 @@ pub fn only_device(path: &Path, snap: &mut Snapshot, device: Option<u32>) -> Res
     snap.devices.retain(|x| x.id == d);
     snap.warnings
         .retain(|w| !matches!(w.device, Some(x) if x != d));
+    // Pinned host memory is on no device.
+    snap.host = None;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 
 use super::text::{right, Style};
 use super::units::{duration_us, iec, plural};
-use crate::analyze::summary::{DeviceSummary, SummaryReport};
+use crate::analyze::summary::{DeviceSummary, HostSummary, SummaryReport, TraceSummary};
 use crate::model::SettingValue;
 use comfy_table::Cell;
 use std::io::Write;
@@ -34,6 +34,9 @@ pub fn text(
     }
     for d in &r.devices {
         device(out, d, style)?;
+    }
+    if let Some(h) = &r.host {
+        host(out, h, style)?;
     }
     if let Some(settings) = &r.allocator_settings {
         writeln!(out, "\nAllocator settings")?;
@@ -177,30 +180,100 @@ fn device(out: &mut dyn Write, d: &DeviceSummary, style: &Style) -> std::io::Res
             writeln!(out, "{t}")?;
         }
     }
-    if d.trace_entries == 0 {
+    trace(out, d.trace_entries, &d.trace, style)
+}
+
+/// The trace line, and the compiled regions the trace was recorded in.
+fn trace(
+    out: &mut dyn Write,
+    entries: usize,
+    t: &TraceSummary,
+    style: &Style,
+) -> std::io::Result<()> {
+    if entries == 0 {
         writeln!(out, "Trace: none recorded")?;
-    } else {
-        let span = match (d.trace.first_time_us, d.trace.last_time_us) {
-            (Some(a), Some(b)) => format!(" over {}", duration_us(b - a)),
-            _ => String::new(),
-        };
-        let actions: Vec<String> = d
-            .trace
-            .by_action
+        return Ok(());
+    }
+    let span = match (t.first_time_us, t.last_time_us) {
+        (Some(a), Some(b)) => format!(" over {}", duration_us(b - a)),
+        _ => String::new(),
+    };
+    let actions: Vec<String> = t
+        .by_action
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    style.para(
+        out,
+        "",
+        "  ",
+        &format!(
+            "Trace: {}{span} ({}); {} with stacks",
+            plural(entries as u64, "entry"),
+            actions.join(", "),
+            t.entries_with_frames
+        ),
+    )?;
+    if !t.compile_contexts.is_empty() {
+        let regions: Vec<String> = t
+            .compile_contexts
             .iter()
-            .map(|(k, v)| format!("{k} {v}"))
+            .map(|c| {
+                format!(
+                    "{}: {} ({})",
+                    c.context,
+                    plural(c.allocs, "allocation"),
+                    iec(c.alloc_bytes)
+                )
+            })
             .collect();
-        style.para(
-            out,
-            "",
-            "  ",
-            &format!(
-                "Trace: {}{span} ({}); {} with stacks",
-                plural(d.trace_entries as u64, "entry"),
-                actions.join(", "),
-                d.trace.entries_with_frames
+        style.para(out, "Compiled regions: ", "  ", &regions.join("; "))?;
+    }
+    Ok(())
+}
+
+/// Pinned host memory: its own pool, apart from every device.
+fn host(out: &mut dyn Write, h: &HostSummary, style: &Style) -> std::io::Result<()> {
+    writeln!(out, "\nPinned host memory (not on any device)")?;
+    let mut t = style.table();
+    t.set_header(vec!["", "bytes", ""]);
+    let rows: [(&str, u64, String); 5] = [
+        (
+            "reserved",
+            h.reserved_bytes,
+            format!(
+                "{}, {}",
+                plural(h.segments as u64, "segment"),
+                plural(h.blocks as u64, "block")
             ),
-        )?;
+        ),
+        (
+            "allocated",
+            h.allocated_bytes,
+            format!(
+                "active_allocated blocks; {} requested",
+                iec(h.requested_bytes)
+            ),
+        ),
+        (
+            "pending free",
+            h.pending_free_bytes,
+            "freed, awaiting stream work".into(),
+        ),
+        ("cached free", h.inactive_bytes, "inactive blocks".into()),
+        (
+            "largest free block",
+            h.largest_inactive_block_bytes,
+            String::new(),
+        ),
+    ];
+    for (name, bytes, note) in rows {
+        t.add_row(vec![Cell::new(name), right(iec(bytes)), Cell::new(note)]);
+    }
+    writeln!(out, "{t}")?;
+    trace(out, h.trace_entries, &h.trace, style)?;
+    if let Some(p) = h.peak_live_bytes {
+        writeln!(out, "Peak live over the trace: {} (requested)", iec(p))?;
     }
     Ok(())
 }
