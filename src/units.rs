@@ -15,18 +15,36 @@ pub fn iec_words(bytes: u64) -> String {
 }
 
 /// `bytes` with `small` as the unit below 1024, else with two decimals in the largest of
-/// `units` that keeps the figure at least 1.
+/// `units` that keeps the figure at least 1 *as printed*: a value that two decimals round up
+/// to 1024.00 (1 GiB less a few bytes, which PyTorch prints `1024.00 MiB`) moves to the next
+/// unit and reads `1.00 GiB`.
 fn scaled(bytes: u64, small: &str, units: &[&str]) -> String {
     if bytes < 1024 {
         return format!("{bytes} {small}");
     }
     let mut value = bytes as f64 / 1024.0;
     let mut unit = 0;
-    while value >= 1024.0 && unit < units.len() - 1 {
+    while unit < units.len() - 1 && (value >= 1024.0 || format!("{value:.2}") == "1024.00") {
         value /= 1024.0;
         unit += 1;
     }
     format!("{value:.2} {}", units[unit])
+}
+
+/// `n` and `word`, plural unless `n` is 1: `1 block`, `2 blocks`, `0 blocks`. `word` is the
+/// singular; its plural adds `s` (`entry` → `entries`).
+pub fn plural(n: impl Into<u64>, word: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {word}")
+    } else if let Some(stem) = word
+        .strip_suffix('y')
+        .filter(|s| !s.ends_with(['a', 'e', 'o', 'u']))
+    {
+        format!("{n} {stem}ies")
+    } else {
+        format!("{n} {word}s")
+    }
 }
 
 /// Formats a signed byte change: `+320.00 MiB`, `-64.00 MiB`, `0 B`.
@@ -78,6 +96,33 @@ mod tests {
         assert_eq!(iec(3 << 29), "1.50 GiB");
         assert_eq!(iec(1 << 60), "1.00 EiB");
         assert_eq!(iec(u64::MAX), "16.00 EiB");
+    }
+
+    #[test]
+    fn rounding_never_prints_1024_of_a_unit() {
+        // PyTorch prints 1 GiB less a few bytes as "1024.00 MiB"; memlens says 1.00 GiB.
+        assert_eq!(iec((1 << 30) - 1), "1.00 GiB");
+        assert_eq!(iec((1 << 30) - 5000), "1.00 GiB");
+        assert_eq!(iec((1 << 20) - 1), "1.00 MiB");
+        assert_eq!(iec((1 << 40) - 1), "1.00 TiB");
+        assert_eq!(iec_words((1 << 30) - 1), "1.00 GiB");
+        // Below the carry the figure keeps its unit.
+        assert_eq!(iec((1 << 30) - 6 * (1 << 20)), "1018.00 MiB");
+        assert_eq!(iec(1073736000), "1023.99 MiB");
+        assert_eq!(iec(1023 * 1024 + 1000), "1023.98 KiB");
+        assert_eq!(iec(1048570), "1023.99 KiB");
+        assert_eq!(iec(1048571), "1.00 MiB");
+        // The largest unit keeps every figure, however large.
+        assert_eq!(iec_words(u64::MAX), "16384.00 PiB");
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(plural(1u32, "block"), "1 block");
+        assert_eq!(plural(0u32, "block"), "0 blocks");
+        assert_eq!(plural(2u64, "entry"), "2 entries");
+        assert_eq!(plural(1u64, "entry"), "1 entry");
+        assert_eq!(plural(3u32, "day"), "3 days");
     }
 
     #[test]

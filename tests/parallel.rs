@@ -268,3 +268,41 @@ fn input_still_arriving_builds_what_the_whole_input_builds() {
         }
     }
 }
+
+#[test]
+fn the_parallel_decoder_reports_progress_as_it_goes() {
+    // Issue 19: with the parallel decoder (the default from two cores on) the progress bar
+    // stayed at 0 B until the very end: pass 1, the workers and the merge reported nothing.
+    for name in [
+        "train_small.pickle",
+        "expandable_multi.pickle",
+        "cpp_proto2.pickle",
+    ] {
+        let bytes = std::fs::read(sample(name)).unwrap();
+        let len = bytes.len() as u64;
+        let mut seen = Vec::new();
+        let mut progress = |p: u64| seen.push(p);
+        model::build(
+            &bytes,
+            BuildOptions {
+                strategy: Strategy::Parallel,
+                threads: 2,
+                chunk_bytes: 1024,
+                progress: Some(&mut progress),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(seen.len() >= 5, "{name}: {seen:?}");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{name}: {seen:?}");
+        assert!(seen.iter().all(|&p| p <= len), "{name}: {seen:?}");
+        assert!(
+            seen.iter().any(|&p| p > 0 && p < len / 2),
+            "{name}: no report in the first half: {seen:?}"
+        );
+        assert!(
+            *seen.last().unwrap() >= len * 9 / 10,
+            "{name}: {seen:?} of {len}"
+        );
+    }
+}

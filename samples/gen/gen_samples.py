@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # keep samples/gen free of __pycache__
 
-from memgen import findings, scenarios, truth, writers  # noqa: E402
+from memgen import findings, newer, scenarios, truth, writers  # noqa: E402
 
 SAMPLES_DIR = os.path.normpath(os.path.join(HERE, ".."))
 
@@ -42,6 +42,7 @@ def generate_small(out_dir=SAMPLES_DIR, verbose=True):
             writers.write_json(obj, jpath)
             written.append(jpath)
     written += generate_findings(out_dir)
+    written += generate_newer(out_dir)
     if verbose:
         for p in written:
             print("%8d  %s" % (os.path.getsize(p), os.path.relpath(p)))
@@ -64,6 +65,27 @@ def generate_findings(out_dir=SAMPLES_DIR):
         tp = os.path.join(out_dir, "truth", name + ".json")
         truth.write_truth(facts, tp)
         written.append(tp)
+    return written
+
+
+def generate_newer(out_dir=SAMPLES_DIR):
+    """What newer PyTorch writes (memgen/newer.py): samples/<name> and their facts in
+    samples/truth/newer.json, keyed by file name."""
+    written = []
+    facts = {}
+    for name, kind, fn in newer.NEWER_SAMPLES:
+        obj, f = fn()
+        path = os.path.join(out_dir, name)
+        if kind == "json":
+            writers.write_json(obj, path)
+        else:
+            writers.write_python_pickle(obj, path, protocol=4)
+        facts[name] = f
+        written.append(path)
+    os.makedirs(os.path.join(out_dir, "truth"), exist_ok=True)
+    tp = os.path.join(out_dir, "truth", "newer.json")
+    truth.write_truth(facts, tp)
+    written.append(tp)
     return written
 
 

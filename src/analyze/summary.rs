@@ -1,6 +1,8 @@
 //! `memlens summary`: per-device totals of the final allocator state and of the trace.
 
-use crate::model::{Action, BlockState, Layout, PoolKind, SettingValue, Snapshot, Warning};
+use crate::model::{
+    Action, BlockState, HostMemory, Layout, PoolKind, SettingValue, Snapshot, TraceEvent, Warning,
+};
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
@@ -22,8 +24,55 @@ pub struct SummaryReport {
     pub distinct_frames: usize,
     /// Distinct stacks recorded (the empty stack included).
     pub distinct_stacks: usize,
+    /// Pinned host memory (`host_segments`, `host_traces`: PyTorch 2.14+ with
+    /// `record_pinned_host_memory=True`), a pool of its own that no device's figures include;
+    /// `null` when the file records none.
+    pub host: Option<HostSummary>,
     /// Data-quality warnings.
     pub warnings: Vec<Warning>,
+}
+
+/// Totals of pinned host memory: the final state of its segments, and its trace.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HostSummary {
+    /// Number of `host_segments`.
+    pub segments: usize,
+    /// Number of their blocks.
+    pub blocks: usize,
+    /// Σ segment total_size: pinned memory the host allocator holds.
+    pub reserved_bytes: u64,
+    /// Σ block size over active_allocated blocks.
+    pub allocated_bytes: u64,
+    /// Σ requested_size over active_allocated blocks.
+    pub requested_bytes: u64,
+    /// Σ block size over active_pending_free blocks (freed, awaiting stream work).
+    pub pending_free_bytes: u64,
+    /// Σ block size over inactive (cached) blocks.
+    pub inactive_bytes: u64,
+    /// Largest inactive block, 0 if none.
+    pub largest_inactive_block_bytes: u64,
+    /// Number of `host_traces` entries.
+    pub trace_entries: usize,
+    /// Trace statistics.
+    pub trace: TraceSummary,
+    /// The most live requested bytes over the trace: what was live before it (the final
+    /// live blocks less the trace's allocations plus its frees) and after each entry; `null`
+    /// without an alloc or free in the trace.
+    pub peak_live_bytes: Option<u64>,
+}
+
+/// Trace entries recorded inside one compiled region (`compile_context`, with
+/// `_record_memory_history(compile_context=True)`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompileContextSummary {
+    /// The region as recorded, e.g. `Torch-Compiled Region: 0/0`.
+    pub context: String,
+    /// Trace entries recorded in it.
+    pub entries: u64,
+    /// `alloc` entries among them.
+    pub allocs: u64,
+    /// Σ size of those allocations (requested bytes).
+    pub alloc_bytes: u64,
 }
 
 /// Totals for one device.
@@ -93,6 +142,9 @@ pub struct TraceSummary {
     pub last_time_us: Option<i64>,
     /// Entries that carry a stack.
     pub entries_with_frames: usize,
+    /// Entries per compiled region (`compile_context` other than empty or `N/A`), most
+    /// allocated bytes first; empty when none was recorded.
+    pub compile_contexts: Vec<CompileContextSummary>,
 }
 
 fn ordered_map<S: Serializer>(
@@ -151,7 +203,7 @@ pub fn run(snap: &Snapshot) -> SummaryReport {
                 expandable_segments: 0,
                 private_pool_segments: 0,
                 pools: Vec::new(),
-                trace: trace_summary(snap, dev),
+                trace: trace_summary(snap, snap.device_trace(dev)),
             };
             let mut pools: BTreeMap<(PoolKind, (u64, u64), u64), PoolSummary> = BTreeMap::new();
             for s in snap.device_segments(dev) {
@@ -206,29 +258,123 @@ pub fn run(snap: &Snapshot) -> SummaryReport {
         annotations: snap.annotations.len(),
         distinct_frames: snap.frames.len(),
         distinct_stacks: snap.stacks.len(),
+        host: snap.host.as_ref().map(|h| host_summary(snap, h)),
         warnings: snap.warnings.clone(),
     }
 }
 
-fn trace_summary(snap: &Snapshot, dev: &crate::model::Device) -> TraceSummary {
-    let trace = snap.device_trace(dev);
+fn trace_summary(snap: &Snapshot, trace: &[TraceEvent]) -> TraceSummary {
     let mut counts = [0u64; 13];
     let mut with_frames = 0;
+    let mut contexts: BTreeMap<&str, CompileContextSummary> = BTreeMap::new();
     for e in trace {
         counts[e.action as usize] += 1;
         with_frames += (!snap.stacks.get(e.stack).is_empty()) as usize;
+        let context = snap.strings.get(e.compile_context);
+        if !context.is_empty() && context != "N/A" {
+            let c = contexts
+                .entry(context)
+                .or_insert_with(|| CompileContextSummary {
+                    context: context.to_string(),
+                    entries: 0,
+                    allocs: 0,
+                    alloc_bytes: 0,
+                });
+            c.entries += 1;
+            if e.action == Action::Alloc {
+                c.allocs += 1;
+                c.alloc_bytes += e.size;
+            }
+        }
     }
     let by_action = ALL_ACTIONS
         .iter()
         .filter(|a| counts[**a as usize] > 0)
         .map(|a| (a.as_str(), counts[*a as usize]))
         .collect();
+    let mut compile_contexts: Vec<CompileContextSummary> = contexts.into_values().collect();
+    compile_contexts.sort_by(|a, b| {
+        b.alloc_bytes
+            .cmp(&a.alloc_bytes)
+            .then_with(|| a.context.cmp(&b.context))
+    });
     TraceSummary {
         by_action,
         first_time_us: trace.iter().find_map(|e| e.time()),
         last_time_us: trace.iter().rev().find_map(|e| e.time()),
         entries_with_frames: with_frames,
+        compile_contexts,
     }
+}
+
+fn host_summary(snap: &Snapshot, h: &HostMemory) -> HostSummary {
+    let mut s = HostSummary {
+        segments: h.segments.len(),
+        blocks: 0,
+        reserved_bytes: 0,
+        allocated_bytes: 0,
+        requested_bytes: 0,
+        pending_free_bytes: 0,
+        inactive_bytes: 0,
+        largest_inactive_block_bytes: 0,
+        trace_entries: h.events.len(),
+        trace: trace_summary(snap, &h.events),
+        peak_live_bytes: None,
+    };
+    let mut live_end = 0u64;
+    for seg in &h.segments {
+        s.reserved_bytes += seg.total_size;
+        let blocks = snap.segment_blocks(seg);
+        s.blocks += blocks.len();
+        for b in blocks {
+            match b.state {
+                BlockState::ActiveAllocated => {
+                    s.allocated_bytes += b.size;
+                    s.requested_bytes += b.requested_size;
+                    live_end += b.requested_size;
+                }
+                BlockState::ActivePendingFree => {
+                    s.pending_free_bytes += b.size;
+                    live_end += b.requested_size;
+                }
+                BlockState::Inactive => {
+                    s.inactive_bytes += b.size;
+                    s.largest_inactive_block_bytes = s.largest_inactive_block_bytes.max(b.size);
+                }
+            }
+        }
+    }
+    s.peak_live_bytes = host_peak(&h.events, live_end, !h.segments.is_empty());
+    s
+}
+
+/// The most live bytes over `trace`, as the replay counts them (an allocation lives from its
+/// `alloc` to its `free_completed`): the state before the trace is what the final live bytes
+/// (when the final segments were recorded) imply, never below what the trace itself frees.
+fn host_peak(trace: &[TraceEvent], live_end: u64, have_end: bool) -> Option<u64> {
+    let mut net: i128 = 0;
+    let mut lowest: i128 = 0;
+    let mut highest: i128 = 0;
+    let mut moved = false;
+    for e in trace {
+        match e.action {
+            Action::Alloc => net += e.size as i128,
+            Action::FreeCompleted | Action::Free => net -= e.size as i128,
+            _ => continue,
+        }
+        moved = true;
+        lowest = lowest.min(net);
+        highest = highest.max(net);
+    }
+    if !moved {
+        return None;
+    }
+    let before = if have_end {
+        (live_end as i128 - net).max(-lowest)
+    } else {
+        -lowest
+    };
+    Some((before + highest).max(0) as u64)
 }
 
 const ALL_ACTIONS: [Action; 13] = [

@@ -475,7 +475,15 @@ fn group(
         }
     }
     if let Some(o) = other.as_mut() {
-        o.site = format!("<{} other groups>", n - opts.limit);
+        o.site = format!(
+            "<{} other {}>",
+            n - opts.limit,
+            if n - opts.limit == 1 {
+                "group"
+            } else {
+                "groups"
+            }
+        );
         o.share = share(o.bytes);
     }
     DeviceTop {

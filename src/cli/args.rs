@@ -8,8 +8,8 @@ use memlens::Error;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
-/// `--format`, `-o` and `--force`: how a report is written and where. `F` is the command's
-/// format enum (see `report.rs`); its `#[default]` variant is the default.
+/// `--format`, `-o`, `--force` and `--width`: how a report is written and where. `F` is the
+/// command's format enum (see `report.rs`); its `#[default]` variant is the default.
 #[derive(clap::Args, Debug)]
 pub struct OutputArgs<F = Format>
 where
@@ -23,8 +23,12 @@ where
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Replace the output file if it exists.
-    #[arg(long)]
+    #[arg(long, short)]
     pub force: bool,
+    /// Fit text tables and prose to N columns (0: no limit). Default: the terminal's width
+    /// when standard output is a terminal; no limit when it is piped or written with -o.
+    #[arg(long, value_name = "N")]
+    pub width: Option<usize>,
 }
 
 /// The name of `F`'s default value. (clap's `default_value_t` keeps its text in one static
@@ -195,6 +199,17 @@ pub fn growth_arg(s: &str) -> Result<f64, Error> {
 /// `--min-abs` (and other size flags) as bytes.
 pub fn size_arg(flag: &str, s: &str) -> Result<u64, Error> {
     gpus::parse_size(s).map_err(|e| prefixed(flag, e))
+}
+
+/// Standard input can be read once: `-` given twice (`diff - -`) is a usage error, rather than
+/// an empty second file.
+pub fn stdin_once<'a>(paths: impl IntoIterator<Item = &'a std::path::Path>) -> Result<(), Error> {
+    if paths.into_iter().filter(|p| p.as_os_str() == "-").count() > 1 {
+        return Err(Error::Usage(
+            "-: standard input is given more than once; it can be read only once (save it to a file)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Prefixes a usage error with the flag it came from.

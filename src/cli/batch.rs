@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Snapshot files, directories (their snapshot files, not recursive) or glob patterns
-    /// (`runs/*/rank*.pickle`, quoted so the shell leaves them).
+    /// (`runs/*/rank*.pickle`, quoted so the shell leaves them); `-` reads standard input.
     #[arg(required = true)]
     paths: Vec<String>,
     /// Worker threads, one file each (default: the number of cores). With more than one, each
@@ -146,6 +146,7 @@ fn one(
 
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
+    super::args::stdin_once(args.paths.iter().map(Path::new))?;
     let files = expand(&args.paths);
     if files.is_empty() {
         return Err(Error::Usage(format!(
@@ -210,7 +211,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         failed,
         imbalance,
     };
-    output::report(&args.out, &report, "")?;
+    output::report(&args.out, &report, "", None)?;
     Ok(if failed > 0 {
         Outcome::InputErrors
     } else {

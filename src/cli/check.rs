@@ -22,7 +22,7 @@ use std::path::PathBuf;
 /// Arguments of `memlens check`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Snapshot files.
+    /// Snapshot files (`-` reads standard input).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Budget on live requested bytes at the peak of any device: a size (40GiB) or a
@@ -92,6 +92,7 @@ fn byte_limit(flag: &str, s: &str, capacity: Option<(u64, &str)>) -> Result<(u64
 
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
+    super::args::stdin_once(args.files.iter().chain(&args.baseline).map(|p| p.as_path()))?;
     let capacity = args.capacity.resolve()?;
     let cap = capacity.as_ref().map(|(c, s)| (*c, s.as_str()));
     let mut budgets = Vec::new();
@@ -186,7 +187,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         files,
         args.allow_unmeasured,
     );
-    output::report(&args.out, &report, "")?;
+    output::report(&args.out, &report, "", None)?;
     Ok(if report.succeeded() {
         Outcome::Ok
     } else {

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 /// Arguments of `memlens diff`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The base snapshot (before the change).
+    /// The base snapshot (before the change; `-` reads standard input).
     base: PathBuf,
-    /// The candidate snapshot (after the change).
+    /// The candidate snapshot (after the change; `-` reads standard input).
     cand: PathBuf,
     #[command(flatten)]
     moment: MomentArgs<AtCompared>,
@@ -65,6 +65,7 @@ pub fn profile_file(
 
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
+    super::args::stdin_once([args.base.as_path(), args.cand.as_path()])?;
     let opts = DiffOptions {
         all: args.all,
         fail_on_growth: args.fail_on_growth.as_deref().map(growth_arg).transpose()?,
@@ -96,7 +97,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         cand: args.cand.display().to_string(),
         limit: args.limit,
     };
-    output::report(&args.out, &view, "")?;
+    output::report(&args.out, &view, "", None)?;
     Ok(if view.report.gate.as_ref().is_some_and(|g| g.failed) {
         Outcome::Findings
     } else {

@@ -1,4 +1,5 @@
-//! `memlens explain "MESSAGE"` (or `--message-file F`, or standard input).
+//! `memlens explain "MESSAGE"` (or `--message-file F`, or standard input: `-`, or no argument
+//! with the message piped in).
 
 use super::args::{CapacityArgs, OutputArgs};
 use super::{output, Outcome};
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The OOM message (quoted, or as several words); a whole traceback or log works too.
+    /// `-` (or nothing, with standard input not a terminal) reads it from standard input.
     message: Vec<String>,
     /// Read the message from this file (`-` for standard input) instead.
     #[arg(long, value_name = "FILE", conflicts_with = "message")]
@@ -23,7 +25,7 @@ pub struct Args {
 }
 
 fn read_input(args: &Args) -> Result<String, Error> {
-    if !args.message.is_empty() {
+    if !args.message.is_empty() && args.message != ["-"] {
         return Ok(args.message.join(" "));
     }
     let read_stdin = || {
@@ -33,6 +35,9 @@ fn read_input(args: &Args) -> Result<String, Error> {
             .map_err(|e| Error::io(Path::new("<stdin>"), &e))?;
         Ok(s)
     };
+    if args.message == ["-"] {
+        return read_stdin();
+    }
     match &args.message_file {
         Some(p) if p.as_os_str() == "-" => read_stdin(),
         Some(p) => {
@@ -55,6 +60,6 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
     }
     let text = read_input(&args)?;
     let report = explain::run(&text, &opts)?;
-    output::report(&args.out, &report, "")?;
+    output::report(&args.out, &report, "", None)?;
     Ok(Outcome::Ok)
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 /// Arguments of `memlens flame`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Snapshot file.
+    /// Snapshot file (pickle, gzip, zstd or JSON; `-` reads standard input).
     file: PathBuf,
     #[command(flatten)]
     moment: MomentArgs<AtPeak>,

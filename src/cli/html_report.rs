@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// Arguments of `memlens report`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Snapshot file.
+    /// Snapshot file (pickle, gzip, zstd or JSON; `-` reads standard input).
     file: PathBuf,
     /// A moment shown besides the peak, the OOMs and the end.
     #[arg(long, value_name = "MOMENT", help = AT_HELP,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// Arguments of `memlens leaks`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Snapshot file.
+    /// Snapshot file (pickle, gzip, zstd or JSON; `-` reads standard input).
     file: PathBuf,
     /// Steps skipped before growth is measured.
     #[arg(long, default_value_t = 1)]

@@ -1,11 +1,42 @@
 //! Where reports go: standard output, or a file written to a temporary name and renamed,
-//! never replacing an existing file without `--force`.
+//! never replacing an existing file without `--force`; and how wide text may be there (the
+//! terminal's width on a terminal, no limit on a pipe or in a file, or `--width`).
 
 use super::args::OutputArgs;
 use super::report::Formats;
+use memlens::render::text::Style;
 use memlens::Error;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+
+/// The width of the terminal on standard output: the kernel's window size, else `COLUMNS`,
+/// else 80; `None` when standard output is not a terminal.
+pub fn terminal_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ fills a `winsize` the call owns; a failure leaves it zeroed.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 {
+        return Some(ws.ws_col as usize);
+    }
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok());
+    Some(columns.filter(|&c: &usize| c > 0).unwrap_or(80))
+}
+
+/// The width text output fits: `--width` (0 = no limit), else the terminal's width when the
+/// report goes to a terminal, else none (a pipe or `-o FILE` keeps every line whole).
+pub fn text_width(width: Option<usize>, to_file: bool) -> Option<usize> {
+    match width {
+        Some(0) => None,
+        Some(w) => Some(w),
+        None if to_file => None,
+        None => terminal_width(),
+    }
+}
 
 /// Writes what `write` produces to `path` (or stdout when `None`).
 pub fn emit(
@@ -55,8 +86,11 @@ fn atomic_write(
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // Created with mode 0666 less the umask, as any program's new file (`>` in a shell,
+    // `cp`): the temporary file's own 0600 would otherwise be the report's mode.
     let mut tmp = tempfile::Builder::new()
         .prefix(".memlens-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(&dir)
         .map_err(|e| Error::io(&dir, &e))?;
     {
@@ -74,12 +108,22 @@ fn atomic_write(
 }
 
 /// Writes `report` in the format `args` ask for, where they ask (see [`emit`]); `title`
-/// names the input for the formats that print one.
-pub fn report<R, F>(args: &OutputArgs<F>, report: &R, title: &str) -> Result<(), Error>
+/// names the input for the formats that print one, `root` is the directory text strips from
+/// the paths of sites (the snapshot's; `None` for reports of several files or none).
+pub fn report<R, F>(
+    args: &OutputArgs<F>,
+    report: &R,
+    title: &str,
+    root: Option<String>,
+) -> Result<(), Error>
 where
     F: Formats<R> + clap::ValueEnum + Default + Send + Sync + 'static,
 {
+    let style = Style {
+        width: text_width(args.width, args.output.is_some()),
+        root,
+    };
     emit(args.output.as_deref(), args.force, |out| {
-        args.format.write(report, out, title)
+        args.format.write(report, out, title, &style)
     })
 }

@@ -74,6 +74,12 @@ impl Loaded {
         self.path.display().to_string()
     }
 
+    /// The common directory of the snapshot's user files, which text output strips from the
+    /// paths of sites (`diff`, `check` and `batch` strip the same).
+    pub fn root(&self) -> Option<String> {
+        memlens::analyze::profile::snapshot_root(&self.snap)
+    }
+
     /// An analysis's refusal (`no oom event`, a bad moment) as one line naming the file.
     pub fn failed(&self, message: String) -> Error {
         Error::Usage(format!("{}: {message}", quoted_path(&self.path)))
@@ -103,6 +109,8 @@ pub fn only_device(path: &Path, snap: &mut Snapshot, device: Option<u32>) -> Res
     snap.devices.retain(|x| x.id == d);
     snap.warnings
         .retain(|w| !matches!(w.device, Some(x) if x != d));
+    // Pinned host memory is on no device.
+    snap.host = None;
     Ok(())
 }
 
@@ -140,6 +148,6 @@ where
 {
     let loaded = Loaded::open(file, g, device)?;
     let r = analysis(&loaded).map_err(|m| loaded.failed(m))?;
-    super::output::report(out, &r, &loaded.title())?;
+    super::output::report(out, &r, &loaded.title(), loaded.root())?;
     Ok(r)
 }

@@ -21,20 +21,22 @@ use memlens::analyze::summary::SummaryReport;
 use memlens::analyze::timeline::TimelineReport;
 use memlens::analyze::top::TopReport;
 use memlens::render;
+use memlens::render::text::Style;
 use serde::{Serialize, Serializer};
 use std::io::{Result, Write};
 
 /// How the `--format` values of a command write its report `R`; `title` names the input
-/// (the file, as given) for the formats that print one.
+/// (the file, as given) for the formats that print one, and `style` is how text for people
+/// is laid out (width, shortened paths; machine formats ignore it).
 pub trait Formats<R>: Copy {
     /// Writes `report` in this format.
-    fn write(self, report: &R, out: &mut dyn Write, title: &str) -> Result<()>;
+    fn write(self, report: &R, out: &mut dyn Write, title: &str, style: &Style) -> Result<()>;
 }
 
-/// A report as tables and lines for people, headed by `title`.
+/// A report as tables and lines for people, headed by `title`, laid out by `style`.
 pub trait Text {
     /// Writes the text.
-    fn text(&self, out: &mut dyn Write, title: &str) -> Result<()>;
+    fn text(&self, out: &mut dyn Write, title: &str, style: &Style) -> Result<()>;
 }
 
 /// `--format text|json`: the formats of most reports.
@@ -48,9 +50,9 @@ pub enum Format {
 }
 
 impl<R: Text + Serialize> Formats<R> for Format {
-    fn write(self, report: &R, out: &mut dyn Write, title: &str) -> Result<()> {
+    fn write(self, report: &R, out: &mut dyn Write, title: &str, style: &Style) -> Result<()> {
         match self {
-            Format::Text => report.text(out, title),
+            Format::Text => report.text(out, title, style),
             Format::Json => render::json::write(out, report),
         }
     }
@@ -60,8 +62,8 @@ impl<R: Text + Serialize> Formats<R> for Format {
 macro_rules! titled_text {
     ($($report:ty => $render:path),* $(,)?) => {$(
         impl Text for $report {
-            fn text(&self, out: &mut dyn Write, title: &str) -> Result<()> {
-                $render(out, title, self)
+            fn text(&self, out: &mut dyn Write, title: &str, style: &Style) -> Result<()> {
+                $render(out, title, self, style)
             }
         }
     )*};
@@ -76,8 +78,8 @@ titled_text! {
 }
 
 impl Text for ExplainReport {
-    fn text(&self, out: &mut dyn Write, _title: &str) -> Result<()> {
-        render::explain::text(out, self)
+    fn text(&self, out: &mut dyn Write, _title: &str, style: &Style) -> Result<()> {
+        render::explain::text(out, self, style)
     }
 }
 
@@ -121,12 +123,12 @@ impl Serialize for Summaries {
 }
 
 impl Text for Summaries {
-    fn text(&self, out: &mut dyn Write, _title: &str) -> Result<()> {
+    fn text(&self, out: &mut dyn Write, _title: &str, style: &Style) -> Result<()> {
         for (i, (file, r)) in self.files.iter().enumerate() {
             if i > 0 {
                 writeln!(out)?;
             }
-            render::summary::text(out, file, r)?;
+            render::summary::text(out, file, r, style)?;
         }
         Ok(())
     }
@@ -151,8 +153,8 @@ impl Serialize for DiffView {
 }
 
 impl Text for DiffView {
-    fn text(&self, out: &mut dyn Write, _title: &str) -> Result<()> {
-        render::diff::text(out, &self.base, &self.cand, &self.report, self.limit)
+    fn text(&self, out: &mut dyn Write, _title: &str, style: &Style) -> Result<()> {
+        render::diff::text(out, &self.base, &self.cand, &self.report, self.limit, style)
     }
 }
 
@@ -170,7 +172,7 @@ pub enum TimelineFormat {
 }
 
 impl Formats<TimelineReport> for TimelineFormat {
-    fn write(self, r: &TimelineReport, out: &mut dyn Write, title: &str) -> Result<()> {
+    fn write(self, r: &TimelineReport, out: &mut dyn Write, title: &str, _: &Style) -> Result<()> {
         match self {
             TimelineFormat::Csv => render::timeline::csv(out, r),
             TimelineFormat::Json => render::json::write(out, r),
@@ -192,7 +194,7 @@ pub enum FlameFormat {
 }
 
 impl Formats<FlameReport> for FlameFormat {
-    fn write(self, r: &FlameReport, out: &mut dyn Write, title: &str) -> Result<()> {
+    fn write(self, r: &FlameReport, out: &mut dyn Write, title: &str, _: &Style) -> Result<()> {
         match self {
             FlameFormat::Svg => render::flame::svg(out, title, r),
             FlameFormat::Folded => render::flame::folded(out, r),
@@ -216,9 +218,15 @@ pub enum CheckFormat {
 }
 
 impl Formats<CheckReport> for CheckFormat {
-    fn write(self, r: &CheckReport, out: &mut dyn Write, _title: &str) -> Result<()> {
+    fn write(
+        self,
+        r: &CheckReport,
+        out: &mut dyn Write,
+        _title: &str,
+        style: &Style,
+    ) -> Result<()> {
         match self {
-            CheckFormat::Text => render::check::text(out, r),
+            CheckFormat::Text => render::check::text(out, r, style),
             CheckFormat::Md => render::check::markdown(out, r),
             CheckFormat::Junit => render::check::junit(out, r),
             CheckFormat::Json => render::json::write(out, r),
@@ -241,9 +249,15 @@ pub enum BatchFormat {
 }
 
 impl Formats<BatchReport> for BatchFormat {
-    fn write(self, r: &BatchReport, out: &mut dyn Write, _title: &str) -> Result<()> {
+    fn write(
+        self,
+        r: &BatchReport,
+        out: &mut dyn Write,
+        _title: &str,
+        style: &Style,
+    ) -> Result<()> {
         match self {
-            BatchFormat::Table => render::batch::table(out, r),
+            BatchFormat::Table => render::batch::table(out, r, style),
             BatchFormat::Csv => render::batch::csv(out, r),
             BatchFormat::Jsonl => render::batch::jsonl(out, r),
             BatchFormat::Json => render::json::write(out, r),
@@ -262,7 +276,7 @@ pub enum ReportFormat {
 }
 
 impl Formats<PageReport> for ReportFormat {
-    fn write(self, r: &PageReport, out: &mut dyn Write, title: &str) -> Result<()> {
+    fn write(self, r: &PageReport, out: &mut dyn Write, title: &str, _: &Style) -> Result<()> {
         match self {
             ReportFormat::Html => render::html::write(out, title, r),
             ReportFormat::Json => render::json::write(

@@ -23,6 +23,7 @@ pub struct Args {
 /// Runs the command. With several files, one that cannot be read (or lacks `--device`) is
 /// one line on stderr; the others are reported, then exit 2.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
+    super::args::stdin_once(args.files.iter().map(|p| p.as_path()))?;
     let mut files = Vec::new();
     let mut first_error = None;
     for f in &args.files {
@@ -42,7 +43,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         many: args.files.len() > 1,
         files,
     };
-    output::report(&args.out, &report, "")?;
+    output::report(&args.out, &report, "", None)?;
     match first_error {
         Some(e) => Err(Error::Usage(format!(
             "{} of {} files could not be read (first: {e})",

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// Arguments of `memlens timeline`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Snapshot file.
+    /// Snapshot file (pickle, gzip, zstd or JSON; `-` reads standard input).
     file: PathBuf,
     /// Most points per device (0 = every event); each bucket's maximum is kept exactly.
     #[arg(long, default_value_t = 2000)]

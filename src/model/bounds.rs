@@ -58,6 +58,26 @@ impl SizeTotal {
             Layout::SegmentList => format!("[{i}]"),
             Layout::Modern | Layout::Legacy => format!("segments[{i}]"),
         };
+        self.add_segment_list(segments, blocks, seg_path)
+    }
+
+    /// Adds pinned host memory: `host_segments` with their blocks, then `host_traces`.
+    pub fn add_host(
+        &mut self,
+        segments: &[Segment],
+        blocks: &[Block],
+        events: &[TraceEvent],
+    ) -> Result<(), BuildError> {
+        self.add_segment_list(segments, blocks, |i| format!("host_segments[{i}]"))?;
+        self.add_entries(events, |k| format!("host_traces[{k}]"))
+    }
+
+    fn add_segment_list(
+        &mut self,
+        segments: &[Segment],
+        blocks: &[Block],
+        seg_path: impl Fn(usize) -> String,
+    ) -> Result<(), BuildError> {
         for (i, s) in segments.iter().enumerate() {
             self.add(s.total_size, || seg_path(i), "total_size")?;
             range_fits(s.address, s.total_size, || seg_path(i), "total_size")?;
@@ -87,8 +107,21 @@ impl SizeTotal {
     ) -> Result<(), BuildError> {
         for (d, range) in traces.iter().enumerate() {
             let Some(range) = range else { continue };
-            for (k, e) in events[range.clone()].iter().enumerate() {
-                let path = || format!("device_traces[{d}][{k}]");
+            self.add_entries(&events[range.clone()], |k| {
+                format!("device_traces[{d}][{k}]")
+            })?;
+        }
+        Ok(())
+    }
+
+    fn add_entries(
+        &mut self,
+        events: &[TraceEvent],
+        entry_path: impl Fn(usize) -> String,
+    ) -> Result<(), BuildError> {
+        {
+            for (k, e) in events.iter().enumerate() {
+                let path = || entry_path(k);
                 self.add(e.size, path, "size")?;
                 match e.action {
                     // For an oom, `addr` holds the device's free bytes, which the advice adds.

@@ -262,6 +262,33 @@ pub struct Device {
     pub trace_recorded: bool,
 }
 
+/// The `device` a segment of pinned host memory may carry (`-1`, the CPU's index): it belongs
+/// to no GPU. A device segment with it is refused.
+pub const HOST_DEVICE: u32 = u32::MAX;
+
+/// Pinned host memory (`host_segments`, `host_traces`; PyTorch 2.14+ with
+/// `_record_memory_history(record_pinned_host_memory=True)`): the CachingHostAllocator's
+/// state and history, a pool of its own that belongs to no device. Its segments' blocks are in
+/// [`Snapshot::blocks`] like every other block.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostMemory {
+    /// `host_segments`, in file order.
+    pub segments: Vec<Segment>,
+    /// `host_traces`, oldest first (one list; a list of lists is joined in order).
+    pub events: Vec<TraceEvent>,
+    /// True when the file has `host_segments`.
+    pub segments_recorded: bool,
+    /// True when the file has `host_traces`.
+    pub trace_recorded: bool,
+}
+
+impl HostMemory {
+    /// True when the file recorded host memory but holds none of it.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty() && self.events.is_empty()
+    }
+}
+
 /// A data-quality finding that does not stop the analysis.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Warning {
@@ -298,6 +325,9 @@ pub struct Snapshot {
     pub allocator_settings: Option<Vec<(String, SettingValue)>>,
     /// `external_annotations`.
     pub annotations: Vec<Annotation>,
+    /// Pinned host memory, when the file has `host_segments` or `host_traces`; no device's
+    /// figures include it.
+    pub host: Option<HostMemory>,
     /// Data-quality warnings found while building.
     pub warnings: Vec<Warning>,
 }
@@ -311,6 +341,11 @@ impl Snapshot {
     /// The trace of `device`, oldest first.
     pub fn device_trace(&self, device: &Device) -> &[TraceEvent] {
         &self.events[device.trace.clone()]
+    }
+
+    /// The segments of pinned host memory (none when the file recorded none).
+    pub fn host_segments(&self) -> &[Segment] {
+        self.host.as_ref().map_or(&[], |h| &h.segments)
     }
 
     /// The blocks of `segment`, in address order.
@@ -328,6 +363,10 @@ impl Snapshot {
             + self.segments.capacity() * size_of::<Segment>()
             + self.devices.capacity() * size_of::<Device>()
             + self.annotations.capacity() * size_of::<Annotation>()
+            + self.host.as_ref().map_or(0, |h| {
+                h.segments.capacity() * size_of::<Segment>()
+                    + h.events.capacity() * size_of::<TraceEvent>()
+            })
             + self.strings.heap_bytes()
             + self.frames.heap_bytes()
             + self.stacks.heap_bytes()

@@ -11,11 +11,12 @@ struct Tally {
     device: Option<u32>,
     count: u64,
     first: String,
-    what: &'static str,
+    /// What was found, said of one and of several.
+    what: [&'static str; 2],
 }
 
 impl Tally {
-    fn new(code: &'static str, device: Option<u32>, what: &'static str) -> Self {
+    fn new(code: &'static str, device: Option<u32>, what: [&'static str; 2]) -> Self {
         Tally {
             code,
             device,
@@ -34,7 +35,12 @@ impl Tally {
         (self.count > 0).then(|| Warning {
             code: self.code,
             device: self.device,
-            message: format!("{} {} (first: {})", self.count, self.what, self.first),
+            message: format!(
+                "{} {} (first: {})",
+                self.count,
+                self.what[(self.count != 1) as usize],
+                self.first
+            ),
         })
     }
 }
@@ -46,6 +52,7 @@ pub fn check(snap: &Snapshot) -> Vec<Warning> {
         out.extend(check_segments(snap, dev));
         out.extend(check_trace(snap, dev));
     }
+    out.extend(check_private_pools_only(snap));
     let any_holder = !snap.blocks.is_empty() || !snap.events.is_empty();
     if any_holder && !snap.has_frames() {
         out.push(Warning {
@@ -57,42 +64,87 @@ pub fn check(snap: &Snapshot) -> Vec<Warning> {
     out
 }
 
+/// Every segment in private pools, none in the default ones, and no trace: what
+/// `MemPool.snapshot()` (`memory_snapshot(mempool_id=...)`) writes, one pool alone.
+fn check_private_pools_only(snap: &Snapshot) -> Option<Warning> {
+    if snap.segments.is_empty() || snap.devices.iter().any(|d| !d.trace.is_empty()) {
+        return None;
+    }
+    let mut pools: Vec<(u64, u64)> = snap.segments.iter().map(|s| s.pool_id).collect();
+    pools.sort_unstable();
+    pools.dedup();
+    if pools.contains(&(0, 0)) {
+        return None;
+    }
+    let names: Vec<String> = pools.iter().map(|(a, b)| format!("({a}, {b})")).collect();
+    Some(Warning {
+        code: "private_pools_only",
+        device: None,
+        message: format!(
+            "every segment belongs to private pool{} {} and no trace was recorded: this looks like `MemPool.snapshot()` (or `memory_snapshot(mempool_id=...)`), which holds that pool alone, so memory outside it (the default pools, other pools) is not in the file",
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        ),
+    })
+}
+
 fn check_segments(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
     let d = Some(dev.id);
     let mut total = Tally::new(
         "segment_total_mismatch",
         d,
-        "segments whose block sizes do not add up to total_size",
+        [
+            "segment whose block sizes do not add up to total_size",
+            "segments whose block sizes do not add up to total_size",
+        ],
     );
     let mut sums = Tally::new(
         "segment_sum_mismatch",
         d,
-        "segments whose recorded allocated/active/requested sizes differ from their blocks",
+        [
+            "segment whose recorded allocated/active/requested sizes differ from its blocks",
+            "segments whose recorded allocated/active/requested sizes differ from their blocks",
+        ],
     );
     let mut tiling = Tally::new(
         "blocks_not_contiguous",
         d,
-        "blocks that do not start where the previous block ends",
+        [
+            "block that does not start where the previous block ends",
+            "blocks that do not start where the previous block ends",
+        ],
     );
     let mut align = Tally::new(
         "block_size_unaligned",
         d,
-        "blocks whose size is not a multiple of 512 bytes",
+        [
+            "block whose size is not a multiple of 512 bytes",
+            "blocks whose size is not a multiple of 512 bytes",
+        ],
     );
     let mut overlap = Tally::new(
         "segments_overlap",
         d,
-        "segments that overlap the previous one",
+        [
+            "segment that overlaps the previous one",
+            "segments that overlap the previous one",
+        ],
     );
     let mut stale = Tally::new(
         "stale_requested_size",
         d,
-        "inactive blocks carry a stale requested_size, ignored as PyTorch leaves it",
+        [
+            "inactive block carries a stale requested_size, ignored as PyTorch leaves it",
+            "inactive blocks carry a stale requested_size, ignored as PyTorch leaves it",
+        ],
     );
     let mut over = Tally::new(
         "requested_exceeds_size",
         d,
-        "active blocks whose requested_size exceeds their size",
+        [
+            "active block whose requested_size exceeds its size",
+            "active blocks whose requested_size exceeds their size",
+        ],
     );
     let segs = snap.device_segments(dev);
     for (i, s) in segs.iter().enumerate() {
@@ -168,11 +220,21 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
     if trace.is_empty() {
         return out;
     }
-    let mut orphans = Tally::new("ring_buffer_wrapped", d, "frees of allocations made before the trace begins (the ring buffer wrapped; max_entries was reached)");
+    let mut orphans = Tally::new(
+        "ring_buffer_wrapped",
+        d,
+        [
+            "free of an allocation made before the trace begins (the ring buffer wrapped; max_entries was reached)",
+            "frees of allocations made before the trace begins (the ring buffer wrapped; max_entries was reached)",
+        ],
+    );
     let mut time = Tally::new(
         "time_decreasing",
         d,
-        "trace entries whose time_us is earlier than the entry before",
+        [
+            "trace entry whose time_us is earlier than the entry before",
+            "trace entries whose time_us is earlier than the entry before",
+        ],
     );
     let mut live: FxHashSet<u64> = FxHashSet::default();
     let mut prev_time = NO_TIME;

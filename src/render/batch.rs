@@ -1,19 +1,15 @@
 //! Renderings of a batch: a table, CSV, or JSON lines (one object per file, then one
 //! `{"kind":"imbalance",...}` line).
 
+use super::text::{right, Style};
 use crate::analyze::batch::{BatchReport, FileRow, Imbalance};
-use crate::units::iec;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use crate::units::{iec, plural};
+use comfy_table::Cell;
 use std::io::Write;
 
-fn right(s: String) -> Cell {
-    Cell::new(s).set_alignment(CellAlignment::Right)
-}
-
-/// Writes the rows and the imbalance as tables.
-pub fn table(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+/// Writes the rows and the imbalance as tables, fitted to `style`.
+pub fn table(out: &mut dyn Write, r: &BatchReport, style: &Style) -> std::io::Result<()> {
+    let mut t = style.table();
     t.set_header(vec![
         "file", "rank", "peak", "reserved", "frag", "oom", "top site",
     ]);
@@ -28,9 +24,9 @@ pub fn table(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
             t.add_row(vec![
                 Cell::new(&f.file),
                 right(rank),
-                right("-".into()),
-                right("-".into()),
-                right("-".into()),
+                right("-"),
+                right("-"),
+                right("-"),
                 Cell::new("-"),
                 Cell::new(format!("error: {e}")),
             ]);
@@ -50,25 +46,34 @@ pub fn table(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
         ]);
     }
     writeln!(out, "{t}")?;
-    writeln!(out, "{} file(s), {} failed", r.files.len(), r.failed)?;
+    writeln!(
+        out,
+        "{}, {} failed",
+        plural(r.files.len() as u64, "file"),
+        r.failed
+    )?;
     if let Some(i) = &r.imbalance {
-        imbalance(out, i)?;
+        imbalance(out, i, style)?;
     }
     Ok(())
 }
 
-fn imbalance(out: &mut dyn Write, i: &Imbalance) -> std::io::Result<()> {
-    writeln!(
+fn imbalance(out: &mut dyn Write, i: &Imbalance, style: &Style) -> std::io::Result<()> {
+    writeln!(out)?;
+    style.para(
         out,
-        "\nImbalance over {} ranks: max / median = {:.2} (rank {}: {} vs median {})",
-        i.ranks.len(),
-        i.max_over_median,
-        i.outlier_rank,
-        iec(i.max_peak_bytes),
-        iec(i.median_peak_bytes)
+        "",
+        "  ",
+        &format!(
+            "Imbalance over {} ranks: max / median = {:.2} (rank {}: {} vs median {})",
+            i.ranks.len(),
+            i.max_over_median,
+            i.outlier_rank,
+            iec(i.max_peak_bytes),
+            iec(i.median_peak_bytes)
+        ),
     )?;
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = style.table();
     t.set_header(vec!["rank", "peak", "vs median", "file"]);
     for r in &i.ranks {
         t.add_row(vec![
@@ -85,8 +90,7 @@ fn imbalance(out: &mut dyn Write, i: &Imbalance) -> std::io::Result<()> {
     writeln!(out, "{t}")?;
     if !i.sites.is_empty() {
         writeln!(out, "Sites that explain rank {}:", i.outlier_rank)?;
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
+        let mut t = style.table();
         t.set_header(vec![
             "excess".to_string(),
             format!("rank {}", i.outlier_rank),
@@ -104,7 +108,7 @@ fn imbalance(out: &mut dyn Write, i: &Imbalance) -> std::io::Result<()> {
         writeln!(out, "{t}")?;
     }
     for n in &i.notes {
-        writeln!(out, "note: {n}")?;
+        style.para(out, "note: ", "  ", n)?;
     }
     Ok(())
 }

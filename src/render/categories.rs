@@ -1,23 +1,32 @@
 //! Text rendering of [`CategoriesReport`].
 
+use super::text::{right, Style};
 use crate::analyze::categories::CategoriesReport;
 use crate::units::iec;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Cell;
 use std::io::Write;
 
-/// Writes the report.
-pub fn text(out: &mut dyn Write, title: &str, r: &CategoriesReport) -> std::io::Result<()> {
-    writeln!(out, "{title}  (at {})", r.moment)?;
+/// Writes the report, fitted to `style`.
+pub fn text(
+    out: &mut dyn Write,
+    title: &str,
+    r: &CategoriesReport,
+    style: &Style,
+) -> std::io::Result<()> {
+    style.para(out, "", "", &format!("{title}  (at {})", r.moment))?;
     for d in &r.devices {
+        // Event -1 is the state before the first event.
+        let when = match d.at.event_index {
+            -1 => "before the first event".to_string(),
+            i => format!("after event {i}"),
+        };
         writeln!(
             out,
-            "\nDevice {} — after event {}: {} live (requested)",
+            "\nDevice {} — {when}: {} live (requested)",
             d.device,
-            d.at.event_index,
             iec(d.live_requested_bytes)
         )?;
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
+        let mut t = style.table();
         t.set_header(vec![
             "category",
             "live",
@@ -29,16 +38,16 @@ pub fn text(out: &mut dyn Write, title: &str, r: &CategoriesReport) -> std::io::
         for c in &d.categories {
             t.add_row(vec![
                 Cell::new(&c.category),
-                Cell::new(iec(c.bytes)).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{:.1}%", c.share * 100.0)).set_alignment(CellAlignment::Right),
-                Cell::new(c.count).set_alignment(CellAlignment::Right),
+                right(iec(c.bytes)),
+                right(format!("{:.1}%", c.share * 100.0)),
+                right(c.count),
                 Cell::new(c.confidence),
                 Cell::new(c.rules.first().map(|h| h.rule.as_str()).unwrap_or("")),
             ]);
         }
         writeln!(out, "{t}")?;
         for n in &d.notes {
-            writeln!(out, "note: {n}")?;
+            style.para(out, "note: ", "  ", &style.sites_in(n))?;
         }
     }
     Ok(())

@@ -2,6 +2,7 @@
 //! pull-request comment, and JUnit XML for CI systems. An unmeasured budget is never shown as
 //! passed: `unmeasured` with its reason in text, ⚠️ in Markdown, `<skipped>` in JUnit.
 
+use super::text::Style;
 use crate::analyze::check::{BudgetResult, CheckReport, CheckStatus, SiteLine};
 use crate::units::{iec, signed_iec};
 use std::io::Write;
@@ -23,32 +24,38 @@ fn acceptance(r: &CheckReport) -> &'static str {
     }
 }
 
-/// Writes the report as text.
-pub fn text(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
+/// Writes the report as text, fitted to `style`.
+pub fn text(out: &mut dyn Write, r: &CheckReport, style: &Style) -> std::io::Result<()> {
     for f in &r.files {
         let head = match f.status {
             CheckStatus::Pass => "PASS",
             CheckStatus::Fail => "FAIL",
             CheckStatus::Unmeasured => "UNMEASURED",
         };
-        writeln!(out, "{head} {}", f.file)?;
+        style.para(out, &format!("{head} "), "  ", &f.file)?;
         for b in &f.budgets {
             if b.status == CheckStatus::Unmeasured {
-                writeln!(
+                style.para(
                     out,
-                    "  unmeasured {}: {}; {}",
-                    b.budget.as_str(),
-                    b.reason.as_deref().unwrap_or("nothing to measure"),
-                    acceptance(r)
+                    &format!("  unmeasured {}: ", b.budget.as_str()),
+                    "       ",
+                    &format!(
+                        "{}; {}",
+                        b.reason.as_deref().unwrap_or("nothing to measure"),
+                        acceptance(r)
+                    ),
                 )?;
                 continue;
             }
-            writeln!(
+            style.para(
                 out,
-                "  {} {}: {}",
-                if b.passed { "ok  " } else { "FAIL" },
-                b.budget.as_str(),
-                b.message
+                &format!(
+                    "  {} {}: ",
+                    if b.passed { "ok  " } else { "FAIL" },
+                    b.budget.as_str()
+                ),
+                "       ",
+                &b.message,
             )?;
             if b.status == CheckStatus::Fail && !b.top_sites.is_empty() {
                 writeln!(out, "       top sites:")?;
@@ -64,7 +71,7 @@ pub fn text(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
             }
         }
         for n in &f.notes {
-            writeln!(out, "  note: {n}")?;
+            style.para(out, "  note: ", "    ", n)?;
         }
     }
     write!(

@@ -1,13 +1,10 @@
 //! Text rendering of [`DiffReport`].
 
+use super::text::{right, Style};
 use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
 use crate::units::{iec, signed_iec, signed_percent};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::{Cell, Table};
 use std::io::Write;
-
-fn right(s: String) -> Cell {
-    Cell::new(s).set_alignment(CellAlignment::Right)
-}
 
 fn pair_row(name: &str, p: Pair) -> Vec<Cell> {
     vec![
@@ -23,16 +20,18 @@ fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
-/// Writes the report; `limit` caps the site rows (the rest is summarized in one line).
+/// Writes the report, fitted to `style`; `limit` caps the site rows (the rest is summarized
+/// in one line).
 pub fn text(
     out: &mut dyn Write,
     base: &str,
     cand: &str,
     r: &DiffReport,
     limit: usize,
+    style: &Style,
 ) -> std::io::Result<()> {
-    writeln!(out, "base:      {base}")?;
-    writeln!(out, "candidate: {cand}")?;
+    style.para(out, "base:      ", "           ", base)?;
+    style.para(out, "candidate: ", "           ", cand)?;
     writeln!(
         out,
         "compared at {} (each device at its own), by {}{}",
@@ -47,8 +46,7 @@ pub fn text(
             ""
         }
     )?;
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = style.table();
     t.set_header(vec!["", "base", "candidate", "change", "%"]);
     t.add_row(pair_row("peak (live requested)", r.peak));
     t.add_row(pair_row("reserved", r.reserved));
@@ -61,8 +59,7 @@ pub fn text(
     ]);
     writeln!(out, "{t}")?;
     if let Some(cats) = r.categories.as_ref().filter(|c| !c.is_empty()) {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
+        let mut t = style.table();
         t.set_header(vec!["category", "base", "candidate", "change", "count"]);
         for c in cats {
             t.add_row(vec![
@@ -76,8 +73,7 @@ pub fn text(
         writeln!(out, "{t}")?;
     }
     if r.devices.len() > 1 {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
+        let mut t = style.table();
         t.set_header(vec![
             "device",
             "base peak",
@@ -115,7 +111,7 @@ pub fn text(
         }
     )?;
     if !r.sites.is_empty() {
-        writeln!(out, "{}", sites_table(&r.sites, limit))?;
+        writeln!(out, "{}", sites_table(&r.sites, limit, style))?;
         if r.sites.len() > limit {
             let rest = &r.sites[limit..];
             let sum: i64 = rest.iter().map(|s| s.delta_bytes).sum();
@@ -128,26 +124,30 @@ pub fn text(
         }
     }
     if let Some(g) = &r.gate {
-        writeln!(
+        writeln!(out)?;
+        style.para(
             out,
-            "\nGrowth gate (at least {} and {}): peak {} ({}) — {}",
-            pct(g.min_growth),
-            iec(g.min_abs_bytes),
-            signed_iec(r.peak.delta_bytes),
-            signed_percent(r.peak.delta_bytes, r.peak.base),
-            if g.failed { "FAILED" } else { "passed" }
+            "",
+            "  ",
+            &format!(
+                "Growth gate (at least {} and {}): peak {} ({}) — {}",
+                pct(g.min_growth),
+                iec(g.min_abs_bytes),
+                signed_iec(r.peak.delta_bytes),
+                signed_percent(r.peak.delta_bytes, r.peak.base),
+                if g.failed { "FAILED" } else { "passed" }
+            ),
         )?;
     }
     for n in &r.notes {
-        writeln!(out, "note: {n}")?;
+        style.para(out, "note: ", "  ", n)?;
     }
     Ok(())
 }
 
-/// The site rows as a table.
-pub fn sites_table(sites: &[SiteDelta], limit: usize) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+/// The site rows as a table, fitted to `style`.
+pub fn sites_table(sites: &[SiteDelta], limit: usize, style: &Style) -> Table {
+    let mut t = style.table();
     t.set_header(vec![
         "status",
         "base",

@@ -1,17 +1,18 @@
 //! Text rendering of [`ExplainReport`]: the four numbers, the verdict, the fixes cheapest
 //! first, and how to record a snapshot. JSON goes through [`super::json::write`].
 
+use super::text::{right, Style};
 use super::units::iec;
 use crate::analyze::explain::{ExplainReport, OomExplained, Wording};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Cell;
 use std::io::Write;
 
 fn bytes(v: Option<u64>) -> Cell {
-    Cell::new(v.map_or_else(|| "unknown".to_string(), iec)).set_alignment(CellAlignment::Right)
+    right(v.map_or_else(|| "unknown".to_string(), iec))
 }
 
-/// Writes the explanation of every OOM in `r`.
-pub fn text(out: &mut dyn Write, r: &ExplainReport) -> std::io::Result<()> {
+/// Writes the explanation of every OOM in `r`, fitted to `style`.
+pub fn text(out: &mut dyn Write, r: &ExplainReport, style: &Style) -> std::io::Result<()> {
     for (i, o) in r.ooms.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
@@ -19,14 +20,14 @@ pub fn text(out: &mut dyn Write, r: &ExplainReport) -> std::io::Result<()> {
         if r.ooms.len() > 1 {
             write!(out, "OOM {} of {}: ", i + 1, r.ooms.len())?;
         }
-        one(out, o)?;
+        one(out, o, style)?;
     }
     writeln!(out)?;
-    snapshot_recipe(out)
+    snapshot_recipe(out, style)
 }
 
 /// Writes one explained OOM: the numbers, the verdict, the evidence and the fixes.
-pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
+pub fn one(out: &mut dyn Write, o: &OomExplained, style: &Style) -> std::io::Result<()> {
     let wording = match o.wording {
         Some(Wording::Parenthesized) => "PyTorch ≤ 2.0 message",
         Some(Wording::Sentences) => "PyTorch ≥ 2.1 message",
@@ -38,8 +39,7 @@ pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
         .map_or_else(|| "device ?".to_string(), |d| format!("device {d}"));
     writeln!(out, "{} out of memory on {device} ({wording})", o.backend)?;
 
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = style.table();
     t.set_header(vec!["", "bytes", ""]);
     let mut row = |name: &str, v: Option<u64>, note: &str| {
         t.add_row(vec![Cell::new(name), bytes(v), Cell::new(note)]);
@@ -107,46 +107,60 @@ pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
     }
     writeln!(out, "{t}")?;
 
-    writeln!(out, "\nVerdict: {}", o.headline)?;
+    writeln!(out)?;
+    style.para(out, "Verdict: ", "  ", &o.headline)?;
     if !o.evidence.is_empty() {
         writeln!(out, "\nEvidence")?;
         for line in &o.evidence {
-            writeln!(out, "  - {line}")?;
+            style.para(out, "  - ", "    ", line)?;
         }
     }
     writeln!(out, "\nWhat to change, cheapest first")?;
     if o.recommendations.is_empty() {
-        writeln!(
+        style.para(
             out,
-            "  Nothing these numbers justify; record a snapshot (below)."
+            "  ",
+            "  ",
+            "Nothing these numbers justify; record a snapshot (below).",
         )?;
     }
     for (i, r) in o.recommendations.iter().enumerate() {
-        writeln!(out, "  {}. [{}] {}", i + 1, r.cost.as_str(), r.action)?;
-        writeln!(out, "     Why: {}.", r.why)?;
+        style.para(
+            out,
+            &format!("  {}. ", i + 1),
+            "     ",
+            &format!("[{}] {}", r.cost.as_str(), r.action),
+        )?;
+        style.para(out, "     Why: ", "     ", &format!("{}.", r.why))?;
     }
     if !o.notes.is_empty() {
         writeln!(out, "\nNotes")?;
         for n in &o.notes {
-            writeln!(out, "  - {n}")?;
+            style.para(out, "  - ", "    ", n)?;
         }
     }
     if !o.cannot_conclude.is_empty() {
         writeln!(out, "\nWhat the message cannot tell")?;
         for c in &o.cannot_conclude {
-            writeln!(out, "  - {c}")?;
+            style.para(out, "  - ", "    ", c)?;
         }
     }
     Ok(())
 }
 
-fn snapshot_recipe(out: &mut dyn Write) -> std::io::Result<()> {
+fn snapshot_recipe(out: &mut dyn Write, style: &Style) -> std::io::Result<()> {
+    style.para(
+        out,
+        "",
+        "",
+        "What a snapshot would add: the largest free block, which tensors (with the code that \
+         allocated them) make up the live set, and how memory grew up to the failure. Record one:",
+    )?;
     writeln!(
         out,
-        "What a snapshot would add: the largest free block, which tensors (with the code that\n\
-         allocated them) make up the live set, and how memory grew up to the failure. Record one:\n\
-         \n    import torch\n    \
-         torch.cuda.memory._record_memory_history(max_entries=100000)  # before the workload\n    \
+        "\n    import torch\n    \
+         # before the workload:\n    \
+         torch.cuda.memory._record_memory_history(max_entries=100000)\n    \
          try:\n        \
          run()  # your training or inference\n    \
          except torch.cuda.OutOfMemoryError:\n        \

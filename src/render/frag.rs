@@ -1,13 +1,9 @@
 //! Text rendering of [`FragReport`].
 
+use super::text::{width, Style};
 use crate::analyze::frag::{FragReport, PoolFrag};
-use crate::units::iec;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use crate::units::{iec, plural};
 use std::io::Write;
-
-fn right(s: String) -> Cell {
-    Cell::new(s).set_alignment(CellAlignment::Right)
-}
 
 fn pool_name(p: &PoolFrag) -> String {
     let mut s = p.pool.as_str().to_string();
@@ -20,9 +16,14 @@ fn pool_name(p: &PoolFrag) -> String {
     s
 }
 
-/// Writes the report.
-pub fn text(out: &mut dyn Write, title: &str, r: &FragReport) -> std::io::Result<()> {
-    writeln!(out, "{title}  (at {})", r.moment)?;
+/// Writes the report, fitted to `style`.
+pub fn text(
+    out: &mut dyn Write,
+    title: &str,
+    r: &FragReport,
+    style: &Style,
+) -> std::io::Result<()> {
+    style.para(out, "", "", &format!("{title}  (at {})", r.moment))?;
     for d in &r.devices {
         let when = match d.at.event_index {
             -1 if d.exact => "final state".to_string(),
@@ -35,9 +36,32 @@ pub fn text(out: &mut dyn Write, title: &str, r: &FragReport) -> std::io::Result
             d.device,
             if d.exact { "" } else { " (rebuilt)" }
         )?;
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(vec![
+        let rows: Vec<Vec<String>> = d
+            .pools
+            .iter()
+            .chain(std::iter::once(&d.total))
+            .map(|p| {
+                let name = if std::ptr::eq(p, &d.total) {
+                    "total".to_string()
+                } else {
+                    pool_name(p)
+                };
+                vec![
+                    name,
+                    p.segments.to_string(),
+                    iec(p.reserved_bytes),
+                    iec(p.allocated_bytes),
+                    iec(p.rounding_waste_bytes),
+                    iec(p.pending_free_bytes),
+                    iec(p.free_bytes),
+                    iec(p.largest_free_block_bytes),
+                    format!("{:.0}%", p.fragmentation * 100.0),
+                    iec(p.stranded_free_bytes),
+                    iec(p.releasable_bytes),
+                ]
+            })
+            .collect();
+        let header = [
             "pool",
             "segments",
             "reserved",
@@ -49,32 +73,20 @@ pub fn text(out: &mut dyn Write, title: &str, r: &FragReport) -> std::io::Result
             "frag",
             "stranded",
             "releasable",
-        ]);
-        for p in d.pools.iter().chain(std::iter::once(&d.total)) {
-            let name = if std::ptr::eq(p, &d.total) {
-                "total".to_string()
-            } else {
-                pool_name(p)
-            };
-            t.add_row(vec![
-                Cell::new(name),
-                right(p.segments.to_string()),
-                right(iec(p.reserved_bytes)),
-                right(iec(p.allocated_bytes)),
-                right(iec(p.rounding_waste_bytes)),
-                right(iec(p.pending_free_bytes)),
-                right(iec(p.free_bytes)),
-                right(iec(p.largest_free_block_bytes)),
-                right(format!("{:.0}%", p.fragmentation * 100.0)),
-                right(iec(p.stranded_free_bytes)),
-                right(iec(p.releasable_bytes)),
-            ]);
+        ];
+        let mut numeric = [true; 11];
+        numeric[0] = false;
+        for t in style.records(&header, &numeric, &rows) {
+            writeln!(out, "{t}")?;
         }
-        writeln!(out, "{t}")?;
-        writeln!(
+        style.para(
             out,
-            "Largest request served without new memory from the driver: {}",
-            iec(d.total.largest_request_without_new_memory_bytes)
+            "",
+            "  ",
+            &format!(
+                "Largest request served without new memory from the driver: {}",
+                iec(d.total.largest_request_without_new_memory_bytes)
+            ),
         )?;
         let hist: Vec<String> = d
             .total
@@ -86,29 +98,45 @@ pub fn text(out: &mut dyn Write, title: &str, r: &FragReport) -> std::io::Result
                     Some(m) => format!("{}–{}", iec(b.min_bytes), iec(m)),
                     None => format!("≥ {}", iec(b.min_bytes)),
                 };
-                format!("{range}: {} blocks, {}", b.blocks, iec(b.bytes))
+                format!("{range}: {}, {}", plural(b.blocks, "block"), iec(b.bytes))
             })
             .collect();
         if !hist.is_empty() {
-            writeln!(out, "Free blocks by size: {}", hist.join("; "))?;
+            style.para(out, "Free blocks by size: ", "  ", &hist.join("; "))?;
         }
         if !d.worst_segments.is_empty() {
-            writeln!(out, "Segments with the most stranded free memory (' ' free, 1-9 tenths used, '#' full, 'p' pending free):")?;
+            style.para(
+                out,
+                "",
+                "  ",
+                "Segments with the most stranded free memory (' ' free, 1-9 tenths used, '#' full, 'p' pending free):",
+            )?;
             for m in &d.worst_segments {
-                writeln!(
-                    out,
-                    "  0x{:012x} {:>11} {:5} [{}] {} stranded, largest free {}",
+                let head = format!(
+                    "  0x{:012x} {:>11} {:5}",
                     m.address,
                     iec(m.size),
-                    m.pool.as_str(),
-                    m.map,
+                    m.pool.as_str()
+                );
+                let map = format!("[{}]", m.map);
+                let tail = format!(
+                    "{} stranded, largest free {}",
                     iec(m.stranded_free_bytes),
                     iec(m.largest_free_block_bytes)
-                )?;
+                );
+                let one = format!("{head} {map} {tail}");
+                match style.columns() {
+                    // Too wide for one line: the figures, then the map under them.
+                    Some(w) if width(&one) > w => {
+                        writeln!(out, "{head}: {tail}")?;
+                        writeln!(out, "    {map}")?;
+                    }
+                    _ => writeln!(out, "{one}")?,
+                }
             }
         }
         for n in &d.notes {
-            writeln!(out, "note: {n}")?;
+            style.para(out, "note: ", "  ", n)?;
         }
     }
     Ok(())

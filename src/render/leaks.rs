@@ -1,31 +1,35 @@
 //! Text rendering of [`LeaksReport`]: the per-step table and the findings.
 
+use super::text::{right, Style};
 use crate::analyze::leaks::LeaksReport;
-use crate::units::iec;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use crate::units::{iec, plural};
+use comfy_table::Cell;
 use std::io::Write;
 
-/// Writes the report.
-pub fn text(out: &mut dyn Write, title: &str, r: &LeaksReport) -> std::io::Result<()> {
-    writeln!(out, "{title}")?;
-    let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
+/// Writes the report, fitted to `style`.
+pub fn text(
+    out: &mut dyn Write,
+    title: &str,
+    r: &LeaksReport,
+    style: &Style,
+) -> std::io::Result<()> {
+    style.para(out, "", "", title)?;
     for d in &r.devices {
-        let source = match d.steps.source {
-            Some(s) => serde_json::to_value(s)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            None => "none found".into(),
-        };
+        // Where the steps came from; nothing to say when none were found.
+        let source = d
+            .steps
+            .source
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_str().map(|s| format!(" (from {s})")))
+            .unwrap_or_default();
         writeln!(
             out,
-            "\nDevice {} — {} steps (from {source})",
+            "\nDevice {} — {}{source}",
             d.steps.device,
-            d.steps.steps.len()
+            plural(d.steps.steps.len() as u64, "step")
         )?;
         if !d.steps.steps.is_empty() {
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED);
+            let mut t = style.table();
             t.set_header(vec![
                 "step",
                 "events",
@@ -52,7 +56,7 @@ pub fn text(out: &mut dyn Write, title: &str, r: &LeaksReport) -> std::io::Resul
             writeln!(out, "{t}")?;
         }
         for n in &d.notes {
-            writeln!(out, "note: {n}")?;
+            style.para(out, "note: ", "  ", &style.sites_in(n))?;
         }
     }
     if r.findings.is_empty() {
@@ -66,18 +70,26 @@ pub fn text(out: &mut dyn Write, title: &str, r: &LeaksReport) -> std::io::Resul
         } else {
             "leak"
         };
-        writeln!(
+        style.para(
             out,
-            "  {}. {kind} on device {}: {} grows {} per step over {} steps ({} live at the end, fit R² {:.2})",
-            i + 1,
-            f.device,
-            f.site,
-            iec(f.bytes_per_step),
-            f.steps,
-            iec(f.live_bytes_at_end),
-            f.fit_r2
+            &format!("  {}. ", i + 1),
+            "     ",
+            &format!(
+                "{kind} on device {}: {} grows {} per step over {} ({} live at the end, fit R² {:.2})",
+                f.device,
+                style.site(&f.site),
+                iec(f.bytes_per_step),
+                plural(f.steps as u64, "step"),
+                iec(f.live_bytes_at_end),
+                f.fit_r2
+            ),
         )?;
-        writeln!(out, "     Fix: {}.", f.fix)?;
+        style.para(
+            out,
+            "     Fix: ",
+            "     ",
+            &style.sites_in(&format!("{}.", f.fix)),
+        )?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod json;
 pub mod leaks;
 pub mod oom;
 pub mod summary;
+pub mod text;
 pub use crate::units;
 pub mod timeline;
 pub mod top;

@@ -1,17 +1,19 @@
 //! Text rendering of [`OomReport`] (the per-OOM part is shared with `explain`).
 
 use super::explain;
+use super::text::{right, Style};
 use crate::analyze::oom::OomReport;
 use crate::units::iec;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Cell;
 use std::io::Write;
 
-/// Writes the report.
-pub fn text(out: &mut dyn Write, title: &str, r: &OomReport) -> std::io::Result<()> {
-    writeln!(out, "{title}")?;
+/// Writes the report, fitted to `style`.
+pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> std::io::Result<()> {
+    style.para(out, "", "", title)?;
     if r.ooms.is_empty() {
         for n in &r.notes {
-            writeln!(out, "\n{n}")?;
+            writeln!(out)?;
+            style.para(out, "", "", n)?;
         }
     }
     for (k, o) in r.ooms.iter().enumerate() {
@@ -25,33 +27,35 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport) -> std::io::Result<
                 .map(|t| format!(", time_us {t}"))
                 .unwrap_or_default()
         )?;
-        explain::one(out, &o.explained)?;
-        writeln!(
+        explain::one(out, &o.explained, style)?;
+        writeln!(out)?;
+        style.para(
             out,
-            "\nLive at the OOM: {} requested (request rounded to {}, {} cached free in its pool)",
-            iec(o.live_requested_bytes),
-            iec(o.request_rounded_bytes),
-            iec(o.pool_free_bytes)
+            "",
+            "  ",
+            &format!(
+                "Live at the OOM: {} requested (request rounded to {}, {} cached free in its pool)",
+                iec(o.live_requested_bytes),
+                iec(o.request_rounded_bytes),
+                iec(o.pool_free_bytes)
+            ),
         )?;
         if !o.live_sites.is_empty() {
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED);
+            let mut t = style.table();
             t.set_header(vec!["live", "share", "count", "site"]);
             for s in &o.live_sites {
                 t.add_row(vec![
-                    Cell::new(iec(s.bytes)).set_alignment(CellAlignment::Right),
-                    Cell::new(format!("{:.1}%", s.share * 100.0))
-                        .set_alignment(CellAlignment::Right),
-                    Cell::new(s.count).set_alignment(CellAlignment::Right),
-                    Cell::new(&s.site),
+                    right(iec(s.bytes)),
+                    right(format!("{:.1}%", s.share * 100.0)),
+                    right(s.count),
+                    Cell::new(style.site(&s.site)),
                 ]);
             }
             writeln!(out, "{t}")?;
         }
     }
     writeln!(out, "\nHeadroom")?;
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = style.table();
     t.set_header(vec![
         "device",
         "peak live",
@@ -61,7 +65,6 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport) -> std::io::Result<
         "headroom",
     ]);
     for h in &r.headroom {
-        let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
         t.add_row(vec![
             right(h.device.to_string()),
             right(iec(h.peak_live_bytes)),

@@ -1,44 +1,47 @@
 //! Text rendering of [`SummaryReport`].
 
-use super::units::{duration_us, iec};
-use crate::analyze::summary::{DeviceSummary, SummaryReport};
+use super::text::{right, Style};
+use super::units::{duration_us, iec, plural};
+use crate::analyze::summary::{DeviceSummary, HostSummary, SummaryReport, TraceSummary};
 use crate::model::SettingValue;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Cell;
 use std::io::Write;
 
-fn table() -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t
-}
-
-fn right(s: impl ToString) -> Cell {
-    Cell::new(s).set_alignment(CellAlignment::Right)
-}
-
-/// Writes the summary of one file; `title` names it.
-pub fn text(out: &mut dyn Write, title: &str, r: &SummaryReport) -> std::io::Result<()> {
-    writeln!(
+/// Writes the summary of one file, fitted to `style`; `title` names it.
+pub fn text(
+    out: &mut dyn Write,
+    title: &str,
+    r: &SummaryReport,
+    style: &Style,
+) -> std::io::Result<()> {
+    style.para(
         out,
-        "{title}  ({} layout, {} distinct frames, {} distinct stacks)",
-        match r.layout {
-            crate::model::Layout::Modern => "modern",
-            crate::model::Layout::Legacy => "PyTorch 2.0",
-            crate::model::Layout::SegmentList => "segment-list",
-        },
-        r.distinct_frames,
-        r.distinct_stacks
+        "",
+        "  ",
+        &format!(
+            "{title}  ({} layout, {} distinct frames, {} distinct stacks)",
+            match r.layout {
+                crate::model::Layout::Modern => "modern",
+                crate::model::Layout::Legacy => "PyTorch 2.0",
+                crate::model::Layout::SegmentList => "segment-list",
+            },
+            r.distinct_frames,
+            r.distinct_stacks
+        ),
     )?;
     if r.devices.is_empty() {
         writeln!(out, "\nNo device has segments or trace entries.")?;
     }
     for d in &r.devices {
-        device(out, d)?;
+        device(out, d, style)?;
+    }
+    if let Some(h) = &r.host {
+        host(out, h, style)?;
     }
     if let Some(settings) = &r.allocator_settings {
         writeln!(out, "\nAllocator settings")?;
         for (k, v) in settings {
-            writeln!(out, "  {k} = {}", setting(v))?;
+            style.para(out, &format!("  {k} = "), "    ", &setting(v))?;
         }
     }
     if r.annotations > 0 {
@@ -47,10 +50,11 @@ pub fn text(out: &mut dyn Write, title: &str, r: &SummaryReport) -> std::io::Res
     if !r.warnings.is_empty() {
         writeln!(out, "\nWarnings")?;
         for w in &r.warnings {
-            match w.device {
-                Some(d) => writeln!(out, "  - [{}] device {d}: {}", w.code, w.message)?,
-                None => writeln!(out, "  - [{}] {}", w.code, w.message)?,
-            }
+            let text = match w.device {
+                Some(d) => format!("[{}] device {d}: {}", w.code, w.message),
+                None => format!("[{}] {}", w.code, w.message),
+            };
+            style.para(out, "  - ", "    ", &text)?;
         }
     }
     Ok(())
@@ -79,15 +83,19 @@ fn setting(v: &SettingValue) -> String {
     }
 }
 
-fn device(out: &mut dyn Write, d: &DeviceSummary) -> std::io::Result<()> {
+fn device(out: &mut dyn Write, d: &DeviceSummary, style: &Style) -> std::io::Result<()> {
     writeln!(out, "\nDevice {}", d.device)?;
-    let mut t = table();
+    let mut t = style.table();
     t.set_header(vec!["", "bytes", ""]);
     let rows: [(&str, u64, String); 7] = [
         (
             "reserved",
             d.reserved_bytes,
-            format!("{} segments, {} blocks", d.segments, d.blocks),
+            format!(
+                "{}, {}",
+                plural(d.segments as u64, "segment"),
+                plural(d.blocks as u64, "block")
+            ),
         ),
         (
             "allocated",
@@ -121,15 +129,19 @@ fn device(out: &mut dyn Write, d: &DeviceSummary) -> std::io::Result<()> {
     }
     writeln!(out, "{t}")?;
     if d.expandable_segments > 0 || d.private_pool_segments > 0 {
-        writeln!(
+        style.para(
             out,
-            "{} expandable segment ranges, {} segments in private pools",
-            d.expandable_segments, d.private_pool_segments
+            "",
+            "  ",
+            &format!(
+                "{}, {} in private pools",
+                plural(d.expandable_segments as u64, "expandable segment range"),
+                plural(d.private_pool_segments as u64, "segment")
+            ),
         )?;
     }
     if !d.pools.is_empty() {
-        let mut t = table();
-        t.set_header(vec![
+        let header = [
             "pool",
             "private pool",
             "stream",
@@ -138,49 +150,130 @@ fn device(out: &mut dyn Write, d: &DeviceSummary) -> std::io::Result<()> {
             "allocated",
             "cached free",
             "largest free",
-        ]);
-        for p in &d.pools {
-            t.add_row(vec![
-                Cell::new(p.pool.as_str()),
-                Cell::new(if p.pool_id == [0, 0] {
-                    "-".to_string()
-                } else {
-                    format!("({}, {})", p.pool_id[0], p.pool_id[1])
-                }),
-                Cell::new(if p.stream == 0 {
-                    "default".to_string()
-                } else {
-                    format!("0x{:x}", p.stream)
-                }),
-                right(p.segments),
-                right(iec(p.reserved_bytes)),
-                right(iec(p.allocated_bytes)),
-                right(iec(p.inactive_bytes)),
-                right(iec(p.largest_inactive_block_bytes)),
-            ]);
-        }
-        writeln!(out, "{t}")?;
-    }
-    if d.trace_entries == 0 {
-        writeln!(out, "Trace: none recorded")?;
-    } else {
-        let span = match (d.trace.first_time_us, d.trace.last_time_us) {
-            (Some(a), Some(b)) => format!(" over {}", duration_us(b - a)),
-            _ => String::new(),
-        };
-        let actions: Vec<String> = d
-            .trace
-            .by_action
+        ];
+        let numeric = [false, false, false, true, true, true, true, true];
+        let rows: Vec<Vec<String>> = d
+            .pools
             .iter()
-            .map(|(k, v)| format!("{k} {v}"))
+            .map(|p| {
+                vec![
+                    p.pool.as_str().to_string(),
+                    if p.pool_id == [0, 0] {
+                        "-".to_string()
+                    } else {
+                        format!("({}, {})", p.pool_id[0], p.pool_id[1])
+                    },
+                    if p.stream == 0 {
+                        "default".to_string()
+                    } else {
+                        format!("0x{:x}", p.stream)
+                    },
+                    p.segments.to_string(),
+                    iec(p.reserved_bytes),
+                    iec(p.allocated_bytes),
+                    iec(p.inactive_bytes),
+                    iec(p.largest_inactive_block_bytes),
+                ]
+            })
             .collect();
-        writeln!(
-            out,
-            "Trace: {} entries{span} ({}); {} with stacks",
-            d.trace_entries,
+        for t in style.records(&header, &numeric, &rows) {
+            writeln!(out, "{t}")?;
+        }
+    }
+    trace(out, d.trace_entries, &d.trace, style)
+}
+
+/// The trace line, and the compiled regions the trace was recorded in.
+fn trace(
+    out: &mut dyn Write,
+    entries: usize,
+    t: &TraceSummary,
+    style: &Style,
+) -> std::io::Result<()> {
+    if entries == 0 {
+        writeln!(out, "Trace: none recorded")?;
+        return Ok(());
+    }
+    let span = match (t.first_time_us, t.last_time_us) {
+        (Some(a), Some(b)) => format!(" over {}", duration_us(b - a)),
+        _ => String::new(),
+    };
+    let actions: Vec<String> = t
+        .by_action
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    style.para(
+        out,
+        "",
+        "  ",
+        &format!(
+            "Trace: {}{span} ({}); {} with stacks",
+            plural(entries as u64, "entry"),
             actions.join(", "),
-            d.trace.entries_with_frames
-        )?;
+            t.entries_with_frames
+        ),
+    )?;
+    if !t.compile_contexts.is_empty() {
+        let regions: Vec<String> = t
+            .compile_contexts
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {} ({})",
+                    c.context,
+                    plural(c.allocs, "allocation"),
+                    iec(c.alloc_bytes)
+                )
+            })
+            .collect();
+        style.para(out, "Compiled regions: ", "  ", &regions.join("; "))?;
+    }
+    Ok(())
+}
+
+/// Pinned host memory: its own pool, apart from every device.
+fn host(out: &mut dyn Write, h: &HostSummary, style: &Style) -> std::io::Result<()> {
+    writeln!(out, "\nPinned host memory (not on any device)")?;
+    let mut t = style.table();
+    t.set_header(vec!["", "bytes", ""]);
+    let rows: [(&str, u64, String); 5] = [
+        (
+            "reserved",
+            h.reserved_bytes,
+            format!(
+                "{}, {}",
+                plural(h.segments as u64, "segment"),
+                plural(h.blocks as u64, "block")
+            ),
+        ),
+        (
+            "allocated",
+            h.allocated_bytes,
+            format!(
+                "active_allocated blocks; {} requested",
+                iec(h.requested_bytes)
+            ),
+        ),
+        (
+            "pending free",
+            h.pending_free_bytes,
+            "freed, awaiting stream work".into(),
+        ),
+        ("cached free", h.inactive_bytes, "inactive blocks".into()),
+        (
+            "largest free block",
+            h.largest_inactive_block_bytes,
+            String::new(),
+        ),
+    ];
+    for (name, bytes, note) in rows {
+        t.add_row(vec![Cell::new(name), right(iec(bytes)), Cell::new(note)]);
+    }
+    writeln!(out, "{t}")?;
+    trace(out, h.trace_entries, &h.trace, style)?;
+    if let Some(p) = h.peak_live_bytes {
+        writeln!(out, "Peak live over the trace: {} (requested)", iec(p))?;
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! Text rendering of [`TopReport`].
 
+use super::text::{right, Style};
 use super::units::iec;
 use crate::analyze::top::{Cost, DeviceTop, TopReport};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::Cell;
 use std::io::Write;
 
 fn amount(unit: &str, v: u64) -> String {
@@ -22,19 +23,19 @@ fn cost_title(cost: Cost) -> &'static str {
     }
 }
 
-/// Writes the report.
-pub fn text(out: &mut dyn Write, title: &str, r: &TopReport) -> std::io::Result<()> {
-    writeln!(out, "{title}")?;
+/// Writes the report, fitted to `style`.
+pub fn text(out: &mut dyn Write, title: &str, r: &TopReport, style: &Style) -> std::io::Result<()> {
+    style.para(out, "", "", title)?;
     if r.devices.is_empty() && r.final_state_devices.is_empty() {
         writeln!(out, "\nNo device has allocations.")?;
     }
     for d in r.devices.iter().chain(&r.final_state_devices) {
-        device(out, r, d)?;
+        device(out, r, d, style)?;
     }
     Ok(())
 }
 
-fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop) -> std::io::Result<()> {
+fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> std::io::Result<()> {
     let cost = r.cost;
     let when = if d.basis == "final_state" {
         "final state".to_string()
@@ -49,33 +50,40 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop) -> std::io::Result<
                 .unwrap_or_default();
         format!("at {} ({state}{time})", r.moment)
     };
-    writeln!(
+    writeln!(out)?;
+    style.para(
         out,
-        "\nDevice {} — {}: {} live (requested)",
-        d.device,
-        when,
-        iec(d.live_requested_bytes)
+        "",
+        "  ",
+        &format!(
+            "Device {} — {}: {} live (requested)",
+            d.device,
+            when,
+            iec(d.live_requested_bytes)
+        ),
     )?;
     if d.basis == "trace" && cost != Cost::Live {
-        writeln!(
+        style.para(
             out,
-            "Cost: {} over events {}..={}, total {}",
-            cost_title(cost),
-            d.window.first,
-            d.window.last,
-            amount(d.unit, d.total)
+            "",
+            "  ",
+            &format!(
+                "Cost: {} over events {}..={}, total {}",
+                cost_title(cost),
+                d.window.first,
+                d.window.last,
+                amount(d.unit, d.total)
+            ),
         )?;
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = style.table();
     t.set_header(vec!["#", cost_title(cost), "share", "count", "site"]);
-    let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
     for (i, row) in d.sites.iter().enumerate() {
-        let mut site = row.site.clone();
+        let mut site = style.site(&row.site);
         if let Some(frames) = &row.frames {
             for f in frames {
                 site.push_str("\n  ");
-                site.push_str(f);
+                site.push_str(&style.site(f));
             }
         }
         t.add_row(vec![
@@ -97,10 +105,10 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop) -> std::io::Result<
     }
     writeln!(out, "{t}")?;
     for n in &d.notes {
-        writeln!(out, "note: {n}")?;
+        style.para(out, "note: ", "  ", &style.sites_in(n))?;
     }
     for w in &d.warnings {
-        writeln!(out, "warning [{}]: {}", w.code, w.message)?;
+        style.para(out, &format!("warning [{}]: ", w.code), "  ", &w.message)?;
     }
     Ok(())
 }

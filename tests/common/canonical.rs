@@ -68,6 +68,7 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
         devices,
         allocator_settings,
         annotations,
+        host,
         warnings,
     } = s;
     let mut out = vec![format!("layout {layout:?}")];
@@ -93,6 +94,23 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
     out.extend(devices.iter().map(|d| format!("device {d:?}")));
     out.push(format!("allocator_settings {allocator_settings:?}"));
     out.extend(annotations.iter().map(|a| format!("annotation {a:?}")));
+    if let Some(h) = host {
+        out.push(format!(
+            "host segments_recorded={} trace_recorded={}",
+            h.segments_recorded, h.trace_recorded
+        ));
+        for (i, seg) in h.segments.iter().enumerate() {
+            let mut plain = seg.clone();
+            plain.stack = StackId::EMPTY;
+            out.push(format!(
+                "host_segment {i} {plain:?} stack={}",
+                canonical_stack(s, seg.stack)
+            ));
+        }
+        for (i, e) in h.events.iter().enumerate() {
+            out.push(format!("host_event {i} {}", canonical_event(s, e)));
+        }
+    }
     out.extend(warnings.iter().map(|w| format!("warning {w:?}")));
     out.push(format!(
         "interned frames={} stacks={} frame_refs={}",

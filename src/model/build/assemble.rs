@@ -9,6 +9,13 @@ use crate::model::snapshot::*;
 use crate::model::{bounds, validate};
 use crate::pickle::{Heap, ListData, ObjData, Value};
 
+/// Where `host_segments` and `host_traces` put their converted records.
+#[derive(Default)]
+struct Host {
+    segments: Option<Vec<u32>>,
+    trace: Option<Vec<u32>>,
+}
+
 fn shape<T>(path: impl Into<String>, message: impl Into<String>) -> Result<T, BuildError> {
     Err(BuildError::Shape {
         path: path.into(),
@@ -94,10 +101,34 @@ impl Builder<'_> {
         Ok(ids)
     }
 
+    /// The trace entries of `host_traces`: one list of entries, or a list of such lists
+    /// (joined in order).
+    fn collect_host_trace(&mut self, heap: &Heap, v: Value) -> Result<Vec<u32>, BuildError> {
+        let nested = heap.list(v).is_some_and(|l| {
+            l.iter()
+                .next()
+                .is_some_and(|first| heap.list(heap.resolve(first)).is_some())
+        });
+        if !nested {
+            return self.collect_ids(heap, v, EVENT, "host_traces");
+        }
+        let items: Vec<Value> = heap.list(v).map(|l| l.iter().collect()).unwrap_or_default();
+        let mut ids = Vec::new();
+        for (i, t) in items.into_iter().enumerate() {
+            let t = heap.resolve(t);
+            if t == Value::None {
+                continue;
+            }
+            ids.extend(self.collect_ids(heap, t, EVENT, &format!("host_traces[{i}]"))?);
+        }
+        Ok(ids)
+    }
+
     pub(super) fn finish(mut self, heap: &Heap, top: Value) -> Result<Snapshot, BuildError> {
         let mut traces: Vec<Option<Vec<u32>>> = Vec::new();
         let mut settings = None;
         let mut annotation_ids = Vec::new();
+        let mut host = Host::default();
         let layout;
         let segment_ids = match heap.resolve(top) {
             Value::Obj(id) if matches!(heap.data(id), ObjData::List(_)) => {
@@ -139,6 +170,14 @@ impl Builder<'_> {
                     annotation_ids =
                         self.collect_ids(heap, v, ANNOTATION, "external_annotations")?;
                 }
+                // Pinned host memory (PyTorch 2.14+): segments and trace entries shaped like
+                // the device allocator's, kept apart.
+                if let Some(v) = heap.get(top, "host_segments") {
+                    host.segments = Some(self.collect_ids(heap, v, SEGMENT, "host_segments")?);
+                }
+                if let Some(v) = heap.get(top, "host_traces") {
+                    host.trace = Some(self.collect_host_trace(heap, v)?);
+                }
                 seg_ids
             }
             other => {
@@ -156,7 +195,7 @@ impl Builder<'_> {
         } else {
             layout
         };
-        self.assemble(layout, segment_ids, traces, settings, annotation_ids)
+        self.assemble(layout, segment_ids, traces, settings, annotation_ids, host)
     }
 
     fn assemble(
@@ -166,8 +205,28 @@ impl Builder<'_> {
         traces: Vec<Option<Vec<u32>>>,
         settings: Option<Vec<(String, SettingValue)>>,
         annotation_ids: Vec<u32>,
+        host_ids: Host,
     ) -> Result<Snapshot, BuildError> {
         let mut warnings = Vec::new();
+        // Pinned host memory: its segments and entries copied out (few, and apart from every
+        // device's), before the device lists may take the builder's vectors.
+        let host = (host_ids.segments.is_some() || host_ids.trace.is_some()).then(|| HostMemory {
+            segments: host_ids
+                .segments
+                .iter()
+                .flatten()
+                .map(|&i| self.segments[i as usize].clone())
+                .collect(),
+            events: host_ids
+                .trace
+                .iter()
+                .flatten()
+                .map(|&i| self.events[i as usize])
+                .collect(),
+            segments_recorded: host_ids.segments.is_some(),
+            trace_recorded: host_ids.trace.is_some(),
+        });
+        let host_events = host_ids.trace.as_ref().map_or(0, Vec::len);
         // Segments: those the top level lists, sorted by (device, address) (I9).
         let mut segments: Vec<Segment> = if segment_ids.len() == self.segments.len()
             && segment_ids
@@ -187,6 +246,14 @@ impl Builder<'_> {
         for seg in segments.iter_mut().filter(|s| s.blocks.is_empty()) {
             seg.blocks = 0..0;
         }
+        // -1 is the CPU's device index: a segment of pinned host memory, never of a device.
+        if let Some(i) = segments.iter().position(|s| s.device == HOST_DEVICE) {
+            let path = match layout {
+                Layout::SegmentList => format!("[{i}]"),
+                Layout::Modern | Layout::Legacy => format!("segments[{i}]"),
+            };
+            return shape(path, "key 'device': expected a device index, found -1");
+        }
         // No total may wrap: sizes are added up (and their keys named) in file order.
         let mut sizes = bounds::SizeTotal::default();
         sizes.add_segments(layout, &segments, &self.blocks)?;
@@ -202,7 +269,8 @@ impl Builder<'_> {
             segments.sort_by_key(|s| (s.device, s.address));
         }
 
-        // Events: per device, contiguous ranges of one array.
+        // Events: per device, contiguous ranges of one array (host entries, when they come
+        // last, are left behind it: they were copied above).
         let contiguous = {
             let mut next = 0u32;
             traces.iter().flatten().all(|ids| {
@@ -211,7 +279,7 @@ impl Builder<'_> {
                     next += 1;
                     ok
                 })
-            }) && next as usize == self.events.len()
+            }) && next as usize + host_events == self.events.len()
         };
         let mut events = Vec::new();
         let mut trace_ranges = Vec::with_capacity(traces.len());
@@ -223,6 +291,7 @@ impl Builder<'_> {
                 start += n;
             }
             events = std::mem::take(&mut self.events);
+            events.truncate(start);
         } else {
             for t in &traces {
                 let start = events.len();
@@ -234,6 +303,9 @@ impl Builder<'_> {
         }
 
         sizes.add_traces(&events, &trace_ranges)?;
+        if let Some(h) = &host {
+            sizes.add_host(&h.segments, &self.blocks, &h.events)?;
+        }
 
         // Devices: any with segments or a non-empty trace.
         let mut ids: Vec<u32> = segments.iter().map(|s| s.device).collect();
@@ -293,6 +365,7 @@ impl Builder<'_> {
             devices,
             allocator_settings: settings,
             annotations,
+            host,
             warnings,
         };
         // Vectors grown by doubling give back their unused tail (a shrinking realloc of a

@@ -377,8 +377,18 @@ impl Builder<'_> {
             match heap.str_bytes(*k) {
                 Some(b"device") => {
                     let d = expect_i64(heap, v, "device")?;
-                    s.device = u32::try_from(d)
-                        .map_err(|_| format!("key 'device': expected a device index, found {d}"))?;
+                    // -1 (the CPU) is pinned host memory's; `assemble` refuses it on a
+                    // device segment.
+                    s.device = if d == -1 {
+                        HOST_DEVICE
+                    } else {
+                        u32::try_from(d)
+                            .ok()
+                            .filter(|&d| d != HOST_DEVICE)
+                            .ok_or_else(|| {
+                                format!("key 'device': expected a device index, found {d}")
+                            })?
+                    };
                 }
                 Some(b"address") => s.address = expect_u64(heap, v, "address")?,
                 Some(b"total_size") => total = Some(expect_size(heap, v, "total_size")?),

@@ -11,7 +11,9 @@
 use super::chunk::{build_chunk, build_planned, ChunkOut};
 use crate::model::snapshot::Snapshot;
 use crate::pickle::scan::{self, Chunk, Defs};
+use std::cell::{Cell, RefCell};
 use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 struct State {
     chunks: Vec<Chunk>,
@@ -19,7 +21,13 @@ struct State {
     next: usize,
     scanned: bool,
     abort: bool,
+    /// Input bytes of the chunks the workers have decoded: the progress while pass 1 runs
+    /// and the calling thread waits for chunks.
+    decoded: u64,
 }
+
+/// How often a calling thread waiting for a chunk says how far the workers have got.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -62,7 +70,21 @@ pub(crate) fn try_build<'a>(
         next: 0,
         scanned: prescan,
         abort: false,
+        decoded: 0,
     });
+    // Progress only ever moves forward: the bytes the workers have decoded while pass 1
+    // runs, then the calling thread's position as it merges (each chunk it takes is done).
+    let reported = Cell::new(0u64);
+    let progress = RefCell::new(progress.as_mut().map(|p| &mut **p as &mut dyn FnMut(u64)));
+    let report = |done: u64| {
+        if done > reported.get() {
+            reported.set(done);
+            if let Some(p) = progress.borrow_mut().as_mut() {
+                p(done);
+            }
+        }
+    };
+    let report = &report;
     let cv = Condvar::new();
     let (state, cv, defs, upto) = (&state, &cv, &defs, &upto);
     std::thread::scope(|s| {
@@ -99,6 +121,7 @@ pub(crate) fn try_build<'a>(
                     let mut st = lock(state);
                     st.abort |= out.is_none();
                     st.slots[i] = Some(out);
+                    st.decoded += chunk.end - chunk.start;
                     cv.notify_all();
                 }
             });
@@ -115,10 +138,14 @@ pub(crate) fn try_build<'a>(
                     r(scanned_to, upto.saturating_sub(scanned_to));
                     scanned_to = scanned_to.max(upto);
                 }
-                let mut st = lock(state);
-                st.chunks.push(c);
-                st.slots.push(None);
-                cv.notify_one();
+                let decoded = {
+                    let mut st = lock(state);
+                    st.chunks.push(c);
+                    st.slots.push(None);
+                    cv.notify_one();
+                    st.decoded
+                };
+                report(decoded);
             })
         };
         let chunks = {
@@ -142,16 +169,33 @@ pub(crate) fn try_build<'a>(
             let mut st = lock(state);
             loop {
                 if let Some(out) = st.slots.get_mut(i)?.take() {
+                    let end = chunks[i].end.max(st.decoded);
+                    drop(st);
+                    report(end);
                     return out;
                 }
                 if st.abort {
                     return None;
                 }
-                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                let decoded = st.decoded;
+                drop(st);
+                report(decoded);
+                st = lock(state);
+                if st.slots.get(i).is_some_and(|s| s.is_none()) && !st.abort {
+                    st = cv
+                        .wait_timeout(st, PROGRESS_EVERY)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0);
+                }
             }
         };
-        let progress = progress.as_mut().map(|p| &mut **p as &mut dyn FnMut(u64));
-        let snap = build_planned(upto(usize::MAX), &chunks, defs, progress, &mut take);
+        let snap = build_planned(
+            upto(usize::MAX),
+            &chunks,
+            defs,
+            Some(&mut |pos| report(pos)),
+            &mut take,
+        );
         lock(state).abort = true;
         cv.notify_all();
         if timing {

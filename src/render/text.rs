@@ -1,0 +1,385 @@
+//! What every text renderer shares: tables that fit the width the output has, prose wrapped
+//! to it, and call-site paths shortened the same way in every report.
+//!
+//! The command line decides the [`Style`] (the terminal's width when standard output is one,
+//! `--width N`, or no limit for pipes and files; the snapshot's root for its paths); the
+//! renderers only follow it. JSON never goes through here: its paths stay as recorded.
+
+use crate::analyze::profile::normalize_path;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use std::io::{Result, Write};
+
+/// How a text report is laid out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Style {
+    /// Columns tables and prose fit in; `None` for no limit (output to a pipe or a file).
+    pub width: Option<usize>,
+    /// The common directory of the snapshot's user files, stripped from the paths of sites
+    /// (as `diff`, `check` and `batch` strip it); `None` when there is none.
+    pub root: Option<String>,
+}
+
+/// The narrowest width tables and prose are fitted to; a terminal narrower than this still
+/// gets lines of this width rather than a column per character.
+pub const MIN_WIDTH: usize = 40;
+
+impl Style {
+    /// A style with no width limit and no root: text as wide as its content, paths as
+    /// recorded (what tests and other callers get unless they ask for more).
+    pub fn plain() -> Style {
+        Style::default()
+    }
+
+    /// The width to fit, if any (never below [`MIN_WIDTH`]).
+    pub fn columns(&self) -> Option<usize> {
+        self.width.map(|w| w.max(MIN_WIDTH))
+    }
+
+    /// An empty table in the reports' look, fitted to the width when there is one (columns
+    /// shrink and their cells wrap, widest first; without a width it is as wide as its content).
+    pub fn table(&self) -> Table {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        if let Some(w) = self.columns() {
+            t.set_content_arrangement(ContentArrangement::Dynamic);
+            t.set_width(u16::try_from(w).unwrap_or(u16::MAX));
+        }
+        t
+    }
+
+    /// A table of a few records with many fields (pools, devices): one row per record when
+    /// that fits the width; otherwise turned on its side, one column per record under the
+    /// record's name (`header[0]` names the first column) and one row per field, in as many
+    /// tables as the records need to fit. `numeric[i]` right-aligns field `i`.
+    pub fn records(&self, header: &[&str], numeric: &[bool], rows: &[Vec<String>]) -> Vec<Table> {
+        let cell = |i: usize, s: &str| {
+            if numeric.get(i).copied().unwrap_or(false) {
+                right(s)
+            } else {
+                Cell::new(s)
+            }
+        };
+        let mut flat = Style::plain().table();
+        flat.set_header(header.to_vec());
+        for r in rows {
+            flat.add_row(r.iter().enumerate().map(|(i, s)| cell(i, s)));
+        }
+        let fits = |t: &Table| {
+            t.to_string()
+                .lines()
+                .all(|l| width(l) <= self.columns().unwrap_or(usize::MAX))
+        };
+        if self.columns().is_none() || rows.is_empty() || fits(&flat) {
+            let mut t = self.table();
+            t.set_header(header.to_vec());
+            for r in rows {
+                t.add_row(r.iter().enumerate().map(|(i, s)| cell(i, s)));
+            }
+            return vec![t];
+        }
+        // On its side: as many record columns per table as fit.
+        let sideways = |group: &[Vec<String>]| {
+            let mut t = Style::plain().table();
+            let mut head = vec![Cell::new(header.first().copied().unwrap_or(""))];
+            head.extend(
+                group
+                    .iter()
+                    .map(|r| right(r.first().map_or("", String::as_str))),
+            );
+            t.set_header(head);
+            for (i, name) in header.iter().enumerate().skip(1) {
+                let mut row = vec![Cell::new(*name)];
+                row.extend(
+                    group
+                        .iter()
+                        .map(|r| right(r.get(i).map_or("", String::as_str))),
+                );
+                t.add_row(row);
+            }
+            t
+        };
+        let mut tables = Vec::new();
+        let mut start = 0;
+        while start < rows.len() {
+            let mut end = start + 1;
+            while end < rows.len() && fits(&sideways(&rows[start..end + 1])) {
+                end += 1;
+            }
+            let mut t = sideways(&rows[start..end]);
+            if !fits(&t) {
+                // One record alone is too wide: let its cells wrap.
+                t = self.table();
+                let mut head = vec![Cell::new(header.first().copied().unwrap_or(""))];
+                head.push(right(rows[start].first().map_or("", String::as_str)));
+                t.set_header(head);
+                for (i, name) in header.iter().enumerate().skip(1) {
+                    t.add_row(vec![
+                        Cell::new(*name),
+                        right(rows[start].get(i).map_or("", String::as_str)),
+                    ]);
+                }
+            }
+            tables.push(t);
+            start = end;
+        }
+        tables
+    }
+
+    /// Writes `text` as one paragraph: `first` before its first line, `rest` before every
+    /// other, words wrapped at the width (a word longer than a whole line, a path, is cut where the line ends).
+    pub fn para(&self, out: &mut dyn Write, first: &str, rest: &str, text: &str) -> Result<()> {
+        for line in self.wrap(first, rest, text) {
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    }
+
+    /// The lines [`Style::para`] writes; without a width, the text as it is.
+    pub fn wrap(&self, first: &str, rest: &str, text: &str) -> Vec<String> {
+        if self.columns().is_none() {
+            return text
+                .split('\n')
+                .enumerate()
+                .map(|(i, l)| format!("{}{l}", if i == 0 { first } else { rest }))
+                .collect();
+        }
+        let mut lines = Vec::new();
+        // Lines of the text itself (an explicit break) stay breaks.
+        for (i, source) in text.split('\n').enumerate() {
+            let mut line = String::from(if i == 0 { first } else { rest });
+            let mut empty = true;
+            let w = self.columns().unwrap_or(usize::MAX);
+            for word in source.split(' ').filter(|w| !w.is_empty()) {
+                let fits = if empty {
+                    // A long lead (`  name = `) is left alone on its line when the word
+                    // would not fit after it but fits below.
+                    width(&line) + width(word) <= w
+                        || width(rest) >= width(&line)
+                        || width(rest) + width(word) > w
+                } else {
+                    width(&line) + 1 + width(word) <= w
+                };
+                if !fits {
+                    line.truncate(line.trim_end().len());
+                    lines.push(std::mem::replace(&mut line, rest.to_string()));
+                    empty = true;
+                }
+                if !empty {
+                    line.push(' ');
+                }
+                // A word longer than a whole line (a path) is cut where the line ends,
+                // after a `/` when one is near.
+                let mut word = word;
+                while width(&line) + width(word) > w && w > width(&line) + 8 {
+                    let room = w - width(&line);
+                    let cut = cut_point(word, room);
+                    line.push_str(&word[..cut]);
+                    lines.push(std::mem::replace(&mut line, rest.to_string()));
+                    word = &word[cut..];
+                }
+                line.push_str(word);
+                empty = false;
+            }
+            lines.push(line);
+        }
+        lines
+    }
+
+    /// `text` with every word that is a call site or a path shortened as [`Style::site`]
+    /// shortens it (a note or a fix that names a site).
+    pub fn sites_in(&self, text: &str) -> String {
+        text.split(' ')
+            .map(|w| {
+                let core = w.trim_start_matches(['(', '`', '\'', '"']);
+                if core.contains('/') || core.contains('\\') {
+                    format!("{}{}", &w[..w.len() - core.len()], self.site(core))
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// A call-site label (`path:line:function`, `path:function`, a path, or a stack frame of
+    /// one) with its path shortened as `diff` shortens it: what follows the last
+    /// `site-packages/` or `dist-packages/`, the path below the snapshot's root, or what
+    /// follows `lib/pythonX.Y/`. Labels without a path (`<no frames>`, C++ frames) stay.
+    pub fn site(&self, label: &str) -> String {
+        let (path, tail) = split_label(label);
+        if path.is_empty() || !(path.contains('/') || path.contains('\\')) {
+            return label.to_string();
+        }
+        let short = normalize_path(path, self.root.as_deref());
+        if short.is_empty() {
+            return label.to_string();
+        }
+        format!("{short}{tail}")
+    }
+}
+
+/// The path of a label and what follows it (`:line:function`, `:function`, or nothing). The
+/// path ends at the first `:LINE:` (a C++ function name may hold `::`), else at the first `:`
+/// after its last path separator, else it is the whole label.
+fn split_label(label: &str) -> (&str, &str) {
+    let bytes = label.as_bytes();
+    let mut i = 0;
+    while let Some(off) = label[i..].find(':') {
+        let at = i + off;
+        let mut j = at + 1;
+        if j < bytes.len() && bytes[j] == b'-' {
+            j += 1;
+        }
+        let digits = j;
+        while j < bytes.len() && bytes[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j > digits && j < bytes.len() && bytes[j] == b':' && at > 0 {
+            return label.split_at(at);
+        }
+        i = at + 1;
+    }
+    let after_sep = label.rfind(['/', '\\']).map_or(0, |s| s + 1);
+    match label[after_sep..].find(':') {
+        Some(c) => label.split_at(after_sep + c),
+        None => (label, ""),
+    }
+}
+
+/// Where to cut `word` to keep at most `room` characters: after the last `/` in the second
+/// half of them, else at `room` (on a character boundary).
+fn cut_point(word: &str, room: usize) -> usize {
+    let end = word.char_indices().nth(room).map_or(word.len(), |(i, _)| i);
+    match word[..end].rfind('/') {
+        Some(i) if i + 1 > end / 2 => i + 1,
+        _ => end,
+    }
+}
+
+/// Columns a string takes (one per character: reports hold no double-width text but paths).
+pub fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// A right-aligned cell (numbers).
+pub fn right(s: impl ToString) -> Cell {
+    Cell::new(s).set_alignment(CellAlignment::Right)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn narrow(w: usize) -> Style {
+        Style {
+            width: Some(w),
+            root: None,
+        }
+    }
+
+    #[test]
+    fn prose_wraps_at_words_with_a_hanging_indent() {
+        let s = narrow(40);
+        let lines = s.wrap(
+            "  - ",
+            "    ",
+            "Reserved but unallocated: 5.36 GiB, 2.7× the 2.00 GiB request, yet none fits.",
+        );
+        assert_eq!(
+            lines,
+            vec![
+                "  - Reserved but unallocated: 5.36 GiB,",
+                "    2.7× the 2.00 GiB request, yet none",
+                "    fits.",
+            ]
+        );
+        assert!(lines.iter().all(|l| width(l) <= 40));
+        // No width: the text as written.
+        assert_eq!(Style::plain().wrap("- ", "", "a  b c"), vec!["- a  b c"]);
+        // A word longer than a line is cut where the line ends, after a `/` when near.
+        let long = "x".repeat(50);
+        assert_eq!(
+            s.wrap("", "  ", &format!("a {long} b")),
+            vec![
+                "a".to_string(),
+                format!("  {}", "x".repeat(38)),
+                format!("  {} b", "x".repeat(12))
+            ]
+        );
+        let path = "/work/shared/samples/real/Wedsonlin__assignment2-systems__results.pickle";
+        let lines = s.wrap("", "", path);
+        assert_eq!(lines.concat(), path);
+        assert!(lines.iter().all(|l| width(l) <= 40), "{lines:?}");
+        assert_eq!(lines[0], "/work/shared/samples/real/");
+        // A long lead stays alone when the word fits only below it.
+        assert_eq!(
+            s.wrap("  graph_capture_record_stream_reuse = ", "    ", "false"),
+            vec!["  graph_capture_record_stream_reuse =", "    false"]
+        );
+        // Explicit breaks stay.
+        assert_eq!(s.wrap("> ", "  ", "a\nb"), vec!["> a", "  b"]);
+        // The width never goes below MIN_WIDTH.
+        assert_eq!(narrow(5).columns(), Some(MIN_WIDTH));
+    }
+
+    #[test]
+    fn tables_fit_the_width() {
+        let mut t = narrow(50).table();
+        t.set_header(vec!["#", "bytes", "site"]);
+        t.add_row(vec![
+            "1",
+            "20.28 GiB",
+            "/usr/local/lib/python3.10/dist-packages/vllm/worker/cache_engine.py:83:_allocate_kv_cache",
+        ]);
+        let text = t.to_string();
+        assert!(text.lines().all(|l| width(l) <= 50), "{text}");
+        assert!(text.contains("20.28 GiB"));
+        let mut wide = Style::plain().table();
+        wide.set_header(vec!["site"]);
+        wide.add_row(vec!["a".repeat(150)]);
+        assert!(wide.to_string().lines().any(|l| width(l) > 150));
+    }
+
+    #[test]
+    fn site_paths_shorten_like_diff() {
+        let s = Style {
+            width: None,
+            root: Some("/home/u/proj/".into()),
+        };
+        assert_eq!(
+            s.site("/usr/local/lib/python3.10/dist-packages/vllm/worker/cache_engine.py:83:_allocate_kv_cache"),
+            "vllm/worker/cache_engine.py:83:_allocate_kv_cache"
+        );
+        assert_eq!(
+            s.site("/home/u/proj/model.py:60:forward"),
+            "model.py:60:forward"
+        );
+        assert_eq!(s.site("/home/u/proj/model.py:forward"), "model.py:forward");
+        assert_eq!(s.site("/home/u/proj/model.py"), "model.py");
+        assert_eq!(
+            s.site("/usr/lib/python3.11/threading.py:-1:run"),
+            "threading.py:-1:run"
+        );
+        assert_eq!(s.site("<no frames>"), "<no frames>");
+        assert_eq!(s.site("??:0:c10::cuda::malloc"), "??:0:c10::cuda::malloc");
+        assert_eq!(
+            s.site("/opt/lib/libtorch_cuda.so:0:c10::cuda::malloc(int)"),
+            "/opt/lib/libtorch_cuda.so:0:c10::cuda::malloc(int)"
+        );
+        assert_eq!(s.site("train.py:4:main"), "train.py:4:main");
+        assert_eq!(s.site("C:\\work\\site-packages\\x\\y.py:3:f"), "x/y.py:3:f");
+        assert_eq!(
+            s.sites_in("made at /home/u/proj/model.py:48:forward stay (see /home/u/proj/a.py)"),
+            "made at model.py:48:forward stay (see a.py)"
+        );
+        assert_eq!(
+            s.sites_in("and/or site-packages/ `x`"),
+            "and/or site-packages/ `x`"
+        );
+        // Without a root only package and standard-library prefixes go.
+        assert_eq!(
+            Style::plain().site("/home/u/proj/model.py:60:forward"),
+            "/home/u/proj/model.py:60:forward"
+        );
+    }
+}
