@@ -842,3 +842,22 @@ fn broken_outputs_are_rejected() {
         ]
     );
 }
+
+/// report.schema.json's copies of the other schemas' definitions (the validator follows
+/// only local `$ref`s) are those schemas' own: `scripts/sync_report_schema.py` refreshes them.
+#[test]
+fn report_schema_copies_match_their_sources() {
+    if !require_python() {
+        return;
+    }
+    let o = std::process::Command::new("python3")
+        .arg(root().join("scripts/sync_report_schema.py"))
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}run `python3 scripts/sync_report_schema.py`",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
