@@ -1,83 +1,200 @@
-//! Text rendering of [`LeaksReport`]: the per-step table and the findings.
+//! Text rendering of [`LeaksReport`]: per device the steps in a few lines (every step with
+//! `--steps`) and what limited the analysis, then one block per finding.
 
-use crate::analyze::leaks::LeaksReport;
+use crate::analyze::leaks::{DeviceLeaks, Finding, LeaksReport};
+use crate::replay::steps::StepSource;
 use crate::units::iec;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use std::io::Write;
 
-/// Writes the report.
-pub fn text(out: &mut dyn Write, title: &str, r: &LeaksReport) -> std::io::Result<()> {
-    writeln!(out, "{title}")?;
-    let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
-    for d in &r.devices {
-        let source = match d.steps.source {
-            Some(s) => serde_json::to_value(s)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            None => "none found".into(),
-        };
-        writeln!(
-            out,
-            "\nDevice {} — {} steps (from {source})",
-            d.steps.device,
-            d.steps.steps.len()
-        )?;
-        if !d.steps.steps.is_empty() {
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED);
-            t.set_header(vec![
-                "step",
-                "events",
-                "live at start",
-                "live at end",
-                "step peak",
-                "growth",
-            ]);
-            for s in &d.steps.steps {
-                let growth = s.live_at_end as i64 - s.live_at_start as i64;
-                t.add_row(vec![
-                    Cell::new(&s.name),
-                    right(format!("{}..={}", s.first_event, s.last_event)),
-                    right(iec(s.live_at_start)),
-                    right(iec(s.live_at_end)),
-                    right(iec(s.peak_bytes)),
-                    right(if growth < 0 {
-                        format!("−{}", iec(growth.unsigned_abs()))
-                    } else {
-                        format!("+{}", iec(growth as u64))
-                    }),
-                ]);
+fn right(s: String) -> Cell {
+    Cell::new(s).set_alignment(CellAlignment::Right)
+}
+
+fn signed(delta: i64) -> String {
+    if delta < 0 {
+        format!("−{}", iec(delta.unsigned_abs()))
+    } else {
+        format!("+{}", iec(delta as u64))
+    }
+}
+
+/// `2`, `2.5`: a count with the decimals it has.
+fn count(n: f64) -> String {
+    let s = format!("{n:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// `1 tensor`, `2.5 tensors`.
+fn tensors(n: f64) -> String {
+    if n == 1.0 {
+        "1 tensor".into()
+    } else {
+        format!("{} tensors", count(n))
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// How the steps were found, in words.
+fn found(d: &DeviceLeaks) -> String {
+    let marker = d.steps.marker.as_deref().unwrap_or("");
+    match d.steps.source {
+        Some(StepSource::Annotations) => format!("from {marker} annotations"),
+        Some(StepSource::UserDefined) => "from user_defined ProfilerStep# markers".into(),
+        Some(StepSource::OptimizerStep) => "from the optimizer's steps (torch/optim frames)".into(),
+        Some(StepSource::Periodic) => format!("from a repeating allocation ({marker})"),
+        None => String::new(),
+    }
+}
+
+fn steps_table(d: &DeviceLeaks) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "step",
+        "events",
+        "live at start",
+        "live at end",
+        "step peak",
+        "growth",
+    ]);
+    for s in &d.steps.steps {
+        t.add_row(vec![
+            Cell::new(&s.name),
+            right(format!("{}..={}", s.first_event, s.last_event)),
+            right(iec(s.live_at_start)),
+            right(iec(s.live_at_end)),
+            right(iec(s.peak_bytes)),
+            right(signed(s.live_at_end as i64 - s.live_at_start as i64)),
+        ]);
+    }
+    t
+}
+
+fn device(out: &mut dyn Write, d: &DeviceLeaks, all_steps: bool) -> std::io::Result<()> {
+    let n = d.steps.steps.len();
+    match &d.summary {
+        None => writeln!(out, "\nDevice {}", d.steps.device)?,
+        Some(s) => {
+            writeln!(
+                out,
+                "\nDevice {} — {} {}",
+                d.steps.device,
+                plural(n, "step", "steps"),
+                found(d)
+            )?;
+            writeln!(
+                out,
+                "  live {} before {}, {} after {} ({})",
+                iec(s.live_at_start),
+                s.first_step,
+                iec(s.live_at_end),
+                s.last_step,
+                signed(s.delta_bytes)
+            )?;
+            writeln!(
+                out,
+                "  highest step peak {} in {}",
+                iec(s.highest_peak_bytes),
+                s.highest_peak_step
+            )?;
+            if all_steps {
+                writeln!(out, "{}", steps_table(d))?;
+            } else {
+                writeln!(out, "  (--steps lists every step)")?;
             }
-            writeln!(out, "{t}")?;
-        }
-        for n in &d.notes {
-            writeln!(out, "note: {n}")?;
         }
     }
+    for note in &d.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    Ok(())
+}
+
+fn finding(out: &mut dyn Write, i: usize, f: &Finding) -> std::io::Result<()> {
+    let kind = if f.kind == "retained_graph" {
+        "retained autograd graph"
+    } else {
+        "leak"
+    };
+    writeln!(
+        out,
+        "  {}. {kind} on device {}: +{} per step over {} steps, {} per step ({} in {} live at the end, fit R² {:.2})",
+        i + 1,
+        f.device,
+        iec(f.bytes_per_step),
+        f.steps,
+        tensors(f.tensors_per_step),
+        iec(f.live_bytes_at_end),
+        plural(f.tensors_at_end as usize, "tensor", "tensors"),
+        f.fit_r2
+    )?;
+    writeln!(out, "     Line to change: {}", f.site)?;
+    writeln!(out, "     Why {kind}: {}.", f.why)?;
+    if f.sites.len() > 1 || f.sites.first().is_some_and(|s| s.site != f.site) {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "per step",
+            "tensors/step",
+            "live at end",
+            "role",
+            "growing site",
+        ]);
+        for s in &f.sites {
+            t.add_row(vec![
+                right(format!("+{}", iec(s.bytes_per_step))),
+                right(count(s.tensors_per_step)),
+                right(iec(s.live_bytes_at_end)),
+                Cell::new(s.role),
+                Cell::new(&s.site),
+            ]);
+        }
+        for line in t.to_string().lines() {
+            writeln!(out, "     {line}")?;
+        }
+    }
+    writeln!(out, "     Fix: {}.", f.fix)
+}
+
+/// Writes the report; `all_steps` lists every step of every device (`--steps`).
+pub fn text(
+    out: &mut dyn Write,
+    title: &str,
+    r: &LeaksReport,
+    all_steps: bool,
+) -> std::io::Result<()> {
+    writeln!(out, "{title}")?;
+    for d in &r.devices {
+        device(out, d, all_steps)?;
+    }
+    for a in r.absent.iter().filter(|a| a.device.is_none()) {
+        writeln!(out, "note: {}", a.message)?;
+    }
     if r.findings.is_empty() {
-        writeln!(out, "\nNo memory grows step after step.")?;
+        if r.judged_devices.is_empty() {
+            writeln!(
+                out,
+                "\nNo finding either way: no device could be judged (see the notes above)."
+            )?;
+        } else if r.judged_devices.len() < r.devices.len() {
+            let ids: Vec<String> = r.judged_devices.iter().map(|d| d.to_string()).collect();
+            writeln!(
+                out,
+                "\nNo memory grows step after step on device {}; the other devices could not be judged (see the notes above).",
+                ids.join(", ")
+            )?;
+        } else {
+            writeln!(out, "\nNo memory grows step after step.")?;
+        }
         return Ok(());
     }
     writeln!(out, "\nFindings, biggest growth first")?;
     for (i, f) in r.findings.iter().enumerate() {
-        let kind = if f.kind == "retained_graph" {
-            "retained autograd graph"
-        } else {
-            "leak"
-        };
-        writeln!(
-            out,
-            "  {}. {kind} on device {}: {} grows {} per step over {} steps ({} live at the end, fit R² {:.2})",
-            i + 1,
-            f.device,
-            f.site,
-            iec(f.bytes_per_step),
-            f.steps,
-            iec(f.live_bytes_at_end),
-            f.fit_r2
-        )?;
-        writeln!(out, "     Fix: {}.", f.fix)?;
+        finding(out, i, f)?;
     }
     Ok(())
 }
