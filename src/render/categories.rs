@@ -1,4 +1,5 @@
-//! Text rendering of [`CategoriesReport`].
+//! Text rendering of [`CategoriesReport`]: one table per device, its notes, and what could
+//! not be categorised.
 
 use crate::analyze::categories::CategoriesReport;
 use crate::units::iec;
@@ -9,13 +10,22 @@ use std::io::Write;
 pub fn text(out: &mut dyn Write, title: &str, r: &CategoriesReport) -> std::io::Result<()> {
     writeln!(out, "{title}  (at {})", r.moment)?;
     for d in &r.devices {
-        writeln!(
-            out,
-            "\nDevice {} — after event {}: {} live (requested)",
-            d.device,
-            d.at.event_index,
-            iec(d.live_requested_bytes)
-        )?;
+        if d.basis == "final_state" {
+            writeln!(
+                out,
+                "\nDevice {} — final state (no allocation recorded): {} live (requested)",
+                d.device,
+                iec(d.live_requested_bytes)
+            )?;
+        } else {
+            writeln!(
+                out,
+                "\nDevice {} — after event {}: {} live (requested)",
+                d.device,
+                d.at.event_index,
+                iec(d.live_requested_bytes)
+            )?;
+        }
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
         t.set_header(vec![
@@ -40,6 +50,15 @@ pub fn text(out: &mut dyn Write, title: &str, r: &CategoriesReport) -> std::io::
         for n in &d.notes {
             writeln!(out, "note: {n}")?;
         }
+    }
+    // Devices left out (a moment their data cannot place) are not in `devices`.
+    for a in &r.absent {
+        if !r.devices.iter().any(|d| Some(d.device) == a.device) {
+            writeln!(out, "\nnote: {}", a.message)?;
+        }
+    }
+    if r.devices.is_empty() && r.absent.is_empty() {
+        writeln!(out, "\nNo device holds memory: nothing to categorise.")?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Text rendering of [`DiffReport`].
 
+use crate::analyze::absence;
 use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
 use crate::units::{iec, signed_iec, signed_percent};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
@@ -99,6 +100,24 @@ pub fn text(
         }
         writeln!(out, "{t}")?;
     }
+    for a in r
+        .absent
+        .iter()
+        .filter(|a| a.code == absence::CATEGORIES_NOT_COMPARABLE)
+    {
+        writeln!(out, "\nCategories: {}", a.message)?;
+    }
+    if !r.sites_compared {
+        writeln!(out, "\nSites: not compared")?;
+        for a in r
+            .absent
+            .iter()
+            .filter(|a| a.code == absence::SITES_NOT_COMPARABLE)
+        {
+            writeln!(out, "  {}", a.message)?;
+        }
+        return gate_and_notes(out, r);
+    }
     let c = r.counts;
     writeln!(
         out,
@@ -127,6 +146,10 @@ pub fn text(
             )?;
         }
     }
+    gate_and_notes(out, r)
+}
+
+fn gate_and_notes(out: &mut dyn Write, r: &DiffReport) -> std::io::Result<()> {
     if let Some(g) = &r.gate {
         writeln!(
             out,
