@@ -10,6 +10,16 @@ fn bytes(v: Option<u64>) -> Cell {
     Cell::new(v.map_or_else(|| "unknown".to_string(), iec)).set_alignment(CellAlignment::Right)
 }
 
+/// Where an explained OOM's numbers come from: its words differ ("what the message cannot
+/// tell", and a snapshot is never told to record one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// An error message (`memlens explain`).
+    Message,
+    /// A snapshot's `oom` entry (`memlens oom`).
+    Snapshot,
+}
+
 /// Writes the explanation of every OOM in `r`.
 pub fn text(out: &mut dyn Write, r: &ExplainReport) -> std::io::Result<()> {
     for (i, o) in r.ooms.iter().enumerate() {
@@ -19,14 +29,14 @@ pub fn text(out: &mut dyn Write, r: &ExplainReport) -> std::io::Result<()> {
         if r.ooms.len() > 1 {
             write!(out, "OOM {} of {}: ", i + 1, r.ooms.len())?;
         }
-        one(out, o)?;
+        one(out, o, Source::Message)?;
     }
     writeln!(out)?;
     snapshot_recipe(out)
 }
 
 /// Writes one explained OOM: the numbers, the verdict, the evidence and the fixes.
-pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
+pub fn one(out: &mut dyn Write, o: &OomExplained, from: Source) -> std::io::Result<()> {
     let wording = match o.wording {
         Some(Wording::Parenthesized) => "PyTorch ≤ 2.0 message",
         Some(Wording::Sentences) => "PyTorch ≥ 2.1 message",
@@ -62,6 +72,7 @@ pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
     );
     let source = match o.capacity_source.as_deref() {
         Some("message") => "total, from the message".to_string(),
+        Some(s) if s.starts_with("inferred") => format!("total, {s}"),
         Some(s) => format!("total, from {s}"),
         None => "total: pass --gpu or --capacity".to_string(),
     };
@@ -116,10 +127,16 @@ pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
     }
     writeln!(out, "\nWhat to change, cheapest first")?;
     if o.recommendations.is_empty() {
-        writeln!(
-            out,
-            "  Nothing these numbers justify; record a snapshot (below)."
-        )?;
+        match from {
+            Source::Message => writeln!(
+                out,
+                "  Nothing these numbers justify; record a snapshot (below)."
+            )?,
+            Source::Snapshot => writeln!(
+                out,
+                "  Nothing these numbers justify; the live sites below say what holds the memory."
+            )?,
+        }
     }
     for (i, r) in o.recommendations.iter().enumerate() {
         writeln!(out, "  {}. [{}] {}", i + 1, r.cost.as_str(), r.action)?;
@@ -132,7 +149,10 @@ pub fn one(out: &mut dyn Write, o: &OomExplained) -> std::io::Result<()> {
         }
     }
     if !o.cannot_conclude.is_empty() {
-        writeln!(out, "\nWhat the message cannot tell")?;
+        match from {
+            Source::Message => writeln!(out, "\nWhat the message cannot tell")?,
+            Source::Snapshot => writeln!(out, "\nWhat the snapshot cannot tell")?,
+        }
         for c in &o.cannot_conclude {
             writeln!(out, "  - {c}")?;
         }
