@@ -193,3 +193,184 @@ fn user_rules_come_first() {
     );
     assert_eq!(code, 2);
 }
+
+/// Issue 19, item 2: a validation loop whose loss is summed as a tensor keeps a tensor at every
+/// line its forward pass saved one (and its inputs): one finding, named by the line that ran
+/// the forward pass, with the whole growth per step and the tensors it keeps.
+#[test]
+fn a_retained_validation_graph_is_one_finding() {
+    let t = truth("retained_val");
+    let want = &t["finding"];
+    let (code, v) = run_json(&["leaks"], &sample("retained_val.pickle"));
+    assert_eq!(code, 1);
+    let f = v["findings"].as_array().unwrap();
+    assert_eq!(
+        f.len(),
+        1,
+        "one cause, not {}: {v}",
+        t["findings_before_grouping"]
+    );
+    let f = &f[0];
+    assert_eq!(f["kind"], "retained_graph");
+    assert_eq!(f["graph_evidence"], "module_forward");
+    assert_eq!(f["site"], want["site"]);
+    assert_eq!(f["bytes_per_step"], want["bytes_per_step"]);
+    assert_eq!(f["live_bytes_at_end"], want["retained_bytes_at_end"]);
+    assert_eq!(
+        f["tensors_per_step"].as_f64(),
+        want["tensors_per_step"].as_f64()
+    );
+    assert_eq!(
+        f["tensors_at_end"].as_u64().unwrap(),
+        want["tensors_per_step"].as_u64().unwrap() * want["steps"].as_u64().unwrap()
+    );
+    let sites = f["sites"].as_array().unwrap();
+    let expected = want["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), expected.len());
+    for e in expected {
+        let s = sites
+            .iter()
+            .find(|s| s["site"] == e["site"])
+            .unwrap_or_else(|| panic!("{} missing: {f}", e["site"]));
+        assert_eq!(s["bytes_per_step"], e["bytes_per_step"], "{s}");
+        assert_eq!(
+            s["tensors_per_step"].as_f64(),
+            e["tensors_per_step"].as_f64(),
+            "{s}"
+        );
+        let role = if s["site"] == want["input_site"] {
+            "input"
+        } else {
+            "saved"
+        };
+        assert_eq!(s["role"], role, "{s}");
+    }
+    // The member sites add up to the finding.
+    let sum: u64 = sites
+        .iter()
+        .map(|s| s["live_bytes_at_end"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, f["live_bytes_at_end"].as_u64().unwrap());
+    let fix = f["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("val.py:44:validate") && fix.contains("torch.no_grad()"),
+        "{fix}"
+    );
+}
+
+/// `check --max-leaked` sums the findings after grouping: the same total as the truth's, under
+/// the one line to change.
+#[test]
+fn max_leaked_totals_survive_the_grouping() {
+    let t = truth("retained_val");
+    let o = memlens([
+        "check",
+        "--max-leaked",
+        "1MiB",
+        "--format",
+        "json",
+        sample("retained_val.pickle").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let b = &v["files"][0]["budgets"][0];
+    assert_eq!(b["budget"], "max_leaked");
+    assert_eq!(b["actual_bytes"], t["finding"]["retained_bytes_at_end"]);
+    let text = String::from_utf8(
+        memlens([
+            "check",
+            "--max-leaked",
+            "1MiB",
+            sample("retained_val.pickle").to_str().unwrap(),
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(text.contains("val.py:44:validate"), "{text}");
+}
+
+/// Issue 19, item 6: the steps are summarized (first and last, growth, highest peak); every
+/// step is listed with `--steps`.
+#[test]
+fn steps_are_summarized_unless_asked_for() {
+    let f = root().join("samples/captured/kv_cache_leak.pickle");
+    let text = |extra: &[&str]| {
+        let mut a: Vec<std::ffi::OsString> = vec!["leaks".into()];
+        a.extend(extra.iter().map(|x| x.into()));
+        a.push(f.clone().into());
+        String::from_utf8(memlens(a).stdout).unwrap()
+    };
+    let short = text(&[]);
+    assert!(!short.contains("│ step 2 "), "{short}");
+    assert!(short.contains("128 steps"), "{short}");
+    assert!(short.contains("after step 128"), "{short}");
+    assert!(short.lines().count() < 30, "{short}");
+    let long = text(&["--steps"]);
+    for k in 1..=128 {
+        assert!(long.contains(&format!("│ step {k} ")), "step {k}");
+    }
+    let (_, v) = run_json(&["leaks"], &f);
+    let s = &v["devices"][0]["summary"];
+    let steps = v["devices"][0]["steps"].as_array().unwrap();
+    assert_eq!(s["steps"].as_u64(), Some(steps.len() as u64));
+    assert_eq!(s["live_at_start"], steps[0]["live_at_start"]);
+    assert_eq!(s["live_at_end"], steps[127]["live_at_end"]);
+    assert_eq!(
+        s["delta_bytes"].as_i64().unwrap(),
+        s["live_at_end"].as_i64().unwrap() - s["live_at_start"].as_i64().unwrap()
+    );
+    let top = steps
+        .iter()
+        .map(|x| x["peak_bytes"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(s["highest_peak_bytes"].as_u64(), Some(top));
+}
+
+/// A single growing site stays a finding of its own, at its own line, with its kind.
+#[test]
+fn single_sites_keep_their_kind_and_site() {
+    let t = truth("retained_graph");
+    let (_, v) = run_json(&["leaks"], &sample("retained_graph.pickle"));
+    let f = &v["findings"][0];
+    assert_eq!(f["site"], t["finding"]["site"]);
+    assert_eq!(f["sites"].as_array().unwrap().len(), 1);
+    assert_eq!(f["sites"][0]["site"], t["finding"]["site"]);
+    assert_eq!(
+        f["tensors_per_step"].as_f64(),
+        t["finding"]["allocations_per_step"].as_f64()
+    );
+    let t = truth("list_leak");
+    let (_, v) = run_json(&["leaks"], &sample("list_leak.pickle"));
+    let f = &v["findings"][0];
+    assert_eq!(f["kind"], "leak");
+    assert_eq!(f["graph_evidence"], serde_json::Value::Null);
+    assert_eq!(f["sites"][0]["role"], "kept");
+    assert_eq!(
+        f["tensors_per_step"].as_f64(),
+        t["finding"]["allocations_per_step"].as_f64()
+    );
+}
+
+/// Golden `leaks` text on real snapshots whose steps are found (annotations, the optimizer,
+/// a repeating allocation): the steps summarized, and no finding.
+#[test]
+fn golden_leaks_on_real_files() {
+    for name in [
+        "cranberrii__ftcourse__memory_snapshot.pickle",
+        "JasperSolt__EoR_NN__snapshot.pickle",
+        "MercuryB1__SQAttn__cuda_memory_snapshot.pickle",
+    ] {
+        let Some(f) = require_real(name) else {
+            return;
+        };
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_memlens"))
+            .current_dir(f.parent().unwrap())
+            .args(["leaks", name])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name}");
+        let short = name.split("__").next().unwrap();
+        golden(&format!("real/{short}.leaks.txt"), &o.stdout);
+    }
+}

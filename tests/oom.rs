@@ -78,16 +78,149 @@ fn each_cause_gets_its_verdict_and_the_four_numbers() {
     }
 }
 
+/// Without `--gpu`: reserved + device free (+ a context) matching a known GPU is taken as the
+/// capacity, said so; matching none, the capacity stays unknown and the notes say why.
 #[test]
-fn without_capacity_it_says_what_it_cannot_conclude() {
+fn without_capacity_it_infers_it_or_says_what_it_cannot_conclude() {
+    // GIVEN frag_oom: a 16 GiB device, 14.00 GiB reserved and 1.68 GiB free at the OOM
     let (_, v) = oom_json(&sample("frag_oom.pickle"), &[]);
     let o = &v["ooms"][0];
+    let inf = &o["capacity_inferred"];
+    let seen = o["reserved_bytes"].as_u64().unwrap() + o["device_free_bytes"].as_u64().unwrap();
+    assert_eq!(inf["seen_bytes"].as_u64(), Some(seen));
+    assert_eq!(o["capacity_bytes"], inf["capacity_bytes"]);
+    assert_eq!(inf["matches"][0]["name"], "V100 16GB");
+    assert!(o["capacity_source"]
+        .as_str()
+        .unwrap()
+        .starts_with("inferred"));
+    assert!(o["cannot_conclude"].to_string().contains("--gpu"), "{o}");
+    assert_eq!(o["verdict"], "fragmentation");
+    // GIVEN outside_oom: 1.93 GiB seen of a 24 GiB device another process holds: no GPU matches
+    let (_, v) = oom_json(&sample("outside_oom.pickle"), &[]);
+    let o = &v["ooms"][0];
     assert!(o["capacity_bytes"].is_null());
+    assert!(o["capacity_inferred"].is_null());
     let notes = o["notes"].to_string();
     assert!(
-        notes.contains("--gpu") || o["cannot_conclude"].to_string().contains("capacity"),
+        notes.contains("--gpu") && notes.contains("another process"),
         "{notes}"
     );
+    // no capacity verdict from a guess
+    assert_eq!(o["verdict"], "unknown");
+}
+
+/// Issue 19, item 4: 91 MiB free, 133 MiB cached and a 4.95 GiB request — the shortage is
+/// certain, and reserved + free + a context is an 80 GB GPU: capacity, with fixes; headroom
+/// against that; never "record a snapshot" to someone reading one.
+#[test]
+fn the_real_oom_is_decided_without_gpu() {
+    let Some(f) = require_real("Constructor-Sun__code_location__memory_snapshot.pickle") else {
+        return;
+    };
+    let (_, v) = oom_json(&f, &[]);
+    let o = &v["ooms"][0];
+    assert_eq!(o["device"], 1);
+    assert_eq!(o["verdict"], "capacity");
+    let (res, free) = (
+        o["reserved_bytes"].as_u64().unwrap(),
+        o["device_free_bytes"].as_u64().unwrap(),
+    );
+    assert_eq!((res, free), (84_202_749_952, 95_682_560));
+    let inf = &o["capacity_inferred"];
+    assert_eq!(inf["seen_bytes"].as_u64(), Some(res + free));
+    let names: Vec<&str> = inf["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["H100 80GB HBM3", "A100 80GB"]);
+    let h100 = memlens::analyze::gpus::lookup("h100")
+        .unwrap()
+        .capacity_bytes;
+    assert_eq!(o["capacity_bytes"].as_u64(), Some(h100));
+    assert_eq!(inf["outside_bytes"].as_u64(), Some(h100 - res - free));
+    let headline = o["headline"].as_str().unwrap();
+    assert!(headline.starts_with("Real shortage"), "{headline}");
+    assert!(
+        headline.contains("H100 80GB HBM3 or A100 80GB"),
+        "{headline}"
+    );
+    assert!(!o["recommendations"].as_array().unwrap().is_empty());
+    let evidence = o["evidence"].to_string();
+    assert!(evidence.contains("less likely reading"), "{evidence}");
+    assert!(evidence.contains("another process"), "{evidence}");
+    // Headroom: device 1 against what it could reach there (the free memory, as its peak
+    // reserved is its reserved at the OOM); devices 0 and 2 the same model assumed.
+    let h: Vec<&serde_json::Value> = v["headroom"].as_array().unwrap().iter().collect();
+    assert_eq!(h[1]["headroom_basis"], "inferred_capacity");
+    assert_eq!(
+        h[1]["headroom_bytes"].as_i64().unwrap(),
+        (res + free) as i64 - h[1]["peak_reserved_bytes"].as_i64().unwrap()
+    );
+    for d in [0, 2] {
+        assert_eq!(h[d]["headroom_basis"], "inferred_capacity");
+        assert!(h[d]["capacity_source"]
+            .as_str()
+            .unwrap()
+            .contains("device 1's oom"));
+    }
+    let text = memlens(["oom".into(), f.clone().into_os_string()]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(!text.contains("Not decidable"), "{text}");
+    assert!(!text.contains("record a snapshot"), "{text}");
+    assert!(text.contains("What the snapshot cannot tell"), "{text}");
+    // --gpu still wins.
+    let (_, v) = oom_json(&f, &["--gpu", "a100-80"]);
+    assert!(v["ooms"][0]["capacity_inferred"].is_null());
+    assert_eq!(v["headroom"][1]["headroom_basis"], "capacity");
+}
+
+/// No oom text advises recording a snapshot: the reader has one.
+#[test]
+fn oom_never_tells_a_snapshot_reader_to_record_one() {
+    for f in samples().into_iter().chain(captured()) {
+        for extra in [vec![], vec!["--capacity", "24GiB"]] {
+            let mut args: Vec<std::ffi::OsString> = vec!["oom".into()];
+            args.extend(extra.iter().map(|a| a.into()));
+            args.push(f.clone().into());
+            let o = memlens(args);
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                !text.contains("record a snapshot") && !text.contains("What the message"),
+                "{}: {text}",
+                f.display()
+            );
+        }
+    }
+}
+
+/// Under a per-process limit an OOM implies, headroom is measured against the limit's bounds,
+/// even when the GPU's capacity is given.
+#[test]
+fn headroom_is_measured_against_an_implied_limit() {
+    let f = root().join("samples/captured/capacity_oom.pickle");
+    for extra in [vec![], vec!["--gpu", "h200"]] {
+        let (_, v) = oom_json(&f, &extra);
+        let o = &v["ooms"][0];
+        let h = &v["headroom"][0];
+        assert_eq!(h["headroom_basis"], "implied_limit", "{extra:?}");
+        let (lo, hi) = (
+            o["implied_limit"]["at_least_bytes"].as_i64().unwrap(),
+            o["implied_limit"]["below_bytes"].as_u64().unwrap(),
+        );
+        let peak = h["peak_reserved_bytes"].as_i64().unwrap();
+        assert_eq!(h["headroom_bytes"].as_i64().unwrap(), lo - peak);
+        assert_eq!(
+            h["headroom_at_most_bytes"].as_u64().unwrap(),
+            hi - 1 - peak as u64
+        );
+        assert_eq!(h["limit_below_bytes"].as_u64(), Some(hi));
+        // The real cap (2 GiB) lies inside those bounds, so its headroom does too.
+        let cap = 2i64 << 30;
+        assert!(lo <= cap && (cap as u64) < hi, "[{lo}, {hi})");
+    }
 }
 
 #[test]
@@ -253,4 +386,20 @@ fn frag_at_the_end_equals_the_summary() {
             assert_eq!(hist, free);
         }
     }
+}
+
+/// Golden `oom` text of the real OOM snapshot without `--gpu`.
+#[test]
+fn golden_oom_on_the_real_file() {
+    let name = "Constructor-Sun__code_location__memory_snapshot.pickle";
+    let Some(f) = require_real(name) else {
+        return;
+    };
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memlens"))
+        .current_dir(f.parent().unwrap())
+        .args(["oom", name])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    golden("real/Constructor-Sun.oom.txt", &o.stdout);
 }

@@ -4,7 +4,12 @@
 //! Each allocation gets the first rule that matches, user rules (`--rules FILE`, a regex on
 //! frames) first; every category reports its rules and a confidence: `high` when frames say
 //! it, `medium` when the step phase or lifetime does, `low` for a guess.
+//!
+//! A device without a trace (or with a trace that records no allocation) is
+//! categorised from its final blocks by their frames alone (`basis: final_state`): no step
+//! phase or lifetime is known, so those rules do not apply; an [`Absence`] says so.
 
+use super::absence::{self, Absence};
 use super::leaks::under_forward;
 use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use crate::replay::steps::{self, DeviceSteps};
@@ -124,6 +129,9 @@ pub struct DeviceCategories {
     pub categories: Vec<CategoryRow>,
     /// Remarks.
     pub notes: Vec<String>,
+    /// `trace` (the moment replayed from the trace) or `final_state` (no trace, or one that
+    /// records no allocation: the final blocks, by their frames alone).
+    pub basis: &'static str,
 }
 
 /// The report.
@@ -133,8 +141,10 @@ pub struct CategoriesReport {
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,
-    /// Per device with a trace.
+    /// Per device with a trace, or with live blocks in its final state.
     pub devices: Vec<DeviceCategories>,
+    /// What the snapshot lacks for this analysis, with stable codes (see [`absence`]).
+    pub absent: Vec<Absence>,
 }
 
 fn any_frame(snap: &Snapshot, stack: StackId, pred: impl Fn(&str, &str) -> bool) -> bool {
@@ -219,6 +229,8 @@ struct Ctx<'a> {
     backward_from: Vec<Option<i64>>,
     /// Per step: first allocation under a module's forward, if any.
     forward_from: Vec<Option<i64>>,
+    /// Categorising a final state without a trace: no lifetime is known.
+    final_state: bool,
 }
 
 impl Ctx<'_> {
@@ -311,7 +323,10 @@ impl Ctx<'_> {
             );
         }
         let first_step = self.steps.steps.first().map(|s| s.first_event);
-        if (a.start < 0 || first_step.is_some_and(|f| a.start < f)) && a.end == NEVER {
+        if !self.final_state
+            && (a.start < 0 || first_step.is_some_and(|f| a.start < f))
+            && a.end == NEVER
+        {
             return (
                 "parameters",
                 "allocated before the first step and never freed",
@@ -355,18 +370,90 @@ impl Ctx<'_> {
 /// Per category: bytes, count, and bytes per (rule, confidence).
 type Tally<'a> = (u64, u64, BTreeMap<(&'a str, &'static str), u64>);
 
-/// Runs the analysis on every replayed device.
+/// Runs the analysis on every replayed device, and on the final blocks of every device
+/// without a trace (see the module documentation).
 pub fn run(
     snap: &Snapshot,
     replays: &[DeviceReplay],
     opts: &CategoryOptions,
 ) -> Result<CategoriesReport, String> {
     let mut devices = Vec::new();
-    for r in replays {
-        let dev = snap.device(r.device).expect("replayed device exists");
+    let mut absent = Vec::new();
+    for dev in &snap.devices {
         let trace = snap.device_trace(dev);
-        let at = replay::resolve(opts.at, r, trace)?;
-        let st = steps::find(snap, r);
+        let traced = replays.iter().find(|r| r.device == dev.id);
+        let owned;
+        let r = match traced {
+            Some(r) => r,
+            None if trace.is_empty() && !snap.device_segments(dev).is_empty() => {
+                owned = replay::replay_device(snap, dev);
+                &owned
+            }
+            None => continue,
+        };
+        // A trace without an allocation dates nothing alive: only the final blocks remain.
+        let final_state = !trace.iter().any(|e| e.action == Action::Alloc);
+        if final_state {
+            let what = if trace.is_empty() {
+                format!(
+                    "device {} has no trace (allocation history was not recorded)",
+                    dev.id
+                )
+            } else {
+                format!(
+                    "the trace of device {} records no allocation ({})",
+                    dev.id,
+                    if trace.len() == 1 {
+                        "1 entry".to_string()
+                    } else {
+                        format!("{} entries", trace.len())
+                    }
+                )
+            };
+            let code = if trace.is_empty() {
+                absence::NO_TRACE
+            } else {
+                absence::NO_ACTIVITY
+            };
+            if !matches!(opts.at, MomentSpec::Peak | MomentSpec::End) {
+                absent.push(Absence::new(
+                    absence::NO_MOMENT,
+                    Some(dev.id),
+                    format!(
+                        "{what}: the moment {} cannot be placed; only its final state can be categorised (--at end)",
+                        opts.at
+                    ),
+                ));
+                continue;
+            }
+            let peak = if opts.at == MomentSpec::Peak {
+                "; the peak was not recorded, so these are the categories at the end"
+            } else {
+                ""
+            };
+            absent.push(Absence::new(
+                code,
+                Some(dev.id),
+                format!(
+                    "{what}: its final blocks are categorised by their frames alone (no step phases or lifetimes){peak}"
+                ),
+            ));
+        }
+        let at = if final_state {
+            r.events as i64 - 1
+        } else {
+            replay::resolve(opts.at, r, trace)?
+        };
+        let st = if final_state {
+            DeviceSteps {
+                device: dev.id,
+                source: None,
+                marker: None,
+                steps: Vec::new(),
+            }
+        } else {
+            steps::find(snap, r)
+        };
         let mut ctx = Ctx {
             snap,
             trace,
@@ -380,6 +467,7 @@ pub fn run(
             facts: PerStack::new(&snap.stacks),
             backward_from: Vec::new(),
             forward_from: Vec::new(),
+            final_state,
         };
         ctx.backward_from = ctx.first_alloc(|f| f.backward);
         ctx.forward_from = ctx.first_alloc(|f| f.forward);
@@ -444,15 +532,25 @@ pub fn run(
                 .cmp(&order(&b.category))
                 .then_with(|| a.category.cmp(&b.category))
         });
-        let mut notes = Vec::new();
-        if st.steps.is_empty() {
+        let mut notes: Vec<String> = absent
+            .iter()
+            .filter(|a: &&Absence| a.device == Some(dev.id))
+            .map(|a| a.message.clone())
+            .collect();
+        if st.steps.is_empty() && !final_state {
             notes.push("no steps found: phase rules (forward/backward, kept past the step) fall back to frames only".into());
         }
         if !snap.has_frames() {
-            notes.push(
-                "no stack frames recorded: only lifetime rules apply, most memory is unknown"
-                    .into(),
-            );
+            let msg = if final_state {
+                format!(
+                    "no stack frames recorded: nothing tells the final blocks apart, so all {} is unknown; only the total is known",
+                    crate::units::iec(live)
+                )
+            } else {
+                "no stack frames recorded: only lifetime rules apply, most memory is unknown".into()
+            };
+            absent.push(Absence::new(absence::NO_FRAMES, Some(dev.id), msg.clone()));
+            notes.push(msg);
         }
         devices.push(DeviceCategories {
             device: r.device,
@@ -460,11 +558,13 @@ pub fn run(
             live_requested_bytes: live,
             categories,
             notes,
+            basis: if final_state { "final_state" } else { "trace" },
         });
     }
     Ok(CategoriesReport {
         schema_version: super::SCHEMA_VERSION,
         moment: opts.at.to_string(),
         devices,
+        absent,
     })
 }

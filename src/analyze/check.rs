@@ -792,6 +792,8 @@ mod tests {
             sites: BTreeMap::new(),
             categories: None,
             notes: Vec::new(),
+            frames: false,
+            categories_basis: None,
         };
         let b = Budget {
             kind: BudgetKind::MaxLeaked,

@@ -7,7 +7,14 @@
 //!
 //! Top-level `peak` and `reserved` are sums over devices (each device at its own moment);
 //! top-level `fragmentation` is the worst device's. Sites are summed over devices too.
+//!
+//! What cannot be compared is said, never shown as a change ([`Absence`]s): a side without
+//! stack frames has all its memory at `<no frames>`, so sites are not compared
+//! (`sites_compared: false`); categories are compared only when both sides have frames and
+//! were categorised from the same data (both from traces, or both from final blocks); a
+//! device without a trace is measured at its final state.
 
+use super::absence::{self, Absence};
 use super::profile::{Profile, SiteTotal};
 use crate::replay::Moment;
 use serde::Serialize;
@@ -181,6 +188,11 @@ pub struct DiffReport {
     pub gate: Option<Gate>,
     /// What limits the answer.
     pub notes: Vec<String>,
+    /// False when the sites cannot be matched (a side recorded no stack frames): `sites` then
+    /// only says where each side's memory is, not what changed.
+    pub sites_compared: bool,
+    /// What a side lacks for the comparison, with stable codes (see [`absence`]).
+    pub absent: Vec<Absence>,
 }
 
 /// One category on both sides.
@@ -375,6 +387,64 @@ pub fn run(
     }
     notes.extend(base.notes.iter().map(|n| format!("base: {n}")));
     notes.extend(cand.notes.iter().map(|n| format!("candidate: {n}")));
+    let sides = [("base", base), ("candidate", cand)];
+    let mut absent = Vec::new();
+    for (side, p) in sides {
+        for d in &p.devices {
+            if let Some(u) = &d.unrecorded {
+                let code = if d.basis == "final_state" {
+                    absence::NO_TRACE
+                } else {
+                    absence::NO_ACTIVITY
+                };
+                absent.push(Absence::new(code, Some(d.device), u.reason.clone()).on_side(side));
+            }
+        }
+    }
+    let frameless: Vec<&str> = sides
+        .iter()
+        .filter(|(_, p)| !p.frames && p.live_bytes() > 0)
+        .map(|(side, _)| *side)
+        .collect();
+    let sites_compared = frameless.is_empty();
+    for (side, p) in sides {
+        if frameless.contains(&side) {
+            absent.push(
+                Absence::new(
+                    absence::SITES_NOT_COMPARABLE,
+                    None,
+                    format!(
+                        "the {side} recorded no stack frames: all its {} is `<no frames>`, so sites and categories cannot be matched; compared: the totals (peak, reserved, fragmentation) and the devices",
+                        crate::units::iec(p.live_bytes())
+                    ),
+                )
+                .on_side(side),
+            );
+        }
+    }
+    let categories = match (&base.categories, &cand.categories) {
+        (Some(b), Some(c)) if sites_compared && base.categories_basis == cand.categories_basis => {
+            Some(category_deltas(b, c))
+        }
+        (Some(_), Some(_)) if sites_compared => {
+            let words = |p: &Profile| match p.categories_basis {
+                Some("trace") => "its trace (step phases and lifetimes)",
+                Some("final_state") => "its final blocks alone (no trace)",
+                _ => "traces on some devices and final blocks on others",
+            };
+            absent.push(Absence::new(
+                absence::CATEGORIES_NOT_COMPARABLE,
+                None,
+                format!(
+                    "not compared: the base was categorised from {}, the candidate from {}; the same memory lands in different categories that way",
+                    words(base),
+                    words(cand)
+                ),
+            ));
+            None
+        }
+        _ => None,
+    };
     let (bf, cf) = (base.fragmentation(), cand.fragmentation());
     DiffReport {
         schema_version: super::SCHEMA_VERSION,
@@ -395,12 +465,11 @@ pub fn run(
         },
         devices,
         counts,
-        categories: match (&base.categories, &cand.categories) {
-            (Some(b), Some(c)) => Some(category_deltas(b, c)),
-            _ => None,
-        },
+        categories,
         gate,
         notes,
+        sites_compared,
+        absent,
     }
 }
 

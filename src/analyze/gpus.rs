@@ -1,7 +1,9 @@
-//! GPU name → capacity in bytes, and human size strings → bytes.
+//! GPU name → capacity in bytes, what a process saw → the GPU it probably ran on, and human
+//! size strings → bytes.
 //!
 //! In: a GPU name as people type it (`h100`, `A100-80GB`, `a100_40`, `NVIDIA GeForce RTX 4090`)
-//! or a size (`80GiB`, `81920MiB`, `1.5 TiB`, `85899345920`). Out: bytes.
+//! or a size (`80GiB`, `81920MiB`, `1.5 TiB`, `85899345920`). Out: bytes. [`infer_capacity`]
+//! goes the other way: from reserved + free memory at an OOM to the table's GPUs that explain it.
 //!
 //! Capacities are what PyTorch reports as `torch.cuda.get_device_properties(d).total_memory`
 //! and prints as "total capacity" in OOM messages: less than the advertised size, because the
@@ -10,6 +12,7 @@
 //! stored as the two-decimal GiB figure PyTorch prints, and says where it comes from.
 
 use crate::Error;
+use serde::Serialize;
 
 /// One GPU model of the built-in table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +146,69 @@ pub const GPUS: &[Gpu] = &[
         source: BRIEF,
     },
 ];
+
+/// The most a CUDA context and the libraries loaded with it (cuBLAS and cuDNN handles and
+/// workspaces, NCCL buffers) take outside the caching allocator: 0.3–1 GiB in practice, up to
+/// about 2 GiB with NCCL. A GPU whose capacity exceeds what a process saw by more than this had
+/// memory held by someone else.
+pub const CONTEXT_MAX_BYTES: u64 = 2 << 30;
+
+/// A table GPU that explains what a process saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GpuMatch {
+    /// Display name.
+    pub name: &'static str,
+    /// Its `total_memory` in bytes.
+    pub capacity_bytes: u64,
+}
+
+/// A capacity inferred from what a process saw when an allocation failed: the memory PyTorch
+/// reserved plus what the device still had free. What is neither is the CUDA context, the
+/// libraries' memory, and anything another process holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InferredCapacity {
+    /// Reserved + device free: the device has at least this much.
+    pub seen_bytes: u64,
+    /// The capacity taken: the closest matching GPU's (at least `seen_bytes`).
+    pub capacity_bytes: u64,
+    /// `capacity_bytes − seen_bytes`: the context and libraries (and, in the less likely
+    /// reading, other processes).
+    pub outside_bytes: u64,
+    /// Table GPUs whose capacity is at most [`CONTEXT_MAX_BYTES`] above `seen_bytes` (or at most
+    /// 1% below it: table figures vary by host), closest first.
+    pub matches: Vec<GpuMatch>,
+}
+
+/// The GPUs of the table that explain `seen` bytes (reserved + free) with a CUDA context's
+/// share left over, and the capacity to take (see [`InferredCapacity`]); `None` when no GPU of
+/// the table does: an unlisted GPU, or one whose memory is partly held elsewhere, which these
+/// numbers cannot tell apart.
+pub fn infer_capacity(seen: u64) -> Option<InferredCapacity> {
+    let mut matches: Vec<(u64, GpuMatch)> = GPUS
+        .iter()
+        .filter(|g| {
+            g.capacity_bytes <= seen.saturating_add(CONTEXT_MAX_BYTES)
+                && g.capacity_bytes >= seen.saturating_sub(g.capacity_bytes / 100)
+        })
+        .map(|g| {
+            (
+                g.capacity_bytes.abs_diff(seen),
+                GpuMatch {
+                    name: g.name,
+                    capacity_bytes: g.capacity_bytes,
+                },
+            )
+        })
+        .collect();
+    matches.sort_by_key(|&(d, g)| (d, g.name));
+    let capacity = matches.first()?.1.capacity_bytes.max(seen);
+    Some(InferredCapacity {
+        seen_bytes: seen,
+        capacity_bytes: capacity,
+        outside_bytes: capacity - seen,
+        matches: matches.into_iter().map(|(_, g)| g).collect(),
+    })
+}
 
 /// Family names that match several table entries: the user must say which.
 const AMBIGUOUS: &[(&str, &str)] = &[
@@ -328,6 +394,27 @@ mod tests {
                 assert_eq!(normalize(k), *k, "key {k} of {} is not normalized", g.name);
             }
         }
+    }
+
+    #[test]
+    fn what_a_process_saw_names_its_gpu() {
+        // GIVEN 78.42 GiB reserved and 91.25 MiB free at an OOM (an 80 GB GPU)
+        let seen = 84_202_749_952 + 95_682_560;
+        let i = infer_capacity(seen).unwrap();
+        // THEN the 80 GB GPUs, the closest first, with a context's share left over
+        let names: Vec<&str> = i.matches.iter().map(|g| g.name).collect();
+        assert_eq!(names, ["H100 80GB HBM3", "A100 80GB"]);
+        assert_eq!(i.capacity_bytes, lookup("h100").unwrap().capacity_bytes);
+        assert_eq!(i.outside_bytes, i.capacity_bytes - seen);
+        assert!(i.outside_bytes > 500 << 20 && i.outside_bytes < 1 << 30);
+        // AND an H200's figure with 626 MiB of context
+        let h200 = lookup("h200").unwrap().capacity_bytes;
+        let i = infer_capacity(h200 - (626 << 20)).unwrap();
+        assert_eq!(i.matches[0].name, "H200 141GB");
+        assert_eq!(i.capacity_bytes, h200);
+        // AND nothing for a size no GPU has (or one far below every GPU: memory held elsewhere)
+        assert_eq!(infer_capacity(200 << 30), None);
+        assert_eq!(infer_capacity(1930 << 20), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Analyses: each takes a [`crate::model::Snapshot`] and returns a plain, serializable report
 //! value. Nothing here formats or prints.
 
+pub mod absence;
 pub mod advice;
 pub mod batch;
 pub mod categories;

@@ -1,9 +1,16 @@
 //! `memlens oom`: every `oom` event of a snapshot, with the state rebuilt at it, the four
 //! numbers of the error message, the verdict and the fixes cheapest first.
+//!
+//! Snapshots do not record the GPU's capacity. Without `--gpu`/`--capacity`, an `oom` entry's
+//! `device_free` plus what PyTorch reserved, plus a CUDA context, still implies it
+//! ([`gpus::infer_capacity`]): the verdict is weighed against that, the matching GPUs are named,
+//! and headroom is measured against it (against the per-process limit an OOM implies when there
+//! is one; see [`implied_limit`]).
 
 use super::advice::{self, Evidence};
 use super::explain::OomExplained;
 use super::frag::{self, FragOptions};
+use super::gpus::{self, InferredCapacity};
 use super::top::{self, SiteRow, TopOptions};
 use crate::model::{Action, BlockState, PoolKind, SettingValue, Snapshot};
 use crate::replay::state::{self, AllocatorState};
@@ -41,6 +48,9 @@ pub struct SnapshotOom {
     /// The per-process limit this OOM implies, when the device still had the request's size
     /// free (see [`implied_limit`]); `null` otherwise.
     pub implied_limit: Option<ImpliedLimit>,
+    /// The capacity inferred from reserved + device free when none was given (then also in
+    /// `capacity_bytes`, with `capacity_source` saying so); `null` otherwise.
+    pub capacity_inferred: Option<InferredCapacity>,
 }
 
 /// Bounds of a per-process limit (`set_per_process_memory_fraction`) that a snapshot implies
@@ -66,8 +76,22 @@ pub struct Headroom {
     pub reserved_bytes: u64,
     /// Largest free cached block at the end.
     pub largest_free_block_bytes: u64,
-    /// capacity − peak reserved, when the capacity is known.
+    /// capacity − peak reserved, when the capacity is known; under a per-process limit an OOM
+    /// implies, its lower bound − peak reserved; with an inferred capacity, reserved + free
+    /// seen at the OOM − peak reserved (what PyTorch could still have reserved).
     pub headroom_bytes: Option<i64>,
+    /// What `headroom_bytes` is measured against: `capacity` (given), `inferred_capacity` or
+    /// `implied_limit`; `null` when it is unknown.
+    pub headroom_basis: Option<&'static str>,
+    /// The capacity (or limit, at least) it is measured against.
+    pub capacity_bytes: Option<u64>,
+    /// Where that figure comes from, in words.
+    pub capacity_source: Option<String>,
+    /// Under an implied limit: the most the headroom can be (the limit is below
+    /// `limit_below_bytes`).
+    pub headroom_at_most_bytes: Option<u64>,
+    /// Under an implied limit: the bound the limit is below.
+    pub limit_below_bytes: Option<u64>,
 }
 
 /// The report.
@@ -139,11 +163,17 @@ pub fn run(
             let (allocated, reserved, pool_free, largest) =
                 numbers(&st, pool, snap.event_stream(e));
             let requested = segment_size_for(rounded);
+            let seen = e.device_free().map(|free| reserved.saturating_add(free));
+            let inferred = match (opts.capacity_bytes, seen) {
+                (None, Some(seen)) => gpus::infer_capacity(seen),
+                _ => None,
+            };
             let ev = Evidence {
                 requested_bytes: Some(requested),
                 implied_limit_bytes: implied_limit(replay, i, reserved, requested, e.device_free()),
                 device_free_bytes: e.device_free(),
                 capacity_bytes: opts.capacity_bytes,
+                inferred_capacity: inferred.clone(),
                 allocated_bytes: Some(allocated),
                 reserved_unallocated_bytes: Some(reserved - allocated),
                 largest_free_block_bytes: Some(largest),
@@ -175,9 +205,19 @@ pub fn run(
             if !st.exact {
                 notes.push("state rebuilt at the oom event by undoing the later trace; block sizes freed afterwards are estimates".into());
             }
-            if opts.capacity_bytes.is_none() {
-                notes.push("the snapshot does not record the GPU's capacity: pass --gpu NAME or --capacity SIZE to weigh real shortage against fragmentation".into());
+            match (opts.capacity_bytes, &inferred, seen) {
+                (None, None, Some(seen)) => notes.push(format!(
+                    "reserved + device free at the oom ({}) matches no GPU of memlens's table within a CUDA context's share ({}): an unlisted GPU, or one whose memory is partly held by another process; pass --gpu NAME or --capacity SIZE to weigh real shortage against memory held elsewhere",
+                    crate::units::iec(seen),
+                    crate::units::iec(gpus::CONTEXT_MAX_BYTES)
+                )),
+                (None, None, None) => notes.push("the snapshot records neither the GPU's capacity nor, for this oom entry, the device's free memory: pass --gpu NAME or --capacity SIZE to weigh real shortage against fragmentation".into()),
+                _ => {}
             }
+            let (capacity, capacity_source) = match &inferred {
+                Some(inf) => (Some(inf.capacity_bytes), Some(capacity_source_words(inf))),
+                None => (opts.capacity_bytes, opts.capacity_source.clone()),
+            };
             ooms.push(SnapshotOom {
                 explained: OomExplained {
                     device: Some(dev.id),
@@ -187,7 +227,7 @@ pub fn run(
                     reserved_bytes: Some(reserved),
                     allocated_bytes: Some(allocated),
                     largest_free_block_bytes: Some(largest),
-                    capacity_bytes: opts.capacity_bytes,
+                    capacity_bytes: capacity,
                     process_bytes: None,
                     verdict: d.verdict,
                     recommendations: d.recommendations,
@@ -200,7 +240,7 @@ pub fn run(
                     process_bytes_inferred: false,
                     backend: "CUDA".into(),
                     wording: None,
-                    capacity_source: opts.capacity_source.clone(),
+                    capacity_source,
                     headline: d.headline,
                     evidence: d.evidence_lines,
                     notes,
@@ -217,6 +257,7 @@ pub fn run(
                         below_bytes,
                     }
                 }),
+                capacity_inferred: inferred,
             });
         }
         let end = state::state_at(snap, dev, trace.len() as i64 - 1);
@@ -244,12 +285,18 @@ pub fn run(
             reserved_bytes: f.total.reserved_bytes,
             largest_free_block_bytes: f.total.largest_free_block_bytes,
             headroom_bytes: opts.capacity_bytes.map(|c| c as i64 - peak_reserved as i64),
+            headroom_basis: opts.capacity_bytes.map(|_| "capacity"),
+            capacity_bytes: opts.capacity_bytes,
+            capacity_source: opts.capacity_source.clone(),
+            headroom_at_most_bytes: None,
+            limit_below_bytes: None,
         });
     }
+    measure_headroom(&mut headroom, &ooms);
     let mut notes = Vec::new();
     if ooms.is_empty() {
         notes.push(if snap.events.is_empty() {
-            "no trace recorded, so no oom event can be found; record history with torch.cuda.memory._record_memory_history(max_entries=100000) and dump the snapshot in the except handler of torch.cuda.OutOfMemoryError".into()
+            "no trace recorded (allocation history was off), so no oom event can be found; the headroom below is what the final state still says (`memlens frag` and `memlens top` read it in full); an OOM's own numbers need allocation history on in the run that hits it (`torch.cuda.memory._record_memory_history`)".into()
         } else {
             "no oom event in the trace: the snapshot was not taken at an out-of-memory error (or the ring buffer dropped it)".into()
         });
@@ -261,6 +308,72 @@ pub fn run(
         capacity_bytes: opts.capacity_bytes,
         notes,
     })
+}
+
+/// `capacity_source` of an inferred capacity: how it was inferred and the GPUs it matches.
+fn capacity_source_words(inf: &InferredCapacity) -> String {
+    let names: Vec<&str> = inf.matches.iter().take(3).map(|g| g.name).collect();
+    format!(
+        "inferred from reserved + device free at the oom: {}",
+        names.join(" or ")
+    )
+}
+
+/// Headroom against what the OOMs imply, where no capacity was given: a device whose OOM
+/// implies a per-process limit is measured against the limit's bounds; a device whose OOM gave
+/// an inferred capacity against what PyTorch could reach there (reserved + free); the other
+/// devices against the first inferred capacity, the same GPU model assumed.
+fn measure_headroom(headroom: &mut [Headroom], ooms: &[SnapshotOom]) {
+    let first_inferred = ooms
+        .iter()
+        .find_map(|o| Some((o.explained.device?, o.capacity_inferred.as_ref()?)));
+    for h in headroom.iter_mut() {
+        let own = ooms.iter().filter(|o| o.explained.device == Some(h.device));
+        if let Some(l) = own.clone().find_map(|o| o.implied_limit) {
+            h.headroom_bytes = Some(l.at_least_bytes as i64 - h.peak_reserved_bytes as i64);
+            h.headroom_at_most_bytes =
+                Some((l.below_bytes - 1).saturating_sub(h.peak_reserved_bytes));
+            h.limit_below_bytes = Some(l.below_bytes);
+            h.capacity_bytes = Some(l.at_least_bytes);
+            h.capacity_source = Some(format!(
+                "the per-process limit its oom implies (at least {}, below {})",
+                crate::units::iec(l.at_least_bytes),
+                crate::units::iec(l.below_bytes)
+            ));
+            h.headroom_basis = Some("implied_limit");
+            continue;
+        }
+        if h.headroom_basis.is_some() {
+            continue;
+        }
+        let names = |inf: &InferredCapacity| {
+            let v: Vec<&str> = inf.matches.iter().take(3).map(|g| g.name).collect();
+            v.join(" or ")
+        };
+        let (inf, source) = match own.clone().find_map(|o| o.capacity_inferred.as_ref()) {
+            Some(inf) => (
+                inf,
+                format!(
+                    "the capacity inferred from reserved + device free at its oom ({}); headroom is what PyTorch could still have reserved there",
+                    names(inf)
+                ),
+            ),
+            None => match first_inferred {
+                Some((d, inf)) => (
+                    inf,
+                    format!(
+                        "the capacity inferred from device {d}'s oom, the same GPU model assumed ({})",
+                        names(inf)
+                    ),
+                ),
+                None => continue,
+            },
+        };
+        h.headroom_bytes = Some(inf.seen_bytes as i64 - h.peak_reserved_bytes as i64);
+        h.capacity_bytes = Some(inf.capacity_bytes);
+        h.capacity_source = Some(source);
+        h.headroom_basis = Some("inferred_capacity");
+    }
 }
 
 /// Bounds `(at_least, below)` of the per-process limit an `oom` event at `index` implies, when

@@ -140,10 +140,16 @@ pub struct Profile {
     pub devices: Vec<DeviceProfile>,
     /// Live bytes per key, summed over devices.
     pub sites: BTreeMap<String, SiteTotal>,
-    /// Live bytes per category summed over traced devices, when asked for and available.
+    /// Live bytes per category summed over devices, when asked for and available.
     pub categories: Option<BTreeMap<String, SiteTotal>>,
     /// What limits the answer.
     pub notes: Vec<String>,
+    /// Whether the snapshot records any stack frame (without, every site is `<no frames>`).
+    pub frames: bool,
+    /// What the categories were computed from: `trace` (every device's trace), `final_state`
+    /// (every device's final blocks, by their frames alone) or `mixed`; `None` without
+    /// categories.
+    pub categories_basis: Option<&'static str>,
 }
 
 impl Profile {
@@ -497,6 +503,7 @@ pub fn profile(
             e.count += t.count;
         }
     }
+    let mut categories_basis = None;
     let categories = if opts.categories {
         let copts = super::categories::CategoryOptions {
             at: opts.at,
@@ -515,9 +522,12 @@ pub fn profile(
                     e.bytes += row.bytes;
                     e.count += row.count;
                 }
-                if devices.iter().any(|d| d.basis == "final_state") {
-                    notes.push("devices without a trace are left out of the categories".into());
-                }
+                let bases: std::collections::BTreeSet<&str> =
+                    c.devices.iter().map(|d| d.basis).collect();
+                categories_basis = Some(match bases.len() {
+                    1 => *bases.iter().next().expect("one basis"),
+                    _ => "mixed",
+                });
                 Some(m)
             }
             Err(m) => {
@@ -535,6 +545,8 @@ pub fn profile(
         sites,
         categories,
         notes,
+        frames: snap.has_frames(),
+        categories_basis,
     })
 }
 

@@ -1,7 +1,14 @@
 //! `memlens timeline`: live requested, rounded and reserved bytes over the trace, with phases.
+//!
+//! A device without a trace has no timeline: its final state, the one moment recorded, is
+//! reported instead ([`FinalState`]), with an [`Absence`] saying so; a trace without any
+//! allocation or free (a lone `snapshot` marker) is drawn, flat, with an absence too.
+
+use super::absence::{self, Absence};
 
 use crate::model::Snapshot;
 use crate::replay::{self, DeviceReplay, Moment, Window, WindowSpec};
+use crate::units::iec;
 use serde::Serialize;
 
 /// Options of `timeline`.
@@ -75,6 +82,19 @@ pub struct DeviceTimeline {
     pub phases: Vec<Phase>,
 }
 
+/// The one recorded moment of a device without a trace: its final state.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FinalState {
+    /// Device index.
+    pub device: u32,
+    /// Live requested bytes of its final blocks.
+    pub live_requested_bytes: u64,
+    /// Bytes of its live blocks (as the allocator rounded them).
+    pub allocated_bytes: u64,
+    /// Reserved bytes (its segments).
+    pub reserved_bytes: u64,
+}
+
 /// The report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct TimelineReport {
@@ -84,6 +104,10 @@ pub struct TimelineReport {
     pub devices: Vec<DeviceTimeline>,
     /// Devices without a trace (no timeline can be drawn).
     pub devices_without_trace: Vec<u32>,
+    /// The final state of each device without a trace, in `devices_without_trace` order.
+    pub final_states: Vec<FinalState>,
+    /// What the snapshot lacks for a timeline, with stable codes (see [`absence`]).
+    pub absent: Vec<Absence>,
 }
 
 /// Builds the timeline of every replayed device.
@@ -93,9 +117,23 @@ pub fn run(
     opts: &TimelineOptions,
 ) -> Result<TimelineReport, String> {
     let mut devices = Vec::new();
+    let mut absent = Vec::new();
     for r in replays {
         let dev = snap.device(r.device).expect("replayed device exists");
         let trace = snap.device_trace(dev);
+        if !super::profile::records_activity(trace) {
+            absent.push(Absence::new(
+                absence::NO_ACTIVITY,
+                Some(r.device),
+                format!(
+                    "the trace of device {} records no allocation or free ({}): the timeline is flat at the final state's {} live, {} reserved",
+                    r.device,
+                    if trace.len() == 1 { "1 entry".to_string() } else { format!("{} entries", trace.len()) },
+                    iec(r.live_at(-1)),
+                    iec(r.reserved_at(-1))
+                ),
+            ));
+        }
         let window = replay::resolve_window_in(snap, &opts.window, r, trace)?;
         let point = |i: i64| Point {
             event_index: i,
@@ -123,16 +161,41 @@ pub fn run(
             phases: phases(snap, r.device, trace, window),
         });
     }
-    let devices_without_trace = snap
+    let devices_without_trace: Vec<u32> = snap
         .devices
         .iter()
         .filter(|d| d.trace.is_empty())
         .map(|d| d.id)
         .collect();
+    let mut final_states = Vec::new();
+    for &id in &devices_without_trace {
+        let dev = snap.device(id).expect("listed device exists");
+        let (live, allocated) = snap
+            .live_blocks(dev)
+            .fold((0u64, 0u64), |(l, a), b| (l + b.requested_size, a + b.size));
+        let reserved: u64 = snap.device_segments(dev).iter().map(|s| s.total_size).sum();
+        absent.push(Absence::new(
+            absence::NO_TRACE,
+            Some(id),
+            format!(
+                "device {id} has no trace (allocation history was not recorded): there is no timeline to draw; its final state holds {} live (requested) in {} reserved (`memlens top`, `memlens frag` and `memlens categories` read it)",
+                iec(live),
+                iec(reserved)
+            ),
+        ));
+        final_states.push(FinalState {
+            device: id,
+            live_requested_bytes: live,
+            allocated_bytes: allocated,
+            reserved_bytes: reserved,
+        });
+    }
     Ok(TimelineReport {
         schema_version: super::SCHEMA_VERSION,
         devices,
         devices_without_trace,
+        final_states,
+        absent,
     })
 }
 

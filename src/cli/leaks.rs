@@ -2,6 +2,7 @@
 
 use super::args::{DeviceArg, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
+use super::report::LeaksView;
 use super::Outcome;
 use memlens::analyze::leaks::{self, LeaksOptions};
 use memlens::Error;
@@ -18,6 +19,9 @@ pub struct Args {
     /// Smallest growth per step worth reporting, in bytes.
     #[arg(long, default_value_t = 64 << 10)]
     min_bytes_per_step: u64,
+    /// List every step in text (by default the steps are summarized in two lines).
+    #[arg(long)]
+    steps: bool,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -31,10 +35,13 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         min_bytes_per_step: args.min_bytes_per_step,
         ..LeaksOptions::default()
     };
-    let report = pipeline::report(&args.file, g, args.device, &args.out, |l| {
-        Ok(leaks::run(&l.snap, l.replays(), &opts))
+    let view = pipeline::report(&args.file, g, args.device, &args.out, |l| {
+        Ok(LeaksView {
+            report: leaks::run(&l.snap, l.replays(), &opts),
+            all_steps: args.steps,
+        })
     })?;
-    Ok(if report.findings.is_empty() {
+    Ok(if view.report.findings.is_empty() {
         Outcome::Ok
     } else {
         Outcome::Findings

@@ -73,7 +73,6 @@ titled_text! {
     TopReport => render::top::text,
     FragReport => render::frag::text,
     OomReport => render::oom::text,
-    LeaksReport => render::leaks::text,
     CategoriesReport => render::categories::text,
 }
 
@@ -155,6 +154,26 @@ impl Serialize for DiffView {
 impl Text for DiffView {
     fn text(&self, out: &mut dyn Write, _title: &str, style: &Style) -> Result<()> {
         render::diff::text(out, &self.base, &self.cand, &self.report, self.limit, style)
+    }
+}
+
+/// A leaks report with what its text shows: every step, or a summary of them.
+pub struct LeaksView {
+    /// The report.
+    pub report: LeaksReport,
+    /// List every step (`--steps`), not only their summary.
+    pub all_steps: bool,
+}
+
+impl Serialize for LeaksView {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.report.serialize(s)
+    }
+}
+
+impl Text for LeaksView {
+    fn text(&self, out: &mut dyn Write, title: &str, style: &Style) -> Result<()> {
+        render::leaks::text(out, title, &self.report, self.all_steps, style)
     }
 }
 

@@ -5,6 +5,7 @@ use super::pipeline::{self, GlobalOptions};
 use super::report::TimelineFormat;
 use super::Outcome;
 use memlens::analyze::timeline::{self, TimelineOptions};
+use memlens::error::quoted_path;
 use memlens::Error;
 use std::path::PathBuf;
 
@@ -30,12 +31,18 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         points: args.points,
         window: args.scope.window(),
     };
-    pipeline::report(&args.file, g, args.device, &args.out, |l| {
+    let report = pipeline::report(&args.file, g, args.device, &args.out, |l| {
         // The device is there (the device rule), but only its final state is.
         if let (Some(d), true) = (args.device.device, l.replays().is_empty()) {
             return Err(format!("device {d} has no trace"));
         }
         timeline::run(&l.snap, l.replays(), &opts)
     })?;
+    // CSV has no room for a note: what is absent goes to stderr (JSON and SVG carry it).
+    if args.out.format == TimelineFormat::Csv {
+        for a in &report.absent {
+            eprintln!("memlens: {}: note: {}", quoted_path(&args.file), a.message);
+        }
+    }
     Ok(Outcome::Ok)
 }

@@ -1,4 +1,5 @@
-//! Text rendering of [`CategoriesReport`].
+//! Text rendering of [`CategoriesReport`]: one table per device, its notes, and what could
+//! not be categorised.
 
 use super::text::{right, Style};
 use crate::analyze::categories::CategoriesReport;
@@ -16,9 +17,13 @@ pub fn text(
     style.para(out, "", "", &format!("{title}  (at {})", r.moment))?;
     for d in &r.devices {
         // Event -1 is the state before the first event.
-        let when = match d.at.event_index {
-            -1 => "before the first event".to_string(),
-            i => format!("after event {i}"),
+        let when = if d.basis == "final_state" {
+            "final state (no allocation recorded)".to_string()
+        } else {
+            match d.at.event_index {
+                -1 => "before the first event".to_string(),
+                i => format!("after event {i}"),
+            }
         };
         writeln!(
             out,
@@ -49,6 +54,16 @@ pub fn text(
         for n in &d.notes {
             style.para(out, "note: ", "  ", &style.sites_in(n))?;
         }
+    }
+    // Devices left out (a moment their data cannot place) are not in `devices`.
+    for a in &r.absent {
+        if !r.devices.iter().any(|d| Some(d.device) == a.device) {
+            writeln!(out)?;
+            style.para(out, "note: ", "  ", &a.message)?;
+        }
+    }
+    if r.devices.is_empty() && r.absent.is_empty() {
+        writeln!(out, "\nNo device holds memory: nothing to categorise.")?;
     }
     Ok(())
 }

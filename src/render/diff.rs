@@ -1,6 +1,7 @@
 //! Text rendering of [`DiffReport`].
 
 use super::text::{right, Style};
+use crate::analyze::absence;
 use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
 use crate::units::{iec, signed_iec, signed_percent};
 use comfy_table::{Cell, Table};
@@ -95,6 +96,24 @@ pub fn text(
         }
         writeln!(out, "{t}")?;
     }
+    for a in r
+        .absent
+        .iter()
+        .filter(|a| a.code == absence::CATEGORIES_NOT_COMPARABLE)
+    {
+        writeln!(out, "\nCategories: {}", a.message)?;
+    }
+    if !r.sites_compared {
+        writeln!(out, "\nSites: not compared")?;
+        for a in r
+            .absent
+            .iter()
+            .filter(|a| a.code == absence::SITES_NOT_COMPARABLE)
+        {
+            writeln!(out, "  {}", a.message)?;
+        }
+        return gate_and_notes(out, r, style);
+    }
     let c = r.counts;
     writeln!(
         out,
@@ -123,6 +142,10 @@ pub fn text(
             )?;
         }
     }
+    gate_and_notes(out, r, style)
+}
+
+fn gate_and_notes(out: &mut dyn Write, r: &DiffReport, style: &Style) -> std::io::Result<()> {
     if let Some(g) = &r.gate {
         writeln!(out)?;
         style.para(

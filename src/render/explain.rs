@@ -11,6 +11,16 @@ fn bytes(v: Option<u64>) -> Cell {
     right(v.map_or_else(|| "unknown".to_string(), iec))
 }
 
+/// Where an explained OOM's numbers come from: its words differ ("what the message cannot
+/// tell", and a snapshot is never told to record one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// An error message (`memlens explain`).
+    Message,
+    /// A snapshot's `oom` entry (`memlens oom`).
+    Snapshot,
+}
+
 /// Writes the explanation of every OOM in `r`, fitted to `style`.
 pub fn text(out: &mut dyn Write, r: &ExplainReport, style: &Style) -> std::io::Result<()> {
     for (i, o) in r.ooms.iter().enumerate() {
@@ -20,14 +30,19 @@ pub fn text(out: &mut dyn Write, r: &ExplainReport, style: &Style) -> std::io::R
         if r.ooms.len() > 1 {
             write!(out, "OOM {} of {}: ", i + 1, r.ooms.len())?;
         }
-        one(out, o, style)?;
+        one(out, o, Source::Message, style)?;
     }
     writeln!(out)?;
     snapshot_recipe(out, style)
 }
 
 /// Writes one explained OOM: the numbers, the verdict, the evidence and the fixes.
-pub fn one(out: &mut dyn Write, o: &OomExplained, style: &Style) -> std::io::Result<()> {
+pub fn one(
+    out: &mut dyn Write,
+    o: &OomExplained,
+    from: Source,
+    style: &Style,
+) -> std::io::Result<()> {
     let wording = match o.wording {
         Some(Wording::Parenthesized) => "PyTorch ≤ 2.0 message",
         Some(Wording::Sentences) => "PyTorch ≥ 2.1 message",
@@ -62,6 +77,7 @@ pub fn one(out: &mut dyn Write, o: &OomExplained, style: &Style) -> std::io::Res
     );
     let source = match o.capacity_source.as_deref() {
         Some("message") => "total, from the message".to_string(),
+        Some(s) if s.starts_with("inferred") => format!("total, {s}"),
         Some(s) => format!("total, from {s}"),
         None => "total: pass --gpu or --capacity".to_string(),
     };
@@ -117,12 +133,13 @@ pub fn one(out: &mut dyn Write, o: &OomExplained, style: &Style) -> std::io::Res
     }
     writeln!(out, "\nWhat to change, cheapest first")?;
     if o.recommendations.is_empty() {
-        style.para(
-            out,
-            "  ",
-            "  ",
-            "Nothing these numbers justify; record a snapshot (below).",
-        )?;
+        let nothing = match from {
+            Source::Message => "Nothing these numbers justify; record a snapshot (below).",
+            Source::Snapshot => {
+                "Nothing these numbers justify; the live sites below say what holds the memory."
+            }
+        };
+        style.para(out, "  ", "  ", nothing)?;
     }
     for (i, r) in o.recommendations.iter().enumerate() {
         style.para(
@@ -140,7 +157,10 @@ pub fn one(out: &mut dyn Write, o: &OomExplained, style: &Style) -> std::io::Res
         }
     }
     if !o.cannot_conclude.is_empty() {
-        writeln!(out, "\nWhat the message cannot tell")?;
+        match from {
+            Source::Message => writeln!(out, "\nWhat the message cannot tell")?,
+            Source::Snapshot => writeln!(out, "\nWhat the snapshot cannot tell")?,
+        }
         for c in &o.cannot_conclude {
             style.para(out, "  - ", "    ", c)?;
         }

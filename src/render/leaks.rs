@@ -1,95 +1,219 @@
-//! Text rendering of [`LeaksReport`]: the per-step table and the findings.
+//! Text rendering of [`LeaksReport`]: per device the steps in a few lines (every step with
+//! `--steps`) and what limited the analysis, then one block per finding.
 
 use super::text::{right, Style};
-use crate::analyze::leaks::LeaksReport;
+use crate::analyze::leaks::{DeviceLeaks, Finding, LeaksReport};
+use crate::replay::steps::StepSource;
 use crate::units::{iec, plural};
-use comfy_table::Cell;
+use comfy_table::{Cell, Table};
 use std::io::Write;
 
-/// Writes the report, fitted to `style`.
+fn signed(delta: i64) -> String {
+    if delta < 0 {
+        format!("−{}", iec(delta.unsigned_abs()))
+    } else {
+        format!("+{}", iec(delta as u64))
+    }
+}
+
+/// `2`, `2.5`: a count with the decimals it has.
+fn count(n: f64) -> String {
+    let s = format!("{n:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// `1 tensor`, `2.5 tensors`.
+fn tensors(n: f64) -> String {
+    if n == 1.0 {
+        "1 tensor".into()
+    } else {
+        format!("{} tensors", count(n))
+    }
+}
+
+/// How the steps were found, in words.
+fn found(d: &DeviceLeaks) -> String {
+    let marker = d.steps.marker.as_deref().unwrap_or("");
+    match d.steps.source {
+        Some(StepSource::Annotations) => format!("from {marker} annotations"),
+        Some(StepSource::UserDefined) => "from user_defined ProfilerStep# markers".into(),
+        Some(StepSource::OptimizerStep) => "from the optimizer's steps (torch/optim frames)".into(),
+        Some(StepSource::Periodic) => format!("from a repeating allocation ({marker})"),
+        None => String::new(),
+    }
+}
+
+fn steps_table(d: &DeviceLeaks, style: &Style) -> Table {
+    let mut t = style.table();
+    t.set_header(vec![
+        "step",
+        "events",
+        "live at start",
+        "live at end",
+        "step peak",
+        "growth",
+    ]);
+    for s in &d.steps.steps {
+        t.add_row(vec![
+            Cell::new(&s.name),
+            right(format!("{}..={}", s.first_event, s.last_event)),
+            right(iec(s.live_at_start)),
+            right(iec(s.live_at_end)),
+            right(iec(s.peak_bytes)),
+            right(signed(s.live_at_end as i64 - s.live_at_start as i64)),
+        ]);
+    }
+    t
+}
+
+fn device(
+    out: &mut dyn Write,
+    d: &DeviceLeaks,
+    all_steps: bool,
+    style: &Style,
+) -> std::io::Result<()> {
+    let n = d.steps.steps.len() as u64;
+    match &d.summary {
+        None => writeln!(out, "\nDevice {}", d.steps.device)?,
+        Some(s) => {
+            writeln!(
+                out,
+                "\nDevice {} — {} {}",
+                d.steps.device,
+                plural(n, "step"),
+                found(d)
+            )?;
+            writeln!(
+                out,
+                "  live {} before {}, {} after {} ({})",
+                iec(s.live_at_start),
+                s.first_step,
+                iec(s.live_at_end),
+                s.last_step,
+                signed(s.delta_bytes)
+            )?;
+            writeln!(
+                out,
+                "  highest step peak {} in {}",
+                iec(s.highest_peak_bytes),
+                s.highest_peak_step
+            )?;
+            if all_steps {
+                writeln!(out, "{}", steps_table(d, style))?;
+            } else {
+                writeln!(out, "  (--steps lists every step)")?;
+            }
+        }
+    }
+    for note in &d.notes {
+        style.para(out, "note: ", "  ", &style.sites_in(note))?;
+    }
+    Ok(())
+}
+
+fn finding(out: &mut dyn Write, i: usize, f: &Finding, style: &Style) -> std::io::Result<()> {
+    let kind = if f.kind == "retained_graph" {
+        "retained autograd graph"
+    } else {
+        "leak"
+    };
+    style.para(
+        out,
+        &format!("  {}. ", i + 1),
+        "     ",
+        &format!(
+            "{kind} on device {}: +{} per step over {}, {} per step ({} in {} live at the end, fit R² {:.2})",
+            f.device,
+            iec(f.bytes_per_step),
+            plural(f.steps as u64, "step"),
+            tensors(f.tensors_per_step),
+            iec(f.live_bytes_at_end),
+            plural(f.tensors_at_end, "tensor"),
+            f.fit_r2
+        ),
+    )?;
+    style.para(out, "     Line to change: ", "     ", &style.site(&f.site))?;
+    style.para(
+        out,
+        &format!("     Why {kind}: "),
+        "     ",
+        &style.sites_in(&format!("{}.", f.why)),
+    )?;
+    if f.sites.len() > 1 || f.sites.first().is_some_and(|s| s.site != f.site) {
+        let mut t = style.table();
+        t.set_header(vec![
+            "per step",
+            "tensors/step",
+            "live at end",
+            "role",
+            "growing site",
+        ]);
+        for s in &f.sites {
+            t.add_row(vec![
+                right(format!("+{}", iec(s.bytes_per_step))),
+                right(count(s.tensors_per_step)),
+                right(iec(s.live_bytes_at_end)),
+                Cell::new(s.role),
+                Cell::new(style.site(&s.site)),
+            ]);
+        }
+        for line in t.to_string().lines() {
+            writeln!(out, "     {line}")?;
+        }
+    }
+    style.para(
+        out,
+        "     Fix: ",
+        "     ",
+        &style.sites_in(&format!("{}.", f.fix)),
+    )
+}
+
+/// Writes the report, fitted to `style`; `all_steps` lists every step of every device
+/// (`--steps`).
 pub fn text(
     out: &mut dyn Write,
     title: &str,
     r: &LeaksReport,
+    all_steps: bool,
     style: &Style,
 ) -> std::io::Result<()> {
     style.para(out, "", "", title)?;
     for d in &r.devices {
-        // Where the steps came from; nothing to say when none were found.
-        let source = d
-            .steps
-            .source
-            .and_then(|s| serde_json::to_value(s).ok())
-            .and_then(|v| v.as_str().map(|s| format!(" (from {s})")))
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "\nDevice {} — {}{source}",
-            d.steps.device,
-            plural(d.steps.steps.len() as u64, "step")
-        )?;
-        if !d.steps.steps.is_empty() {
-            let mut t = style.table();
-            t.set_header(vec![
-                "step",
-                "events",
-                "live at start",
-                "live at end",
-                "step peak",
-                "growth",
-            ]);
-            for s in &d.steps.steps {
-                let growth = s.live_at_end as i64 - s.live_at_start as i64;
-                t.add_row(vec![
-                    Cell::new(&s.name),
-                    right(format!("{}..={}", s.first_event, s.last_event)),
-                    right(iec(s.live_at_start)),
-                    right(iec(s.live_at_end)),
-                    right(iec(s.peak_bytes)),
-                    right(if growth < 0 {
-                        format!("−{}", iec(growth.unsigned_abs()))
-                    } else {
-                        format!("+{}", iec(growth as u64))
-                    }),
-                ]);
-            }
-            writeln!(out, "{t}")?;
-        }
-        for n in &d.notes {
-            style.para(out, "note: ", "  ", &style.sites_in(n))?;
-        }
+        device(out, d, all_steps, style)?;
+    }
+    for a in r.absent.iter().filter(|a| a.device.is_none()) {
+        style.para(out, "note: ", "  ", &a.message)?;
     }
     if r.findings.is_empty() {
-        writeln!(out, "\nNo memory grows step after step.")?;
+        if r.judged_devices.is_empty() {
+            writeln!(out)?;
+            style.para(
+                out,
+                "",
+                "",
+                "No finding either way: no device could be judged (see the notes above).",
+            )?;
+        } else if r.judged_devices.len() < r.devices.len() {
+            let ids: Vec<String> = r.judged_devices.iter().map(|d| d.to_string()).collect();
+            writeln!(out)?;
+            style.para(
+                out,
+                "",
+                "",
+                &format!(
+                    "No memory grows step after step on device {}; the other devices could not be judged (see the notes above).",
+                    ids.join(", ")
+                ),
+            )?;
+        } else {
+            writeln!(out, "\nNo memory grows step after step.")?;
+        }
         return Ok(());
     }
     writeln!(out, "\nFindings, biggest growth first")?;
     for (i, f) in r.findings.iter().enumerate() {
-        let kind = if f.kind == "retained_graph" {
-            "retained autograd graph"
-        } else {
-            "leak"
-        };
-        style.para(
-            out,
-            &format!("  {}. ", i + 1),
-            "     ",
-            &format!(
-                "{kind} on device {}: {} grows {} per step over {} ({} live at the end, fit R² {:.2})",
-                f.device,
-                style.site(&f.site),
-                iec(f.bytes_per_step),
-                plural(f.steps as u64, "step"),
-                iec(f.live_bytes_at_end),
-                f.fit_r2
-            ),
-        )?;
-        style.para(
-            out,
-            "     Fix: ",
-            "     ",
-            &style.sites_in(&format!("{}.", f.fix)),
-        )?;
+        finding(out, i, f, style)?;
     }
     Ok(())
 }

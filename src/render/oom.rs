@@ -7,6 +7,25 @@ use crate::units::iec;
 use comfy_table::Cell;
 use std::io::Write;
 
+/// The headroom cell: bytes left, `(over)` past the capacity, a range under an implied limit.
+fn headroom(h: &crate::analyze::oom::Headroom) -> String {
+    let signed = |v: i64| {
+        if v < 0 {
+            format!("−{} (over)", iec(v.unsigned_abs()))
+        } else {
+            iec(v as u64)
+        }
+    };
+    match (h.headroom_bytes, h.headroom_basis, h.headroom_at_most_bytes) {
+        (Some(lo), Some("implied_limit"), Some(hi)) => {
+            format!("{}–{} (limit)", iec(lo.max(0) as u64), iec(hi))
+        }
+        (Some(v), Some("inferred_capacity"), _) => format!("{} (inferred)", signed(v)),
+        (Some(v), _, _) => signed(v),
+        (None, _, _) => "pass --gpu or --capacity".into(),
+    }
+}
+
 /// Writes the report, fitted to `style`.
 pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> std::io::Result<()> {
     style.para(out, "", "", title)?;
@@ -27,7 +46,7 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
                 .map(|t| format!(", time_us {t}"))
                 .unwrap_or_default()
         )?;
-        explain::one(out, &o.explained, style)?;
+        explain::one(out, &o.explained, explain::Source::Snapshot, style)?;
         writeln!(out)?;
         style.para(
             out,
@@ -71,12 +90,16 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
             right(iec(h.peak_reserved_bytes)),
             right(iec(h.reserved_bytes)),
             right(iec(h.largest_free_block_bytes)),
-            right(match h.headroom_bytes {
-                Some(v) if v < 0 => format!("−{} (over)", iec(v.unsigned_abs())),
-                Some(v) => iec(v as u64),
-                None => "pass --gpu or --capacity".into(),
-            }),
+            right(headroom(h)),
         ]);
     }
-    writeln!(out, "{t}")
+    writeln!(out, "{t}")?;
+    for h in &r.headroom {
+        if let (Some(b), Some(src)) = (h.headroom_basis, &h.capacity_source) {
+            if b != "capacity" {
+                writeln!(out, "  device {}: against {src}", h.device)?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -43,8 +43,9 @@ fn esc(s: &str) -> String {
 
 /// An SVG with one plot per device, stacked vertically.
 pub fn svg(out: &mut dyn Write, title: &str, r: &TimelineReport) -> std::io::Result<()> {
-    let n = r.devices.len().max(1);
-    let total_h = H * n as f64 + 30.0;
+    let n = r.devices.len();
+    let notes_h = 20.0 * r.absent.len() as f64;
+    let total_h = H * n as f64 + 30.0 + notes_h.max(if n == 0 { 40.0 } else { 0.0 }) + 10.0;
     writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{total_h}" viewBox="0 0 {W} {total_h}" font-family="sans-serif" font-size="12">"#
@@ -55,7 +56,7 @@ pub fn svg(out: &mut dyn Write, title: &str, r: &TimelineReport) -> std::io::Res
         r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
         esc(title)
     )?;
-    if r.devices.is_empty() {
+    if r.devices.is_empty() && r.absent.is_empty() {
         writeln!(
             out,
             r#"<text x="10" y="60">No device has a trace: nothing to plot.</text>"#
@@ -63,6 +64,14 @@ pub fn svg(out: &mut dyn Write, title: &str, r: &TimelineReport) -> std::io::Res
     }
     for (k, d) in r.devices.iter().enumerate() {
         plot(out, d, 30.0 + H * k as f64)?;
+    }
+    for (k, a) in r.absent.iter().enumerate() {
+        writeln!(
+            out,
+            r#"<text x="10" y="{}">{}</text>"#,
+            30.0 + H * n as f64 + 20.0 * (k + 1) as f64,
+            esc(&a.message)
+        )?;
     }
     writeln!(out, "</svg>")
 }

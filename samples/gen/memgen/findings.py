@@ -10,7 +10,7 @@ from . import layout
 from .allocator import OutOfMemoryError, get_allocation_size, round_size
 from .scenarios import ADAM, AUTOGRAD, EVAL_FRAME_PY, FUN, LIN, MOD, OPT, TENSOR, Run
 from .stacks import TORCH, USER, module_call, py
-from .truth import Tracker
+from .truth import Tracker, site_of_specs
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -776,6 +776,119 @@ def ranks(seed=31, n_ranks=4, steps=2):
     return snaps, truth
 
 
+# ---------------------------------------------------------------------------
+# 11. retained_val: a validation loop run with grad enabled whose loss is summed as a tensor,
+#     so every step's autograd graph -- and every tensor its forward pass saved -- stays alive.
+#
+# model.py (a 2-block encoder; every line keeps a tensor for backward):
+#  24 q = self.q(x)        25 k = self.k(x)        26 v = self.v(x)
+#  27 a = (q @ k.mT).softmax(-1)   (scores freed, softmax output kept)
+#  28 o = self.o(a @ v)    (a @ v kept as o's input, o's output freed by 29)
+#  29 x = x + o            30 h = self.act(self.fc1(x))   (fc1 output freed, relu output kept)
+#  31 return x + self.fc2(h)       (fc2 output freed, the block output kept)
+#  38 for blk in self.blocks: x = blk(x)       39 return self.head(x)  (logits kept by mse_loss)
+# val.py:
+#  43 xb, yb = xb.cuda(), yb.cuda()   (xb saved by q/k/v, yb by mse_loss)
+#  44 out = model(xb)
+#  45 val_loss = F.mse_loss(out, yb)
+#  46 total_val += val_loss           (bug: the sum holds every step's graph; `.item()` fixes it)
+#  60 val = validate(model, batches)  70 main()
+
+def retained_val(seed=32, steps=6):
+    r = Run(seed)
+    tk = Tracker(r)
+    VAL = USER + "/val.py"
+    T, H, F, V = 256, 256, 1024, 512
+    outer = [py("main", VAL, 60), py("<module>", VAL, 70)]
+    loop = lambda line: [py("validate", VAL, line)] + outer
+    to_cuda = ([py("convert", MOD, 1326), py("_apply", MOD, 942), py("_apply", MOD, 915), py("cuda", MOD, 1068),
+                py("main", VAL, 55), py("<module>", VAL, 70)])
+    for _ in range(2):
+        for n in (H * H, H * H, H * H, H * H, F * H, H * F):  # q, k, v, o, fc1, fc2 weights
+            tk.malloc(n * F32, to_cuda, cat="param", gap=(30, 300))
+    tk.malloc(V * H * F32, to_cuda, cat="param", gap=(30, 300))  # head
+    r.clock.advance(20000, 40000)
+
+    def blk(line, inner):
+        return (inner + [py("forward", MODEL, line)] + module_call() + [py("forward", MODEL, 38)] + module_call()
+                + loop(44))
+
+    lin = [py("forward", LIN, 125)] + module_call()
+    act = [py("forward", ACT, 734)] + module_call()
+    ce = [py("mse_loss", FUN, 3365)] + loop(45)
+    kept_sites = {}
+    per_step = 0
+    total_val = None
+    for k in range(1, steps + 1):
+        r.clock.advance(5000, 15000)
+        r.annotate("START", "ProfilerStep#%d" % k)
+        kept = []
+
+        def keep(n, stack, cat="act"):
+            b = tk.malloc(n, stack, cat=cat)
+            kept.append((n, stack))
+            return b
+
+        keep(T * H * F32, loop(43), cat="input")  # xb
+        keep(T * V * F32, loop(43), cat="input")  # yb
+        for _ in range(2):
+            keep(T * H * F32, blk(24, lin))
+            keep(T * H * F32, blk(25, lin))
+            keep(T * H * F32, blk(26, lin))
+            scores = tk.malloc(T * T * F32, blk(27, []), cat="temp")
+            keep(T * T * F32, blk(27, []))
+            tk.free(scores, blk(27, []))
+            keep(T * H * F32, blk(28, []))
+            o = tk.malloc(T * H * F32, blk(28, lin), cat="temp")
+            keep(T * H * F32, blk(29, []))
+            tk.free(o, blk(29, []))
+            h1 = tk.malloc(T * F * F32, blk(30, lin), cat="temp")
+            keep(T * F * F32, blk(30, act))
+            tk.free(h1, blk(30, []))
+            h2 = tk.malloc(T * H * F32, blk(31, lin), cat="temp")
+            keep(T * H * F32, blk(31, []))
+            tk.free(h2, blk(31, []))
+        keep(T * V * F32, (lin + [py("forward", MODEL, 39)] + module_call() + loop(44)))  # logits
+        diff = tk.malloc(T * V * F32, ce, cat="temp")
+        loss = tk.malloc(4, ce, cat="loss")
+        tk.free(diff, ce)
+        new_total = tk.malloc(4, loop(46), cat="loss")
+        if total_val is not None:
+            tk.free(total_val, loop(46))
+        total_val = new_total
+        tk.free(loss, loop(42))
+        r.annotate("END", "ProfilerStep#%d" % k)
+        tk.mark("end#%d" % k)
+        if k == 1:
+            per_step = sum(n for n, _ in kept)
+            for n, stack in kept:
+                s = site_of_specs(stack)
+                b, c = kept_sites.get(s, (0, 0))
+                kept_sites[s] = (b + n, c + 1)
+    r.clock.advance(1000, 3000)
+    _annotate_check(r, steps)
+    ends = _boundaries(tk, "end#")
+    assert [b - a for a, b in zip(ends, ends[1:])] == [per_step] * (steps - 1)
+    tensors = sum(c for _b, c in kept_sites.values())
+    members = [{"site": s, "bytes_per_step": b, "tensors_per_step": c}
+               for s, (b, c) in sorted(kept_sites.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    pf = tk.peak_facts()
+    truth = {
+        "sample": "retained_val.pickle",
+        "scenario": ("validation loop run with grad enabled (2-block encoder in model.py, 6 ProfilerSteps): "
+                     "`total_val += val_loss` keeps every step's graph, with the inputs and the %d tensors the "
+                     "forward pass saved; all of it is one cause, the forward pass at val.py:44" % (tensors - 2)),
+        "steps": steps,
+        "step_end_bytes": ends,
+        "finding": {"kind": "retained_graph", "site": VAL + ":44:validate", "bytes_per_step": per_step,
+                    "tensors_per_step": tensors, "steps": steps, "retained_bytes_at_end": per_step * steps,
+                    "sites": members, "input_site": VAL + ":43:validate"},
+        "findings_before_grouping": len(kept_sites),
+        "peak": pf,
+    }
+    return layout.modern_snapshot(r.alloc, r.ft), truth
+
+
 # name -> function returning (snapshot | {path: snapshot}, truth); truth goes to samples/truth/<name>.json
 FINDING_SAMPLES = [
     ("loop_freed", "loop_freed.pickle", loop_freed),
@@ -790,4 +903,5 @@ FINDING_SAMPLES = [
     ("adam_loop", "adam_loop.pickle", adam_loop),
     ("diff", None, diff_pair),
     ("ranks", None, ranks),
+    ("retained_val", "retained_val.pickle", retained_val),
 ]

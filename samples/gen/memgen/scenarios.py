@@ -495,6 +495,24 @@ def line_max(seed=7):
     return layout.modern_snapshot(r.alloc, r.ft)
 
 
+# ---------------------------------------------------------------------------
+# 8. state_only: `_dump_snapshot()` of a process that never called `_record_memory_history`:
+#    segments and blocks, no trace, no frames anywhere (the bare_list inference workload).
+
+def state_only(seed=8):
+    r = Run(seed, record_history=False)
+    f32 = 4
+    params = [r.malloc(n * f32, []) for n in (64 * 27, 64, 128 * 576, 128, 256 * 1152, 256, 512 * 2304, 512,
+                                             1000 * 512, 1000)]
+    x = r.malloc(32 * 3 * 224 * 224 * f32, [])
+    feats = r.malloc(32 * 512 * 7 * 7 * f32, [])
+    tmp = r.malloc(32 * 256 * 14 * 14 * f32, [])
+    r.free(tmp, [])
+    logits = r.malloc(32 * 1000 * f32, [])
+    assert all(p.allocated for p in params) and x.allocated and feats.allocated and logits.allocated
+    return layout.modern_snapshot(r.alloc, r.ft, annotations=False)
+
+
 SMALL_SAMPLES = [
     ("train_small.pickle", "py4", train_small),
     ("legacy_2_0.pickle", "py4", legacy_2_0),
@@ -503,4 +521,5 @@ SMALL_SAMPLES = [
     ("cpp_proto2.pickle", "cpp", cpp_proto2),
     ("wrapped_ring.pickle", "py4", wrapped_ring),
     ("line_max.pickle", "py4", line_max),
+    ("state_only.pickle", "py4", state_only),
 ]

@@ -29,6 +29,11 @@
 //! 7. otherwise, with the allocated figure and the capacity known → [`Verdict::Capacity`]:
 //!    the live set does not fit.
 //!
+//! Without the capacity, a snapshot's reserved + device free at the failure (plus a CUDA
+//! context) still implies it: [`Evidence::inferred_capacity`] stands in for it, the GPUs of
+//! the table it matches are named, and the other reading (a larger GPU partly held by another
+//! process) is named as the less likely one.
+//!
 //! `torch.cuda.empty_cache()` gives a process no memory it could not already use (step 2's
 //! note), so it is never a recommendation; notes say so where people reach for it.
 //!
@@ -59,6 +64,9 @@ pub struct Evidence {
     pub device_free_bytes: Option<u64>,
     /// Total device capacity (`total_memory`).
     pub capacity_bytes: Option<u64>,
+    /// A capacity inferred from reserved + free (a snapshot's `oom` entry), used when
+    /// `capacity_bytes` is unknown: the GPUs it matches and what the context takes.
+    pub inferred_capacity: Option<crate::analyze::gpus::InferredCapacity>,
     /// Memory this process uses on the device, PyTorch or not (NVML).
     pub process_bytes: Option<u64>,
     /// Allocated by PyTorch (live tensors; in 2.1+ messages also free blocks of private pools).

@@ -32,6 +32,8 @@ pub(super) struct Facts<'a> {
     pub(super) req: Option<u64>,
     pub(super) free: Option<u64>,
     pub(super) cap: Option<u64>,
+    /// The capacity was inferred from reserved + free (no capacity was given).
+    pub(super) inferred: Option<&'a crate::analyze::gpus::InferredCapacity>,
     pub(super) alloc: Option<u64>,
     pub(super) unalloc: Option<u64>,
     pub(super) reserved: Option<u64>,
@@ -52,7 +54,11 @@ impl<'a> Facts<'a> {
             (Some(a), Some(u)) => Some(a.saturating_add(u)),
             _ => None,
         };
-        let cap = e.capacity_bytes;
+        let inferred = e
+            .inferred_capacity
+            .as_ref()
+            .filter(|_| e.capacity_bytes.is_none());
+        let cap = e.capacity_bytes.or(inferred.map(|i| i.capacity_bytes));
         let non_pt = match (cap, e.device_free_bytes, reserved) {
             (Some(c), Some(f), Some(r)) => Some(c.saturating_sub(f).saturating_sub(r)),
             _ => None,
@@ -78,6 +84,7 @@ impl<'a> Facts<'a> {
             req: e.requested_bytes,
             free: e.device_free_bytes,
             cap,
+            inferred,
             alloc: e.allocated_bytes,
             unalloc: e.reserved_unallocated_bytes,
             reserved,

@@ -3,6 +3,7 @@
 
 use super::rules::{Facts, Rule};
 use super::{Verdict, CONTEXT_ALLOWANCE};
+use crate::analyze::gpus::InferredCapacity;
 use crate::units::iec_words;
 
 /// `part` as a whole percentage of `whole`, `?%` when `whole` is 0.
@@ -11,6 +12,23 @@ pub(super) fn pct(part: u64, whole: u64) -> String {
         return "?%".into();
     }
     format!("{:.0}%", part as f64 * 100.0 / whole as f64)
+}
+
+/// The GPUs an inferred capacity matches (at most three), in words: `H100 80GB HBM3 (79.11
+/// GiB) or A100 80GB (79.15 GiB)`, or only their names.
+pub(super) fn gpu_words(i: &InferredCapacity, sizes: bool) -> String {
+    let shown = &i.matches[..i.matches.len().min(3)];
+    let names: Vec<String> = shown
+        .iter()
+        .map(|g| {
+            if sizes {
+                format!("{} ({})", g.name, iec_words(g.capacity_bytes))
+            } else {
+                g.name.to_string()
+            }
+        })
+        .collect();
+    names.join(" or ")
 }
 
 /// [`iec_words`] of an optional value, `?` when unknown.
@@ -100,14 +118,25 @@ pub(super) fn headline(f: &Facts, rule: Rule) -> String {
         ),
         Rule::LiveSet => {
             let (a, c) = (f.alloc.unwrap_or(0), f.cap.unwrap_or(0));
-            format!(
-                "Real shortage: PyTorch's tensors hold {} ({} of the {} GPU) and the {} request does not fit in the {} left.",
-                iec_words(a),
-                pct(a, c),
-                iec_words(c),
-                s(f.req),
-                s(f.free)
-            )
+            match f.inferred {
+                None => format!(
+                    "Real shortage: PyTorch's tensors hold {} ({} of the {} GPU) and the {} request does not fit in the {} left.",
+                    iec_words(a),
+                    pct(a, c),
+                    iec_words(c),
+                    s(f.req),
+                    s(f.free)
+                ),
+                Some(i) => format!(
+                    "Real shortage: PyTorch's tensors hold {}, {} of this GPU's {} (inferred: {}), and the {} request does not fit in the {} left.",
+                    iec_words(a),
+                    pct(a, c),
+                    iec_words(c),
+                    gpu_words(i, false),
+                    s(f.req),
+                    s(f.free)
+                ),
+            }
         }
         Rule::Undecided => match (f.cap, f.alloc, f.req) {
             (None, Some(_), Some(_)) => format!(
@@ -124,6 +153,24 @@ pub(super) fn headline(f: &Facts, rule: Rule) -> String {
 pub(super) fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
     let mut v = Vec::new();
     let e = f.e;
+    if let (Some(i), Some(fr), Some(res)) = (f.inferred, f.free, f.reserved) {
+        // When the device still had the request free, nobody else's memory is in question.
+        let short = f.req.is_some_and(|r| fr < r);
+        v.push(format!(
+            "Capacity inferred (a snapshot does not record it): reserved {} + device free {} = {}; the {} left of a {} GPU is what a CUDA context and its libraries take, so this is {}.{}",
+            iec_words(res),
+            iec_words(fr),
+            iec_words(i.seen_bytes),
+            iec_words(i.outside_bytes),
+            iec_words(i.capacity_bytes),
+            gpu_words(i, true),
+            if short {
+                " The less likely reading: a larger GPU, with another process holding the difference (`nvidia-smi` would show it; --gpu NAME settles it)."
+            } else {
+                ""
+            }
+        ));
+    }
     if let (Some(a), Some(c)) = (f.alloc, f.cap) {
         v.push(format!(
             "Allocated by PyTorch: {}, {} of the {} capacity.",
@@ -187,7 +234,9 @@ pub(super) fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
             ));
         }
     }
-    if let (Some(n), Some(c), Some(fr), Some(res)) = (f.non_pt, f.cap, f.free, f.reserved) {
+    if let (Some(n), Some(c), Some(fr), Some(res), None) =
+        (f.non_pt, f.cap, f.free, f.reserved, f.inferred)
+    {
         let usual = if n <= CONTEXT_ALLOWANCE {
             "about what a CUDA context and libraries take"
         } else if n < f.outside_threshold() {
@@ -279,6 +328,9 @@ pub(super) fn cannot_conclude(f: &Facts, verdict: Verdict) -> Vec<String> {
     let mut v = Vec::new();
     if f.cap.is_none() {
         v.push("Whether the live set simply does not fit: the GPU's capacity is unknown (pass --gpu NAME or --capacity SIZE).".into());
+    }
+    if f.inferred.is_some() {
+        v.push("Which GPU this is, exactly: a snapshot does not record it, so the capacity above is inferred from reserved + free memory (pass --gpu NAME or --capacity SIZE to state it).".into());
     }
     if f.req.is_none() {
         v.push("How large the failing request was: no \"Tried to allocate\" figure.".into());

@@ -122,6 +122,8 @@ pub fn evidence(p: &ParsedOom, capacity: Option<u64>, vllm: bool) -> Evidence {
         requested_bytes: p.requested_bytes,
         device_free_bytes: p.device_free_bytes,
         capacity_bytes: capacity,
+        // Messages print the capacity (or `--gpu` gives it): nothing to infer.
+        inferred_capacity: None,
         process_bytes: p.process_bytes,
         allocated_bytes: p.allocated_bytes,
         reserved_unallocated_bytes: p.reserved_unallocated_bytes,

@@ -1,0 +1,62 @@
+//! Notes with a stable code: what a snapshot lacks that a report needs, and what the report
+//! still says without it.
+//!
+//! Reports that can be silenced by missing data (`categories`, `timeline`, `leaks`, `diff`)
+//! carry a list of [`Absence`]s beside their free-text notes, so that a script can branch on
+//! [`Absence::code`] while people read [`Absence::message`]. Codes are never renamed; new ones
+//! may be added.
+
+use serde::Serialize;
+
+/// The device has no trace: allocation history was not recorded (or was recorded for other
+/// devices), so nothing says when memory was allocated or freed.
+pub const NO_TRACE: &str = "no_trace";
+/// The trace records no allocation or free (PyTorch 2.0's single `snapshot` entry of
+/// `max_entries=1`): it only repeats the final state. `categories` uses it for a trace without
+/// an allocation (a lone free): nothing alive is dated by it either.
+pub const NO_ACTIVITY: &str = "no_activity";
+/// No stack frames were recorded (history recorded without context, or no history at all):
+/// memory cannot be attributed to code.
+pub const NO_FRAMES: &str = "no_frames";
+/// No steps (training or serving iterations) were found in the trace.
+pub const NO_STEPS: &str = "no_steps";
+/// Steps were found, but too few to tell steady growth from noise.
+pub const TOO_FEW_STEPS: &str = "too_few_steps";
+/// A moment (`--at`) that the device's data cannot place (an event index without a trace).
+pub const NO_MOMENT: &str = "no_moment";
+/// `diff`: the two sides' sites cannot be compared (a side recorded no stack frames).
+pub const SITES_NOT_COMPARABLE: &str = "sites_not_comparable";
+/// `diff`: the two sides' categories cannot be compared (a side recorded no frames, or the
+/// sides were categorised from different data: a trace on one, the final blocks on the other).
+pub const CATEGORIES_NOT_COMPARABLE: &str = "categories_not_comparable";
+
+/// Something a report could not use, with what it still says.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Absence {
+    /// Stable code: one of the constants of this module (`no_trace`, `no_frames`, ...).
+    pub code: &'static str,
+    /// The device concerned; `null` when it concerns the whole file.
+    pub device: Option<u32>,
+    /// `base` or `candidate` in `diff`; `null` elsewhere.
+    pub side: Option<&'static str>,
+    /// One or two sentences: what is absent, what that prevents, and what the report still says.
+    pub message: String,
+}
+
+impl Absence {
+    /// An absence on `device` (or the whole file).
+    pub fn new(code: &'static str, device: Option<u32>, message: String) -> Absence {
+        Absence {
+            code,
+            device,
+            side: None,
+            message,
+        }
+    }
+
+    /// The same absence, on one side of a comparison.
+    pub fn on_side(mut self, side: &'static str) -> Absence {
+        self.side = Some(side);
+        self
+    }
+}

@@ -1,0 +1,64 @@
+//! The sentences of a finding: what to change, and why it is a retained graph or a leak.
+
+use super::cause::{AUTOGRAD_ANNOTATION, KEPT_INTERMEDIATES, MODULE_FORWARD};
+
+/// `1 tensor`, `2.5 tensors`.
+fn tensors(n: f64) -> String {
+    if n == 1.0 {
+        "1 tensor".into()
+    } else {
+        format!("{} tensors", trim(n))
+    }
+}
+
+/// `2`, `2.5`: a count with the decimals it has.
+fn trim(n: f64) -> String {
+    let s = format!("{n:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// What to do about a cause at `site` keeping `per_step` tensors each step; `inputs` are the
+/// sites attached as its forward pass's input.
+pub(super) fn fix(graph: bool, site: &str, per_step: f64, inputs: &[&str]) -> String {
+    if graph {
+        let input = match inputs {
+            [] => String::new(),
+            [one] => format!(", its input made at {one} included"),
+            many => format!(", its inputs made at {} included", many.join(", ")),
+        };
+        format!(
+            "the forward pass run at {site} keeps its autograd graph after every step, and with it the {} per step it saved for backward{input}: if its result only feeds a running total or a log, keep `.item()` (or `.detach()`) of it, not the tensor (`total += loss` keeps every step's graph); if no backward is meant (validation, generation), run it under `torch.no_grad()` or `torch.inference_mode()`",
+            tensors(per_step)
+        )
+    } else {
+        format!(
+            "tensors made at {site} every step ({} per step) are never released: a Python list or dict that grows, a cache without eviction, or a loss accumulated as a tensor (`total += loss` keeps each step's autograd graph and the tensors it saved, even outside a module's forward); keep `.item()` / `.detach().cpu()` copies, or bound the container",
+            tensors(per_step)
+        )
+    }
+}
+
+/// Why a cause of `lines` growing sites is a retained graph (its evidence) or a leak.
+pub(super) fn why(graph: Option<&str>, lines: usize) -> String {
+    match graph {
+        Some(MODULE_FORWARD) => "the kept tensors were made under a module's forward: activations autograd saved for backward".into(),
+        Some(AUTOGRAD_ANNOTATION) => "the trace marks the kept tensors as packed into the autograd graph".into(),
+        Some(KEPT_INTERMEDIATES) => format!(
+            "{lines} lines of one computation keep a tensor every step while its other tensors are freed: intermediate results an autograd graph saved (a container keeps what the code put in it, not a computation's intermediates)"
+        ),
+        _ => "the kept tensors were made outside any module's forward and are not intermediates of one computation: something holds on to what the code made".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_as_written() {
+        assert_eq!(tensors(1.0), "1 tensor");
+        assert_eq!(tensors(19.0), "19 tensors");
+        assert_eq!(tensors(2.5), "2.5 tensors");
+        assert_eq!(tensors(0.33), "0.33 tensors");
+    }
+}
