@@ -83,20 +83,28 @@ fn device(
                 plural(n, "step"),
                 found(d)
             )?;
-            writeln!(
+            style.para(
                 out,
-                "  live {} before {}, {} after {} ({})",
-                iec(s.live_at_start),
-                s.first_step,
-                iec(s.live_at_end),
-                s.last_step,
-                signed(s.delta_bytes)
+                "  ",
+                "    ",
+                &format!(
+                    "live {} before {}, {} after {} ({})",
+                    iec(s.live_at_start),
+                    s.first_step,
+                    iec(s.live_at_end),
+                    s.last_step,
+                    signed(s.delta_bytes)
+                ),
             )?;
-            writeln!(
+            style.para(
                 out,
-                "  highest step peak {} in {}",
-                iec(s.highest_peak_bytes),
-                s.highest_peak_step
+                "  ",
+                "    ",
+                &format!(
+                    "highest step peak {} in {}",
+                    iec(s.highest_peak_bytes),
+                    s.highest_peak_step
+                ),
             )?;
             if all_steps {
                 writeln!(out, "{}", steps_table(d, style))?;

@@ -97,7 +97,12 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
     for h in &r.headroom {
         if let (Some(b), Some(src)) = (h.headroom_basis, &h.capacity_source) {
             if b != "capacity" {
-                writeln!(out, "  device {}: against {src}", h.device)?;
+                style.para(
+                    out,
+                    "  ",
+                    "    ",
+                    &format!("device {}: against {src}", h.device),
+                )?;
             }
         }
     }
