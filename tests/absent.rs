@@ -271,4 +271,23 @@ fn golden_text_without_a_trace_on_real_files() {
             golden(&format!("absent/real_{short}.{cmd}.txt"), &o.stdout);
         }
     }
+    // The issue's case: a diff against a side without stacks compared "parameters 9.90 GiB
+    // → 0 B"; now the sites and categories are not compared, and it says why.
+    let base = "Muduard__LayoutEditing__413b2eb__dump_snapshot.pickle";
+    let Some(f) = require_real(base) else {
+        return;
+    };
+    let cand = "Muduard__LayoutEditing__33ade60__dump_snapshot.pickle";
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memlens"))
+        .current_dir(f.parent().unwrap())
+        .args(["diff", base, cand])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("Sites: not compared") && !t.contains("parameters"),
+        "{t}"
+    );
+    golden("absent/real_Muduard_diff.txt", &o.stdout);
 }

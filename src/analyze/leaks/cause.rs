@@ -44,8 +44,11 @@ pub const KEPT_INTERMEDIATES: &str = "kept_intermediates";
 /// One cause: the sites it groups and what it is.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Cause {
-    /// Sites (indices into the series) whose tensors the cause keeps, biggest first.
+    /// Sites (indices into the series) whose tensors the cause keeps: the growing ones in the
+    /// order found, then those growing too slowly to be findings of their own.
     pub members: Vec<usize>,
+    /// How many of `members` (the first ones) grow fast enough to be findings of their own.
+    pub growing: usize,
     /// Sites attached as the input of the cause's forward pass.
     pub inputs: Vec<usize>,
     /// The user frame all its kept tensors share: the line to change (`None`: no user frame;
@@ -191,11 +194,15 @@ pub(super) fn group(
     for &k in triggers {
         let key = key_of_site(k);
         match causes.iter_mut().find(|(g, _)| key.is_some() && *g == key) {
-            Some((_, c)) => c.members.push(k),
+            Some((_, c)) => {
+                c.members.push(k);
+                c.growing += 1;
+            }
             None => causes.push((
                 key,
                 Cause {
                     members: vec![k],
+                    growing: 1,
                     inputs: Vec::new(),
                     frame: None,
                     graph: None,
@@ -225,8 +232,7 @@ pub(super) fn group(
             }
         }
         c.frame = shared.and_then(|s| s.last().copied());
-        let lines: FxHashSet<&str> = c
-            .members
+        let lines: FxHashSet<&str> = c.members[..c.growing]
             .iter()
             .map(|&m| series[m].label.as_str())
             .collect();

@@ -266,7 +266,7 @@ fn finding(
         None => series[c.members[0]].label.clone(),
     };
     let inputs: Vec<&str> = c.inputs.iter().map(|&m| series[m].label.as_str()).collect();
-    let lines = c.members.len();
+    let lines = c.growing;
     Finding {
         kind: if graph.is_some() {
             "retained_graph"

@@ -316,17 +316,23 @@ impl Builder<'_> {
         }
         ids.sort_unstable();
         ids.dedup();
+        // A device without a trace list gets an empty range where its trace would start, so
+        // the devices' ranges stay contiguous and in order (segments only on device 235 of a
+        // file with one trace list: 85..85, not 0..0).
+        let mut at = 0;
         let devices = ids
             .into_iter()
             .map(|id| {
                 let lo = segments.partition_point(|s| s.device < id);
                 let hi = segments.partition_point(|s| s.device <= id);
                 let tr = trace_ranges.get(id as usize).cloned().flatten();
+                let trace = tr.clone().unwrap_or(at..at);
+                at = trace.end;
                 Device {
                     id,
                     segments: lo..hi,
                     trace_recorded: tr.is_some(),
-                    trace: tr.unwrap_or(0..0),
+                    trace,
                 }
             })
             .collect();

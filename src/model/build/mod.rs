@@ -520,4 +520,26 @@ mod tests {
             assert_eq!(snap.streams.len(), 2);
         }
     }
+
+    /// GIVEN segments on device 2 and a trace list for device 0 only, WHEN built, THEN device
+    /// 2's (empty) trace range starts where device 0's ends: the ranges stay contiguous.
+    #[test]
+    fn a_device_without_a_trace_list_gets_an_empty_range_in_order() {
+        let json = r#"{"segments": [{"device": 2, "address": 1048576, "total_size": 2097152, "stream": 0,
+            "segment_type": "large", "allocated_size": 0, "active_size": 0, "requested_size": 0,
+            "blocks": [{"address": 1048576, "size": 2097152, "requested_size": 0, "state": "inactive"}]}],
+            "device_traces": [[{"action": "alloc", "addr": 4096, "size": 512, "stream": 0},
+                               {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0}]]}"#;
+        let snap = build(
+            &crate::input::json_to_pickle(json.as_bytes()).unwrap(),
+            Default::default(),
+        )
+        .unwrap();
+        let ranges: Vec<(u32, std::ops::Range<usize>)> = snap
+            .devices
+            .iter()
+            .map(|d| (d.id, d.trace.clone()))
+            .collect();
+        assert_eq!(ranges, [(0, 0..2), (2, 2..2)]);
+    }
 }
