@@ -304,6 +304,17 @@ fn real_snapshots_hold_the_page_invariants() {
     }
 }
 
+/// `report --format json --bands 2` of a JSON snapshot holding `trace` (entries joined by
+/// commas) on device 0 and no segments.
+fn two_band_report(trace: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hand.json");
+    let doc = format!(r#"{{"segments":[],"device_traces":[[{trace}]]}}"#);
+    std::fs::write(&path, doc).unwrap();
+    let file = path.to_str().unwrap();
+    json_of(&["report", file, "--format", "json", "--bands", "2"])
+}
+
 /// A trace small enough to lay out by hand: A (100 B) at event 0, B (200 B) at 1, A freed at
 /// 2, C (50 B) at 3. With two bands, A and B get one each and C is the aggregate.
 #[test]
@@ -321,21 +332,7 @@ fn band_layout_by_hand() {
         entry("alloc", 3000, 50),
     ]
     .join(",");
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hand.json");
-    std::fs::write(
-        &path,
-        format!(r#"{{"segments":[],"device_traces":[[{trace}]]}}"#),
-    )
-    .unwrap();
-    let r = json_of(&[
-        "report",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-        "--bands",
-        "2",
-    ]);
+    let r = two_band_report(&trace);
     let t = &r["devices"][0]["timeline"];
     let s = &t["samples"];
     assert_eq!(s["event_index"], serde_json::json!([-1, 0, 1, 2, 3, 4]));
@@ -380,21 +377,7 @@ fn long_lived_allocations_get_bands_beside_the_largest() {
         trace.push(entry("alloc", addr, 100));
         trace.push(entry("free_completed", addr, 100));
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("long.json");
-    let doc = format!(
-        r#"{{"segments":[],"device_traces":[[{}]]}}"#,
-        trace.join(",")
-    );
-    std::fs::write(&path, doc).unwrap();
-    let r = json_of(&[
-        "report",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-        "--bands",
-        "2",
-    ]);
+    let r = two_band_report(&trace.join(","));
     let t = &r["devices"][0]["timeline"];
     let bands: Vec<(u64, u64)> = t["bands"]
         .as_array()
