@@ -131,6 +131,29 @@ fn text_fits_an_80_column_terminal_and_pipes_keep_whole_lines() {
 }
 
 #[test]
+fn comparisons_fit_the_terminal_too() {
+    let diff = [
+        "diff",
+        "samples/diff_base.pickle",
+        "samples/diff_cand.pickle",
+    ];
+    let mut check = vec!["check", "--max-peak", "100MiB"];
+    let all: Vec<String> = samples()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+        .map(|p| format!("samples/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    check.extend(all.iter().map(String::as_str));
+    let batch = ["batch", "samples/ranks"];
+    for args in [&diff[..], &check, &batch] {
+        let (tty, code) = on_terminal(80, args);
+        assert!(matches!(code, Some(0 | 1)), "{args:?}");
+        assert!(widest(&tty) <= 80, "{args:?}:\n{tty}");
+        assert!(widest(&piped(args)) > 80, "{args:?}");
+    }
+}
+
+#[test]
 fn explain_fits_the_terminal_too() {
     let msg = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.64 GiB of which 1.68 GiB is free. Including non-PyTorch memory, this process has 21.95 GiB memory in use. Of the allocated memory 16.12 GiB is allocated by PyTorch, and 5.36 GiB is reserved by PyTorch but unallocated.";
     let (tty, code) = on_terminal(80, &["explain", msg]);

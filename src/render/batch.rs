@@ -1,51 +1,106 @@
 //! Renderings of a batch: a table, CSV, or JSON lines (one object per file, then one
 //! `{"kind":"imbalance",...}` line).
 
-use super::text::{right, Style};
+use super::text::{right, width, Style};
 use crate::analyze::batch::{BatchReport, FileRow, Imbalance};
 use crate::units::{iec, plural};
 use comfy_table::Cell;
 use std::io::Write;
 
-/// Writes the rows and the imbalance as tables, fitted to `style`.
+/// Writes the rows and the imbalance as tables, fitted to `style`. Files in one directory
+/// are named below it (`Files in runs/7/:` then `rank0.pickle`, ...).
 pub fn table(out: &mut dyn Write, r: &BatchReport, style: &Style) -> std::io::Result<()> {
-    let mut t = style.table();
-    t.set_header(vec![
-        "file", "rank", "peak", "reserved", "frag", "oom", "top site",
-    ]);
-    for f in &r.files {
-        let rank = f.rank.map(|k| k.to_string()).unwrap_or_default();
-        if !f.ok {
-            let e = f.error.as_deref().unwrap_or("");
-            let e = e
-                .strip_prefix(f.file.as_str())
-                .and_then(|r| r.strip_prefix(": "))
-                .unwrap_or(e);
-            t.add_row(vec![
-                Cell::new(&f.file),
-                right(rank),
-                right("-"),
-                right("-"),
-                right("-"),
-                Cell::new("-"),
-                Cell::new(format!("error: {e}")),
-            ]);
-            continue;
-        }
-        t.add_row(vec![
-            Cell::new(&f.file),
-            right(rank),
-            right(iec(f.peak_bytes)),
-            right(iec(f.reserved_bytes)),
-            right(format!("{:.1}%", f.fragmentation * 100.0)),
-            Cell::new(&f.oom),
-            Cell::new(match &f.top_site {
-                Some(s) => format!("{} ({})", s, iec(f.top_site_bytes)),
-                None => "-".into(),
-            }),
-        ]);
+    let dir = if r.files.len() > 1 {
+        common_dir(r.files.iter().map(|f| f.file.as_str()))
+    } else {
+        ""
+    };
+    let name = |file: &str| file.strip_prefix(dir).unwrap_or(file).to_string();
+    if !dir.is_empty() {
+        style.para(out, "Files in ", "  ", dir)?;
     }
-    writeln!(out, "{t}")?;
+    // One row of strings per file: name, rank, peak, reserved, frag, oom, top site.
+    let rows: Vec<[String; 7]> = r
+        .files
+        .iter()
+        .map(|f| {
+            let rank = f.rank.map(|k| k.to_string()).unwrap_or_default();
+            if !f.ok {
+                let e = f.error.as_deref().unwrap_or("");
+                let e = e
+                    .strip_prefix(f.file.as_str())
+                    .and_then(|r| r.strip_prefix(": "))
+                    .unwrap_or(e);
+                let dash = || "-".to_string();
+                return [
+                    name(&f.file),
+                    rank,
+                    dash(),
+                    dash(),
+                    dash(),
+                    dash(),
+                    format!("error: {e}"),
+                ];
+            }
+            [
+                name(&f.file),
+                rank,
+                iec(f.peak_bytes),
+                iec(f.reserved_bytes),
+                format!("{:.1}%", f.fragmentation * 100.0),
+                f.oom.clone(),
+                match &f.top_site {
+                    Some(s) => format!("{} ({})", s, iec(f.top_site_bytes)),
+                    None => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    let header = [
+        "file", "rank", "peak", "reserved", "frag", "oom", "top site",
+    ];
+    let table = |style: &Style| {
+        let mut t = style.table();
+        t.set_header(header.to_vec());
+        for row in &rows {
+            t.add_row(row.iter().enumerate().map(|(i, v)| {
+                if (1..=4).contains(&i) {
+                    right(v)
+                } else {
+                    Cell::new(v)
+                }
+            }));
+        }
+        t
+    };
+    let whole = table(&Style::plain()).to_string();
+    match style.columns() {
+        // Too wide for the terminal: a short block per file reads better than a table of
+        // seven narrow columns.
+        Some(w) if whole.lines().any(|l| width(l) > w) => {
+            for row in &rows {
+                let [file, rank, peak, reserved, frag, oom, top] = row;
+                let rank = if rank.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (rank {rank})")
+                };
+                style.para(out, "", "  ", &format!("{file}{rank}"))?;
+                if peak == "-" {
+                    style.para(out, "  ", "    ", top)?;
+                    continue;
+                }
+                style.para(
+                    out,
+                    "  ",
+                    "    ",
+                    &format!("peak {peak}, reserved {reserved}, frag {frag}, oom {oom}"),
+                )?;
+                style.para(out, "  top site: ", "    ", top)?;
+            }
+        }
+        _ => writeln!(out, "{}", table(style))?,
+    }
     writeln!(
         out,
         "{}, {} failed",
@@ -53,12 +108,31 @@ pub fn table(out: &mut dyn Write, r: &BatchReport, style: &Style) -> std::io::Re
         r.failed
     )?;
     if let Some(i) = &r.imbalance {
-        imbalance(out, i, style)?;
+        imbalance(out, i, style, &name)?;
     }
     Ok(())
 }
 
-fn imbalance(out: &mut dyn Write, i: &Imbalance, style: &Style) -> std::io::Result<()> {
+/// The directory (ending in `/`) every path of `files` lies in, or `""`.
+fn common_dir<'a>(mut files: impl Iterator<Item = &'a str>) -> &'a str {
+    let Some(first) = files.next() else {
+        return "";
+    };
+    let mut end = first.rfind('/').map_or(0, |i| i + 1);
+    for f in files {
+        while end > 0 && !(f.len() >= end && f.as_bytes()[..end] == first.as_bytes()[..end]) {
+            end = first[..end - 1].rfind('/').map_or(0, |i| i + 1);
+        }
+    }
+    &first[..end]
+}
+
+fn imbalance(
+    out: &mut dyn Write,
+    i: &Imbalance,
+    style: &Style,
+    name: &dyn Fn(&str) -> String,
+) -> std::io::Result<()> {
     writeln!(out)?;
     style.para(
         out,
@@ -84,7 +158,7 @@ fn imbalance(out: &mut dyn Write, i: &Imbalance, style: &Style) -> std::io::Resu
             } else {
                 format!("{:.2}×", r.peak_bytes as f64 / i.median_peak_bytes as f64)
             }),
-            Cell::new(&r.file),
+            Cell::new(name(&r.file)),
         ]);
     }
     writeln!(out, "{t}")?;
@@ -165,4 +239,19 @@ pub fn jsonl(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
         out.write_all(b"\n")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_dir;
+
+    #[test]
+    fn the_common_directory_of_files() {
+        assert_eq!(common_dir(["a/b/x.p", "a/b/y.p"].into_iter()), "a/b/");
+        assert_eq!(common_dir(["a/b/x.p", "a/c/y.p"].into_iter()), "a/");
+        assert_eq!(common_dir(["a/bc/x.p", "a/b/y.p"].into_iter()), "a/");
+        assert_eq!(common_dir(["x.p", "a/y.p"].into_iter()), "");
+        assert_eq!(common_dir(["/r/x.p", "/r/y.p"].into_iter()), "/r/");
+        assert_eq!(common_dir(["/x.p", "/y.p"].into_iter()), "/");
+    }
 }

@@ -74,21 +74,20 @@ pub fn text(out: &mut dyn Write, r: &CheckReport, style: &Style) -> std::io::Res
             style.para(out, "  note: ", "    ", n)?;
         }
     }
-    write!(
-        out,
-        "\n{} of {} file(s) broke a budget",
+    let mut last = format!(
+        "{} of {} file(s) broke a budget",
         r.failed_files,
         r.files.len()
-    )?;
+    );
     if r.unmeasured_files > 0 {
-        write!(
-            out,
+        last.push_str(&format!(
             "; {} with a budget not measured ({})",
             r.unmeasured_files,
             acceptance(r)
-        )?;
+        ));
     }
-    writeln!(out)
+    writeln!(out)?;
+    style.para(out, "", "  ", &last)
 }
 
 fn md_cell(s: &str) -> String {

@@ -3,7 +3,7 @@
 use super::text::{right, Style};
 use crate::analyze::absence;
 use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
-use crate::units::{iec, signed_iec, signed_percent};
+use crate::units::{iec, plural, signed_iec, signed_percent};
 use comfy_table::{Cell, Table};
 use std::io::Write;
 
@@ -115,19 +115,24 @@ pub fn text(
         return gate_and_notes(out, r, style);
     }
     let c = r.counts;
-    writeln!(
+    writeln!(out)?;
+    style.para(
         out,
-        "\nSites: {} new, {} removed, {} grown, {} shrunk, {} unchanged{}",
-        c.new,
-        c.removed,
-        c.grown,
-        c.shrunk,
-        c.unchanged,
-        if c.unchanged > 0 && !r.sites.iter().any(|s| s.delta_bytes == 0) {
-            " (not listed; --all lists them)"
-        } else {
-            ""
-        }
+        "",
+        "  ",
+        &format!(
+            "Sites: {} new, {} removed, {} grown, {} shrunk, {} unchanged{}",
+            c.new,
+            c.removed,
+            c.grown,
+            c.shrunk,
+            c.unchanged,
+            if c.unchanged > 0 && !r.sites.iter().any(|s| s.delta_bytes == 0) {
+                " (not listed; --all lists them)"
+            } else {
+                ""
+            }
+        ),
     )?;
     if !r.sites.is_empty() {
         writeln!(out, "{}", sites_table(&r.sites, limit, style))?;
@@ -136,8 +141,8 @@ pub fn text(
             let sum: i64 = rest.iter().map(|s| s.delta_bytes).sum();
             writeln!(
                 out,
-                "... {} more sites, {} in all (-n shows more)",
-                rest.len(),
+                "... {}, {} in all (-n shows more)",
+                plural(rest.len() as u64, "more site"),
                 signed_iec(sum)
             )?;
         }

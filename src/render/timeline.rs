@@ -107,12 +107,15 @@ fn plot(out: &mut dyn Write, d: &DeviceTimeline, y0: f64) -> std::io::Result<()>
     writeln!(out, r#"<g>"#)?;
     writeln!(
         out,
-        r#"<text x="{LEFT}" y="{}" font-size="13">Device {} — {} events; peak {} live at event {}</text>"#,
+        r#"<text x="{LEFT}" y="{}" font-size="13">Device {} — {}; peak {} live {}</text>"#,
         y0 + 20.0,
         d.device,
-        d.events,
+        crate::units::plural(d.events as u64, "event"),
         iec(d.peak_bytes),
-        d.peak.event_index
+        match d.peak.event_index {
+            -1 => "before the first event".to_string(),
+            i => format!("at event {i}"),
+        }
     )?;
     // Phases, shaded alternately; a label only where it does not overlap the previous one.
     let mut label_end = f64::MIN;
