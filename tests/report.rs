@@ -602,3 +602,15 @@ fn check_page(name: &str, file: &str, page: &Value) {
         "{name}: {site} highlighted"
     );
 }
+
+/// A snapshot of pinned host memory alone has nothing to draw per device, and says where
+/// its figures are rather than that there is nothing at all.
+#[test]
+fn host_memory_alone_is_named_not_called_nothing() {
+    let r = report_json(&sample("host_only.json"));
+    assert_eq!(r["devices"], serde_json::json!([]));
+    assert!(!r["summary"]["host"].is_null());
+    let absent = r["absent"].to_string();
+    assert!(absent.contains("only pinned host memory"), "{absent}");
+    assert!(absent.contains("no_devices"), "{absent}");
+}

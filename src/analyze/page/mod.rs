@@ -255,8 +255,11 @@ pub fn run(
         absent.push(Absence {
             code: "no_devices",
             device: None,
-            message: "the snapshot holds no segment and no trace entry: there is nothing to draw"
-                .into(),
+            message: if snap.host.is_some() {
+                "the snapshot holds no device segment and no device trace entry, only pinned host memory: its figures are in the summary; there is no device timeline, state or flamegraph to draw".into()
+            } else {
+                "the snapshot holds no segment and no trace entry: there is nothing to draw".into()
+            },
         });
     } else if !snap.has_frames() {
         absent.push(Absence {

@@ -1235,6 +1235,13 @@
           el("tbody", null, dev.pools.map((p) => el("tr", null, el("td", null, p.pool), el("td", null, p.pool_id[0] || p.pool_id[1] ? p.pool_id.join(",") : "–"), el("td", { class: "mono" }, hex(p.stream)),
             el("td", { class: "num" }, fmtInt(p.segments)), bytesCell(p.reserved_bytes), bytesCell(p.allocated_bytes), bytesCell(p.inactive_bytes), bytesCell(p.largest_inactive_block_bytes)))))) : null,
       dev && dev.trace ? el("p", { class: "muted" }, "Trace of cuda:" + d + ": " + Object.entries(dev.trace.by_action || {}).map(([k, v]) => k + " " + fmtInt(v)).join(" · ")) : null,
+      sum.host ? el("div", { id: "host-memory" }, el("h3", null, "Pinned host memory (its own pool; no device's figures include it)"),
+        el("table", { class: "grid compact" },
+          el("thead", null, el("tr", null, ["segments", "blocks", "reserved", "allocated", "requested", "pending free", "inactive", "largest inactive", "trace entries", "peak live"].map((h) => el("th", { class: "num" }, h)))),
+          el("tbody", null, el("tr", null, el("td", { class: "num" }, fmtInt(sum.host.segments)), el("td", { class: "num" }, fmtInt(sum.host.blocks)),
+            bytesCell(sum.host.reserved_bytes), bytesCell(sum.host.allocated_bytes), bytesCell(sum.host.requested_bytes), bytesCell(sum.host.pending_free_bytes),
+            bytesCell(sum.host.inactive_bytes), bytesCell(sum.host.largest_inactive_block_bytes), el("td", { class: "num" }, fmtInt(sum.host.trace_entries)),
+            sum.host.peak_live_bytes == null ? el("td", { class: "num muted" }, "–") : bytesCell(sum.host.peak_live_bytes))))) : null,
       settings ? el("div", null, el("h3", null, "Allocator settings"),
         el("dl", { class: "kv settings" }, Object.entries(settings).map(([k, v]) => [el("dt", { class: "mono" }, k),
           el("dd", { class: "mono" }, v === "" ? "(empty)" : typeof v === "object" && v ? (Object.entries(v).filter(([, x]) => x).map(([a, b]) => a + ":" + b).join(", ") || "all 0") : String(v))]))) :
