@@ -476,6 +476,12 @@ mod tests {
                 t0 + 9
             ));
         }
+        leaks_of(&trace, &ann)
+    }
+
+    /// `leaks` with the default options on device 0's `trace` entries and the
+    /// `external_annotations` `ann` (JSON objects as text).
+    fn leaks_of(trace: &[String], ann: &[String]) -> LeaksReport {
         let json = format!(
             r#"{{"device_traces": [[{}]], "external_annotations": [{}]}}"#,
             trace.join(","),
@@ -547,18 +553,7 @@ mod tests {
                 t0 + 3
             ));
         }
-        let json = format!(
-            r#"{{"device_traces": [[{}]], "external_annotations": [{}]}}"#,
-            trace.join(","),
-            ann.join(",")
-        );
-        let snap = build(
-            &json_to_pickle(json.as_bytes()).unwrap(),
-            Default::default(),
-        )
-        .unwrap();
-        let replays = crate::replay::replay(&snap);
-        let r = run(&snap, &replays, &LeaksOptions::default());
+        let r = leaks_of(&trace, &ann);
         assert_eq!(r.findings.len(), 1, "{:?}", r.devices);
         assert_eq!(r.findings[0].kind, "retained_graph");
         assert_eq!(r.findings[0].bytes_per_step, 1 << 20);
