@@ -232,9 +232,13 @@ fn top_at_the_peak_and_at_the_end_match_the_truth() {
     for (p, observed) in captures() {
         let Some(o) = observed else { continue };
         let f = p.display().to_string();
-        // The truth's site is the innermost Python frame, inside torch or not: `--keep torch`.
+        // The truth's site is the innermost Python frame, inside torch or not, and
+        // `<no python frame>` for a stack of C++ frames alone: `--keep torch --frames python`.
         // The peak: the truth replays alloc/free_completed in requested bytes, like memlens.
-        let (_, top) = run(&["top", "--keep", "torch", "-n", "1000"], &[&p]);
+        let (_, top) = run(
+            &["top", "--keep", "torch", "--frames", "python", "-n", "1000"],
+            &[&p],
+        );
         let d = &top["devices"][0];
         let peak = &o["peak"];
         assert_eq!(d["at"]["event_index"], peak["peak_trace_index"], "{f}");
@@ -253,7 +257,9 @@ fn top_at_the_peak_and_at_the_end_match_the_truth() {
         // The end: the truth counts the final blocks (block sizes, so at most 511 bytes of
         // rounding each), live and pending; memlens counts requested bytes of the trace.
         let (_, top) = run(
-            &["top", "--keep", "torch", "--at", "end", "-n", "1000"],
+            &[
+                "top", "--keep", "torch", "--frames", "python", "--at", "end", "-n", "1000",
+            ],
             &[&p],
         );
         let d = &top["devices"][0];

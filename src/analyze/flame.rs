@@ -1,6 +1,6 @@
 //! `memlens flame`: the chosen cost per whole stack, root first, ready for a flamegraph.
 
-use super::sites;
+use super::sites::{self, StackView};
 use super::top::{self, Selection, TopOptions};
 use crate::model::{Snapshot, StackId};
 use crate::replay::{self, DeviceReplay, Moment};
@@ -8,10 +8,15 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// A frame as a flamegraph shows it: `name (path:line)`, the path shortened after
-/// `site-packages/` (or to its last two components), so the function name stays readable.
+/// `site-packages/` (or to its last two components), so the function name stays readable; a
+/// C++ frame by its function's name without arguments ([`sites::cpp::short_name`]).
 pub fn flame_label(snap: &Snapshot, f: crate::model::FrameId) -> String {
     let fr = snap.frames.get(f);
     let file = snap.strings.get(fr.filename);
+    let name = snap.strings.get(fr.name);
+    if sites::is_native_frame(file, name) {
+        return sites::cpp::short_name(name).to_string();
+    }
     let short = match file.rfind("-packages/") {
         Some(i) => &file[i + "-packages/".len()..],
         None => {
@@ -72,10 +77,11 @@ fn device_flame(
     at: Moment,
     unit: &'static str,
     per_stack: FxHashMap<StackId, u64>,
+    view: StackView,
 ) -> DeviceFlame {
     let mut merged: FxHashMap<Vec<String>, u64> = FxHashMap::default();
     for (stack, w) in per_stack {
-        let mut frames: Vec<String> = sites::filtered_frames(snap, stack)
+        let mut frames: Vec<String> = sites::shown_frames(snap, stack, view)
             .into_iter()
             .rev()
             .map(|f| flame_label(snap, f))
@@ -104,12 +110,18 @@ fn device_flame(
 }
 
 /// Collects the weighted stacks of every replayed device (`opts.by`/`limit` are ignored), and
-/// the final live blocks of devices without a trace.
+/// the final live blocks of devices without a trace. Stacks hold the frames
+/// `opts.sites.frames` names, Python and C++ in call order ([`sites::shown_frames`]), the
+/// allocator's own frames only with `opts.allocator_frames`.
 pub fn run(
     snap: &Snapshot,
     replays: &[DeviceReplay],
     opts: &TopOptions,
 ) -> Result<FlameReport, String> {
+    let view = StackView {
+        frames: opts.sites.frames,
+        allocator: opts.allocator_frames,
+    };
     let mut devices = Vec::new();
     for r in replays {
         let dev = snap.device(r.device).expect("replayed device exists");
@@ -127,6 +139,7 @@ pub fn run(
             replay::moment(trace, at),
             unit,
             per_stack,
+            view,
         ));
     }
     // Devices without a trace: only the final state exists.
@@ -144,6 +157,7 @@ pub fn run(
             },
             "bytes",
             per_stack,
+            view,
         ));
     }
     devices.sort_by_key(|d| d.device);

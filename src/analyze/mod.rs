@@ -6,6 +6,7 @@ pub mod advice;
 pub mod batch;
 pub mod categories;
 pub mod check;
+pub mod devices;
 pub mod diff;
 pub mod explain;
 pub mod gpus;

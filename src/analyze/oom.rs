@@ -297,6 +297,9 @@ pub fn run(
     if ooms.is_empty() {
         notes.push(if snap.events.is_empty() {
             "no trace recorded (allocation history was off), so no oom event can be found; the headroom below is what the final state still says (`memlens frag` and `memlens top` read it in full); an OOM's own numbers need allocation history on in the run that hits it (`torch.cuda.memory._record_memory_history`)".into()
+        } else if snap.devices.iter().all(|d| snap.device_trace(d).len() <= 1) {
+            // `state` mode or max_entries=1 keeps one entry: an oom before it is gone too.
+            "the trace holds at most one entry per device (history recorded in 'state' mode or with max_entries=1), so it cannot say whether the snapshot was taken at an out-of-memory error; the final state below still gives the headroom".into()
         } else {
             "no oom event in the trace: the snapshot was not taken at an out-of-memory error (or the ring buffer dropped it)".into()
         });

@@ -345,10 +345,15 @@ impl<'a> Keyer<'a> {
     fn build(&self, stack: StackId) -> String {
         let (snap, root, opts) = (self.snap, self.root.as_deref(), self.opts);
         match opts.key {
-            SiteKey::Site => match sites::site_frame(snap, stack, opts.sites) {
-                Some(f) => normalize_frame(snap, snap.frames.get(f), root, opts.ignore_lines),
-                None => NO_FRAMES.to_string(),
-            },
+            SiteKey::Site => {
+                // A Python site is normalized; a C++ one (an autograd node, a C++ function,
+                // an operator) names no path and is kept as is.
+                let site = sites::site_of(snap, stack, opts.sites);
+                match site.python_frame() {
+                    Some(f) => normalize_frame(snap, snap.frames.get(f), root, opts.ignore_lines),
+                    None => site.label,
+                }
+            }
             SiteKey::Stack => {
                 let frames: Vec<String> = sites::filtered_frames(snap, stack)
                     .into_iter()

@@ -10,7 +10,8 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
-    /// The innermost user frame (`filename:line:name`).
+    /// The site ([`sites`]: the innermost user frame, else the autograd node or C++
+    /// function) and its context.
     #[default]
     Site,
     /// The whole stack (interpreter noise removed).
@@ -53,6 +54,9 @@ pub struct TopOptions {
     pub sites: SiteOptions,
     /// Attach the group's biggest stack to each row.
     pub full_stacks: bool,
+    /// Flamegraphs only: keep the allocator's own C++ frames (`--allocator-frames`); without,
+    /// they are folded into the frame that called them.
+    pub allocator_frames: bool,
 }
 
 impl Default for TopOptions {
@@ -65,6 +69,7 @@ impl Default for TopOptions {
             limit: 20,
             sites: SiteOptions::default(),
             full_stacks: false,
+            allocator_frames: false,
         }
     }
 }
@@ -74,6 +79,12 @@ impl Default for TopOptions {
 pub struct SiteRow {
     /// The group's label (site, file, function or the stack's site).
     pub site: String,
+    /// With `--by site`: the library frame or C++ function between the site and the
+    /// allocations, when one says more than the site alone (`einops/_backends.py:291:einsum`
+    /// under a user's `model.py:39:forward`; the C++ function inside an autograd node). Rows
+    /// are grouped by site and context. Absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     /// The cost (bytes for live/allocated/never_freed).
     pub bytes: u64,
     /// Allocations in the group.
@@ -139,6 +150,10 @@ pub struct TopReport {
     pub devices: Vec<DeviceTop>,
     /// Devices without a trace, from their final blocks (`--at end` semantics).
     pub final_state_devices: Vec<DeviceTop>,
+    /// A device whose peak is at least twice every other device's
+    /// ([`super::devices::imbalance`]); absent with one device or none far ahead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_imbalance: Option<super::devices::Imbalance>,
 }
 
 /// One allocation's contribution to a cost.
@@ -211,6 +226,7 @@ pub fn run(
         moment: opts.at.to_string(),
         devices,
         final_state_devices,
+        device_imbalance: super::devices::imbalance(snap, replays),
     })
 }
 
@@ -413,7 +429,8 @@ fn group(
         }
     }
     // Per group: bytes, count, and its biggest stack (ties to the smaller id: file order).
-    let mut groups: FxHashMap<String, (u64, u64, StackId, u64)> = FxHashMap::default();
+    type Key = (String, Option<String>);
+    let mut groups: FxHashMap<Key, (u64, u64, StackId, u64)> = FxHashMap::default();
     for (stack, (bytes, count)) in per_stack {
         let key = label(snap, stack, opts);
         let e = groups.entry(key).or_insert((0, 0, stack, 0));
@@ -425,7 +442,7 @@ fn group(
         }
     }
     let total: u64 = groups.values().fold(0, |t, g| add(t, g.0));
-    let mut rows: Vec<(String, u64, u64, StackId)> = groups
+    let mut rows: Vec<(Key, u64, u64, StackId)> = groups
         .into_iter()
         .map(|(k, (b, c, s, _))| (k, b, c, s))
         .collect();
@@ -440,10 +457,10 @@ fn group(
     };
     let mut sites = Vec::new();
     let mut other: Option<SiteRow> = None;
-    for (i, (key, bytes, count, stack)) in rows.into_iter().enumerate() {
+    for (i, ((key, context), bytes, count, stack)) in rows.into_iter().enumerate() {
         if i < opts.limit {
             let frames = (opts.by == GroupBy::Stack || opts.full_stacks).then(|| {
-                sites::filtered_frames(snap, stack)
+                sites::shown_frames(snap, stack, stack_view(opts))
                     .into_iter()
                     .map(|f| sites::format_frame(snap, snap.frames.get(f)))
                     .collect()
@@ -455,6 +472,7 @@ fn group(
             };
             sites.push(SiteRow {
                 site,
+                context,
                 bytes,
                 count,
                 share: share(bytes),
@@ -464,6 +482,7 @@ fn group(
         } else {
             let o = other.get_or_insert(SiteRow {
                 site: String::new(),
+                context: None,
                 bytes: 0,
                 count: 0,
                 share: 0.0,
@@ -517,31 +536,47 @@ fn group(
     }
 }
 
-fn label(snap: &Snapshot, stack: StackId, opts: &TopOptions) -> String {
+/// The frames `--by stack` and `--full-stacks` show: every kind `--frames` names, the
+/// allocator's own included (a full stack), in call order.
+fn stack_view(opts: &TopOptions) -> sites::StackView {
+    sites::StackView {
+        frames: opts.sites.frames,
+        allocator: true,
+    }
+}
+
+/// The group of `stack`: its label, and with `--by site` the site's context.
+fn label(snap: &Snapshot, stack: StackId, opts: &TopOptions) -> (String, Option<String>) {
     match opts.by {
-        GroupBy::Site => sites::site_label(snap, stack, opts.sites),
+        GroupBy::Site => {
+            let s = sites::site_of(snap, stack, opts.sites);
+            (s.label, s.context)
+        }
         GroupBy::Stack => {
-            let frames = sites::filtered_frames(snap, stack);
+            let frames = sites::shown_frames(snap, stack, stack_view(opts));
             if frames.is_empty() {
-                return NO_FRAMES.to_string();
+                return (NO_FRAMES.to_string(), None);
             }
-            frames
+            let joined = frames
                 .iter()
                 .map(|f| sites::format_frame(snap, snap.frames.get(*f)))
                 .collect::<Vec<_>>()
-                .join(" < ")
+                .join(" < ");
+            (joined, None)
         }
-        GroupBy::File | GroupBy::Function => match sites::site_frame(snap, stack, opts.sites) {
-            None => NO_FRAMES.to_string(),
-            Some(f) => {
-                let fr = snap.frames.get(f);
-                let file = snap.strings.get(fr.filename);
-                if opts.by == GroupBy::File {
-                    file.to_string()
-                } else {
-                    format!("{file}:{}", snap.strings.get(fr.name))
-                }
-            }
-        },
+        GroupBy::File | GroupBy::Function => {
+            let s = sites::site_of(snap, stack, opts.sites);
+            let Some(f) = s.python_frame() else {
+                return (s.label, None);
+            };
+            let fr = snap.frames.get(f);
+            let file = snap.strings.get(fr.filename);
+            let key = if opts.by == GroupBy::File {
+                file.to_string()
+            } else {
+                format!("{file}:{}", snap.strings.get(fr.name))
+            };
+            (key, None)
+        }
     }
 }

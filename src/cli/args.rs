@@ -2,6 +2,7 @@
 //! `#[command(flatten)]`: one parser and one help text per flag, whatever the command.
 
 use super::report::Format;
+use memlens::analyze::sites::{FrameFilter, SiteOptions};
 use memlens::analyze::{gpus, top::Cost};
 use memlens::replay::{MomentSpec, WindowSpec};
 use memlens::Error;
@@ -217,5 +218,52 @@ pub fn prefixed(flag: &str, e: Error) -> Error {
     match e {
         Error::Usage(m) => Error::Usage(format!("{flag}: {m}")),
         other => other,
+    }
+}
+
+/// `--frames python|cpp|all` and `--keep torch|libraries`: which frames name sites and fill
+/// shown stacks.
+#[derive(clap::Args, Debug)]
+pub struct SiteArgs {
+    /// Frames sites and stacks use: python (Python frames only), cpp (C++ frames only:
+    /// autograd nodes, C++ functions, ATen operators), or all (the innermost user Python
+    /// frame, else the C++ site; stacks interleave both).
+    #[arg(long, value_enum, default_value_t = FramesArg::All)]
+    pub frames: FramesArg,
+    /// Let frames inside these packages be sites: torch, or libraries (installed packages
+    /// and the standard library, shown beside the user's line otherwise).
+    #[arg(long, value_parser = ["torch", "libraries"])]
+    pub keep: Vec<String>,
+}
+
+impl SiteArgs {
+    /// The flags as site options.
+    pub fn options(&self) -> SiteOptions {
+        SiteOptions {
+            keep_torch: self.keep.iter().any(|k| k == "torch"),
+            keep_libraries: self.keep.iter().any(|k| k == "libraries"),
+            frames: self.frames.into(),
+        }
+    }
+}
+
+/// The values of `--frames`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum FramesArg {
+    /// Python frames only.
+    Python,
+    /// C++ frames only.
+    Cpp,
+    /// Both.
+    All,
+}
+
+impl From<FramesArg> for FrameFilter {
+    fn from(f: FramesArg) -> FrameFilter {
+        match f {
+            FramesArg::Python => FrameFilter::Python,
+            FramesArg::Cpp => FrameFilter::Cpp,
+            FramesArg::All => FrameFilter::All,
+        }
     }
 }

@@ -84,6 +84,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         ignore_lines: args.ignore_lines,
         sites: SiteOptions {
             keep_torch: args.keep.iter().any(|k| k == "torch"),
+            ..SiteOptions::default()
         },
         categories: true,
     };

@@ -1,11 +1,10 @@
 //! `memlens flame FILE`
 
-use super::args::{AtPeak, CostArg, DeviceArg, MomentArgs, OutputArgs, ScopeArgs};
+use super::args::{AtPeak, CostArg, DeviceArg, MomentArgs, OutputArgs, ScopeArgs, SiteArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::report::FlameFormat;
 use super::Outcome;
 use memlens::analyze::flame;
-use memlens::analyze::sites::SiteOptions;
 use memlens::analyze::top::TopOptions;
 use memlens::Error;
 use std::path::PathBuf;
@@ -23,6 +22,12 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = CostArg::Live)]
     cost: CostArg,
     #[command(flatten)]
+    sites: SiteArgs,
+    /// Keep the caching allocator's own C++ frames (and the tensor-creation frames under an
+    /// operator); without, they are folded into the frame that called them.
+    #[arg(long)]
+    allocator_frames: bool,
+    #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
     out: OutputArgs<FlameFormat>,
@@ -34,7 +39,8 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         at: args.moment.at,
         window: args.scope.window(),
         cost: args.cost.into(),
-        sites: SiteOptions::default(),
+        sites: args.sites.options(),
+        allocator_frames: args.allocator_frames,
         ..TopOptions::default()
     };
     pipeline::report(&args.file, g, args.device, &args.out, |l| {

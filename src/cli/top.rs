@@ -1,9 +1,8 @@
 //! `memlens top FILE`
 
-use super::args::{AtPeak, CostArg, DeviceArg, MomentArgs, OutputArgs, ScopeArgs};
+use super::args::{AtPeak, CostArg, DeviceArg, MomentArgs, OutputArgs, ScopeArgs, SiteArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::analyze::sites::SiteOptions;
 use memlens::analyze::top::{self, GroupBy, TopOptions};
 use memlens::Error;
 use std::path::PathBuf;
@@ -29,9 +28,8 @@ pub struct Args {
     /// Show each group's biggest stack.
     #[arg(long)]
     full_stacks: bool,
-    /// Let frames inside these packages be sites (only `torch` is known).
-    #[arg(long, value_parser = ["torch"])]
-    keep: Vec<String>,
+    #[command(flatten)]
+    sites: SiteArgs,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -59,10 +57,9 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         },
         cost: args.cost.into(),
         limit: args.limit,
-        sites: SiteOptions {
-            keep_torch: args.keep.iter().any(|k| k == "torch"),
-        },
+        sites: args.sites.options(),
         full_stacks: args.full_stacks,
+        allocator_frames: false,
     };
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
         top::run(&l.snap, l.replays(), &opts)

@@ -1,14 +1,18 @@
 //! The typed snapshot model and its builder.
 //!
 //! In: decoded pickle values (through the decoder's hooks). Out: a [`Snapshot`] with interned
-//! frames and stacks, compact segments, blocks and trace events, and data-quality warnings.
+//! frames and stacks, compact segments, blocks and trace events, and data-quality warnings;
+//! what a frame is (`kinds`, `cpp_names`), which the replay's step finding and the analyses
+//! share.
 
 pub mod bounds;
 pub mod build;
+pub mod cpp_names;
 mod error;
 pub mod ids;
 pub mod intern;
 mod keys;
+pub mod kinds;
 pub mod snapshot;
 pub mod validate;
 

@@ -39,6 +39,7 @@ fn found(d: &DeviceLeaks) -> String {
         Some(StepSource::UserDefined) => "from user_defined ProfilerStep# markers".into(),
         Some(StepSource::OptimizerStep) => "from the optimizer's steps (torch/optim frames)".into(),
         Some(StepSource::Periodic) => format!("from a repeating allocation ({marker})"),
+        Some(StepSource::Loop) => format!("from the lines of a {marker} jumping back"),
         None => String::new(),
     }
 }

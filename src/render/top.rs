@@ -23,6 +23,15 @@ fn cost_title(cost: Cost) -> &'static str {
     }
 }
 
+/// A library frame without the directories up to `site-packages/` or `dist-packages/`
+/// (`einops/_backends.py:291:einsum`); anything else as it is.
+fn short_library_path(frame: &str) -> &str {
+    match frame.rfind("-packages/") {
+        Some(i) => &frame[i + "-packages/".len()..],
+        None => frame,
+    }
+}
+
 /// Writes the report, fitted to `style`.
 pub fn text(out: &mut dyn Write, title: &str, r: &TopReport, style: &Style) -> std::io::Result<()> {
     style.para(out, "", "", title)?;
@@ -31,6 +40,32 @@ pub fn text(out: &mut dyn Write, title: &str, r: &TopReport, style: &Style) -> s
     }
     for d in r.devices.iter().chain(&r.final_state_devices) {
         device(out, r, d, style)?;
+    }
+    if let Some(i) = &r.device_imbalance {
+        let least = if i.least_device != i.next_device {
+            format!(
+                " and {:.1}× device {}'s {}",
+                i.ratio_to_least,
+                i.least_device,
+                iec(i.least_peak_bytes)
+            )
+        } else {
+            String::new()
+        };
+        writeln!(out)?;
+        style.para(
+            out,
+            "note: ",
+            "      ",
+            &format!(
+                "device {} holds far more than the others: {} live at its peak, {:.1}× device {}'s {}{least}. One device carrying the others' load (a DataParallel replica gathering outputs, a pipeline stage or rank given more work) runs out first.",
+                i.device,
+                iec(i.peak_bytes),
+                i.ratio_to_next,
+                i.next_device,
+                iec(i.next_peak_bytes),
+            ),
+        )?;
     }
     Ok(())
 }
@@ -80,6 +115,10 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> s
     t.set_header(vec!["#", cost_title(cost), "share", "count", "site"]);
     for (i, row) in d.sites.iter().enumerate() {
         let mut site = style.site(&row.site);
+        if let Some(c) = &row.context {
+            site.push_str("\n  via ");
+            site.push_str(short_library_path(c));
+        }
         if let Some(frames) = &row.frames {
             for f in frames {
                 site.push_str("\n  ");

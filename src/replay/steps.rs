@@ -1,5 +1,6 @@
 //! Steps of a training or serving loop: from `external_annotations` (`ProfilerStep#N`),
-//! from legacy `user_defined` markers, or from the periodic structure of the trace.
+//! from legacy `user_defined` markers, from the optimizer's steps, from the periodic
+//! structure of the trace, or from the lines of the loop's frame ([`super::loops`]).
 
 use super::{DeviceReplay, Window};
 use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
@@ -17,6 +18,8 @@ pub enum StepSource {
     OptimizerStep,
     /// Regular repeats of one allocation (same stack and size), see [`periodic_starts`].
     Periodic,
+    /// The lines of a loop's frame jumping back to its top ([`super::loops`]).
+    Loop,
 }
 
 /// One step.
@@ -111,13 +114,18 @@ fn has_optim_frame(snap: &Snapshot, stack: StackId) -> bool {
     })
 }
 
-/// True when a stack runs inside an `nn.Module` call (a frame named `forward`, `_call_impl` or
-/// `_wrapped_call_impl`).
+/// True for the function of an `nn.Module` call: `forward`, `_call_impl`,
+/// `_wrapped_call_impl`.
+pub fn is_module_call(name: &str) -> bool {
+    name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl"
+}
+
+/// True when a stack runs inside an `nn.Module` call ([`is_module_call`]).
 pub fn under_module_forward(snap: &Snapshot, stack: StackId) -> bool {
-    snap.stacks.get(stack).iter().any(|&f| {
-        let name = snap.strings.get(snap.frames.get(f).name);
-        name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl"
-    })
+    snap.stacks
+        .get(stack)
+        .iter()
+        .any(|&f| is_module_call(snap.strings.get(snap.frames.get(f).name)))
 }
 
 /// True for the actions that release a block.
@@ -329,6 +337,21 @@ pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
             ));
             source = Some(StepSource::Periodic);
             marker = Some(format!("stack of event {key_event}"));
+        }
+    }
+    if source.is_none() {
+        if let Some((frame, starts)) = super::loops::loop_starts(snap, trace) {
+            for (k, w) in starts.windows(2).enumerate() {
+                ranges.push((format!("step {}", k + 1), w[0], w[1] - 1));
+            }
+            let last = *starts.last().expect("a loop has two starts");
+            ranges.push((
+                format!("step {}", starts.len()),
+                last,
+                trace.len() as i64 - 1,
+            ));
+            source = Some(StepSource::Loop);
+            marker = Some(format!("loop in {frame}"));
         }
     }
     let steps = ranges

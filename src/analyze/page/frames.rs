@@ -1,7 +1,7 @@
 //! The page's frame and stack tables: every stack the page shows is written once, as frame
 //! indices, and every frame once, with the kind that decides whether a view shows it.
 
-use crate::analyze::sites;
+use crate::analyze::sites::{self, Kind};
 use crate::model::{FrameId, Snapshot, StackId};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -12,7 +12,8 @@ use serde::Serialize;
 pub enum FrameKind {
     /// The user's own Python code.
     User,
-    /// Python code of an installed package other than torch (`site-packages`, `dist-packages`).
+    /// Python code of an installed package other than torch (`site-packages`, `dist-packages`)
+    /// or of the standard library.
     Library,
     /// Python code inside the `torch` package.
     Torch,
@@ -23,18 +24,15 @@ pub enum FrameKind {
 }
 
 impl FrameKind {
-    /// The kind of a frame by its file and function.
+    /// The kind of a frame by its file and function ([`sites::kinds::kind`]): the
+    /// dispatcher's plumbing is hidden like the interpreter's, the allocator's frames are C++.
     pub fn of(filename: &str, name: &str) -> FrameKind {
-        if sites::is_noise(filename, name) {
-            FrameKind::Noise
-        } else if sites::is_native_frame(filename, name) {
-            FrameKind::Cpp
-        } else if sites::is_torch(filename) {
-            FrameKind::Torch
-        } else if filename.contains("site-packages/") || filename.contains("dist-packages/") {
-            FrameKind::Library
-        } else {
-            FrameKind::User
+        match sites::kinds::kind(filename, name) {
+            Kind::Noise | Kind::Dispatch => FrameKind::Noise,
+            Kind::Allocator | Kind::Autograd | Kind::Cpp => FrameKind::Cpp,
+            Kind::Torch => FrameKind::Torch,
+            Kind::Library => FrameKind::Library,
+            Kind::User => FrameKind::User,
         }
     }
 }
@@ -84,16 +82,15 @@ impl FrameTable {
         i
     }
 
-    /// The page index of `stack` (its frames innermost first), adding it on first use.
+    /// The page index of `stack` (its frames innermost first, in call order:
+    /// [`sites::ordered_frames`]), adding it on first use.
     pub fn stack(&mut self, snap: &Snapshot, stack: StackId) -> u32 {
         if let Some(&i) = self.stack_index.get(&stack) {
             return i;
         }
-        let frames: Vec<u32> = snap
-            .stacks
-            .get(stack)
-            .iter()
-            .map(|&f| self.frame(snap, f))
+        let frames: Vec<u32> = sites::ordered_frames(snap, stack)
+            .into_iter()
+            .map(|f| self.frame(snap, f))
             .collect();
         let i = self.stacks.len() as u32;
         self.stacks.push(frames);

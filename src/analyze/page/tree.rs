@@ -144,12 +144,10 @@ pub fn trees(
     let stacks: Vec<(Vec<(i64, FrameKind)>, u64)> = ordered
         .into_iter()
         .map(|(s, w)| {
-            let frames = snap
-                .stacks
-                .get(s)
-                .iter()
+            let frames = crate::analyze::sites::ordered_frames(snap, s)
+                .into_iter()
                 .rev()
-                .map(|&f| {
+                .map(|f| {
                     let fr = snap.frames.get(f);
                     let kind =
                         FrameKind::of(snap.strings.get(fr.filename), snap.strings.get(fr.name));

@@ -1,32 +1,43 @@
 //! `memlens categories`: live memory split into parameters, optimizer state, gradients,
-//! activations, autograd temporaries, temporaries, inputs and unknown.
+//! activations, KV caches, outputs, autograd temporaries, temporaries, inputs, library
+//! workspaces and unknown.
 //!
-//! Each allocation gets the first rule that matches, user rules (`--rules FILE`, a regex on
-//! frames) first; every category reports its rules and a confidence: `high` when frames say
-//! it, `medium` when the step phase or lifetime does, `low` for a guess.
+//! Each allocation gets the first rule that matches ([`rules`]: the rules and their order),
+//! user rules (`--rules FILE`, a regex on frames) first; every category reports its rules and
+//! a confidence: `high` when frames say it, `medium` when the phase of the trace or the
+//! lifetime does, `low` for a guess. The phases (backward passes, optimizer calls, forward
+//! passes) are in [`phases`], what one stack's frames say in [`facts`], and the split of
+//! parameters from gradients older than the trace by their sizes in [`pairing`].
 //!
 //! A device without a trace (or with a trace that records no allocation) is
 //! categorised from its final blocks by their frames alone (`basis: final_state`): no step
 //! phase or lifetime is known, so those rules do not apply; an [`Absence`] says so.
 
+pub mod facts;
+pub mod pairing;
+pub mod phases;
+pub mod rules;
+
 use super::absence::{self, Absence};
-use super::leaks::under_forward;
-use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
+use crate::model::{Action, Snapshot};
 use crate::replay::steps::{self, DeviceSteps};
-use crate::replay::{self, Allocation, DeviceReplay, Moment, MomentSpec, NEVER};
+use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
 use regex::Regex;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The categories, in report order.
-pub const CATEGORIES: [&str; 8] = [
+pub const CATEGORIES: [&str; 11] = [
     "parameters",
     "optimizer_state",
     "gradients",
     "activations",
+    "kv_cache",
+    "outputs",
     "autograd_temporaries",
     "temporaries",
     "inputs",
+    "workspaces",
     "unknown",
 ];
 
@@ -147,226 +158,6 @@ pub struct CategoriesReport {
     pub absent: Vec<Absence>,
 }
 
-fn any_frame(snap: &Snapshot, stack: StackId, pred: impl Fn(&str, &str) -> bool) -> bool {
-    snap.stacks.get(stack).iter().any(|&f| {
-        let fr = snap.frames.get(f);
-        pred(snap.strings.get(fr.filename), snap.strings.get(fr.name))
-    })
-}
-
-fn is_backward(file: &str, name: &str) -> bool {
-    (file.contains("torch/autograd/")
-        && (name == "backward" || name == "_engine_run_backward" || name == "grad"))
-        || (file.ends_with("torch/_tensor.py") && name == "backward")
-}
-
-fn is_param_setup(file: &str, name: &str) -> bool {
-    (file.contains("torch/nn/modules/module.py")
-        && matches!(
-            name,
-            "_apply" | "convert" | "cuda" | "to" | "load_state_dict" | "_load_from_state_dict"
-        ))
-        || file.contains("torch/nn/parameter.py")
-        || file.contains("torch/nn/init.py")
-        || name == "reset_parameters"
-}
-
-fn is_input_copy(file: &str, name: &str) -> bool {
-    file.contains("torch/utils/data/")
-        || name == "pin_memory"
-        || name == "collate"
-        || name == "default_collate"
-}
-
-/// What the frames of one stack say to the rules, found once per stack.
-struct Facts {
-    /// The first user rule that one of its frames (`filename:line:name`) matches.
-    rule: Option<usize>,
-    has_frames: bool,
-    optim: bool,
-    backward: bool,
-    param_setup: bool,
-    input_copy: bool,
-    forward: bool,
-    torch: bool,
-}
-
-impl Facts {
-    fn of(snap: &Snapshot, stack: StackId, rules: &[UserRule]) -> Facts {
-        let texts: Vec<String> = if rules.is_empty() {
-            Vec::new()
-        } else {
-            let frames = snap.stacks.get(stack).iter();
-            frames
-                .map(|&f| super::sites::format_frame(snap, snap.frames.get(f)))
-                .collect()
-        };
-        Facts {
-            rule: rules
-                .iter()
-                .position(|r| texts.iter().any(|t| r.pattern.is_match(t))),
-            has_frames: !snap.stacks.get(stack).is_empty(),
-            optim: any_frame(snap, stack, |f, _| f.contains("torch/optim/")),
-            backward: any_frame(snap, stack, is_backward),
-            param_setup: any_frame(snap, stack, is_param_setup),
-            input_copy: any_frame(snap, stack, is_input_copy),
-            forward: under_forward(snap, stack),
-            torch: any_frame(snap, stack, |f, _| super::sites::is_torch(f)),
-        }
-    }
-}
-
-struct Ctx<'a> {
-    snap: &'a Snapshot,
-    trace: &'a [TraceEvent],
-    steps: &'a DeviceSteps,
-    rules: &'a [UserRule],
-    /// Per rule: how a hit is written (`user rule CATEGORY: REGEX`).
-    rule_texts: Vec<String>,
-    /// Per stack, on first use.
-    facts: PerStack<Facts>,
-    /// Per step: first event under autograd backward, if any.
-    backward_from: Vec<Option<i64>>,
-    /// Per step: first allocation under a module's forward, if any.
-    forward_from: Vec<Option<i64>>,
-    /// Categorising a final state without a trace: no lifetime is known.
-    final_state: bool,
-}
-
-impl Ctx<'_> {
-    fn facts(&self, stack: StackId) -> &Facts {
-        self.facts
-            .get_or_init(stack, || Facts::of(self.snap, stack, self.rules))
-    }
-
-    /// Per step: its first allocation whose stack has `fact`, if any.
-    fn first_alloc(&self, fact: fn(&Facts) -> bool) -> Vec<Option<i64>> {
-        let steps = self.steps.steps.iter();
-        steps
-            .map(|s| {
-                (s.first_event..=s.last_event).find(|&i| {
-                    let e = &self.trace[i as usize];
-                    e.action == Action::Alloc && fact(self.facts(e.stack))
-                })
-            })
-            .collect()
-    }
-
-    fn step_of(&self, event: i64) -> Option<usize> {
-        self.steps
-            .steps
-            .iter()
-            .position(|s| s.first_event <= event && event <= s.last_event)
-    }
-
-    /// The category of `a`, the rule that put it there and the rule's confidence.
-    fn classify(&self, a: &Allocation) -> (&str, &str, &'static str) {
-        let facts = self.facts(a.stack);
-        if let Some(k) = facts.rule {
-            return (&self.rules[k].category, &self.rule_texts[k], "high");
-        }
-        let step = if a.start >= 0 {
-            self.step_of(a.start)
-        } else {
-            None
-        };
-        let step_end = step.map(|k| self.steps.steps[k].last_event);
-        let outlives_step = a.end == NEVER || step_end.is_some_and(|e| a.end > e);
-        let has_frames = facts.has_frames;
-        if facts.optim {
-            return if outlives_step {
-                (
-                    "optimizer_state",
-                    "allocated under torch/optim and kept past its step",
-                    "high",
-                )
-            } else {
-                (
-                    "temporaries",
-                    "allocated under torch/optim and freed within its step",
-                    "high",
-                )
-            };
-        }
-        let in_backward = step.is_some_and(|k| self.backward_from[k].is_some_and(|b| a.start >= b));
-        if facts.backward || (!has_frames && in_backward) {
-            let conf = if has_frames { "high" } else { "medium" };
-            let (category, rule) = match (has_frames, outlives_step) {
-                (true, true) => ("gradients", "frames under autograd backward, kept past its step"),
-                (true, false) => (
-                    "autograd_temporaries",
-                    "frames under autograd backward, freed within its step",
-                ),
-                (false, true) => (
-                    "gradients",
-                    "no Python frames, made during backward (the autograd thread), kept past its step",
-                ),
-                (false, false) => (
-                    "autograd_temporaries",
-                    "no Python frames, made during backward (the autograd thread), freed within its step",
-                ),
-            };
-            return (category, rule, conf);
-        }
-        if facts.param_setup {
-            return (
-                "parameters",
-                "allocated by module setup (.to/.cuda/_apply, nn.init, load_state_dict)",
-                "high",
-            );
-        }
-        if facts.input_copy {
-            return (
-                "inputs",
-                "allocated by data loading (torch.utils.data, pin_memory, collate)",
-                "high",
-            );
-        }
-        let first_step = self.steps.steps.first().map(|s| s.first_event);
-        if !self.final_state
-            && (a.start < 0 || first_step.is_some_and(|f| a.start < f))
-            && a.end == NEVER
-        {
-            return (
-                "parameters",
-                "allocated before the first step and never freed",
-                "low",
-            );
-        }
-        if facts.forward {
-            return ("activations", "allocated under a module's forward", "high");
-        }
-        if let Some(k) = step {
-            let before_backward = self.backward_from[k].map_or(true, |b| a.start < b);
-            if before_backward && a.end > a.start + 2 {
-                // Before the step's first module forward, user code alone (a `.to(device)`
-                // of the batch) allocates the inputs.
-                let user_only = has_frames && !facts.torch;
-                if user_only && self.forward_from[k].is_some_and(|f| a.start < f) {
-                    return (
-                        "inputs",
-                        "allocated by user code before the step's first module forward",
-                        "medium",
-                    );
-                }
-                return (
-                    "activations",
-                    "allocated in the forward part of a step and kept for backward",
-                    "medium",
-                );
-            }
-        }
-        if a.end != NEVER && a.end - a.start <= 2 {
-            return (
-                "temporaries",
-                "freed within two events of its allocation",
-                "medium",
-            );
-        }
-        ("unknown", "no rule matched", "low")
-    }
-}
-
 /// Per category: bytes, count, and bytes per (rule, confidence).
 type Tally<'a> = (u64, u64, BTreeMap<(&'a str, &'static str), u64>);
 
@@ -454,23 +245,10 @@ pub fn run(
         } else {
             steps::find(snap, r)
         };
-        let mut ctx = Ctx {
-            snap,
-            trace,
-            steps: &st,
-            rules: &opts.rules,
-            rule_texts: opts
-                .rules
-                .iter()
-                .map(|r| format!("user rule {}: {}", r.category, r.pattern.as_str()))
-                .collect(),
-            facts: PerStack::new(&snap.stacks),
-            backward_from: Vec::new(),
-            forward_from: Vec::new(),
-            final_state,
-        };
-        ctx.backward_from = ctx.first_alloc(|f| f.backward);
-        ctx.forward_from = ctx.first_alloc(|f| f.forward);
+        let mut ctx = rules::Ctx::new(snap, trace, &st, &opts.rules, &r.allocations);
+        if final_state {
+            ctx = ctx.final_state();
+        }
         let mut rows: BTreeMap<&str, Tally> = BTreeMap::new();
         let mut live = 0;
         for a in r.live_allocations(at) {
