@@ -472,7 +472,7 @@ fn max_leaked_unmeasured_without_enough_steps() {
         "max_leaked",
         "the trace of device 0 is too short: 3 steps found, at least 4 needed (1 warm-up + 3) to tell growth from noise",
     );
-    let no_steps = "(no ProfilerStep annotations, user_defined markers, optimizer steps or periodic structure)";
+    let no_steps = "(no ProfilerStep annotations, user_defined markers, optimizer steps, periodic structure or repeating loop lines)";
     assert_unmeasured(
         &["samples/capacity_oom.pickle", "--max-leaked", "1MiB"],
         "max_leaked",

@@ -87,3 +87,24 @@ fn oom_text() {
 fn leaks_text() {
     run_golden_exits(&["leaks"], "leaks.txt", &[0, 1]);
 }
+
+#[test]
+fn categories_text() {
+    run_golden(&["categories"], "categories.txt");
+}
+
+#[test]
+fn categories_at_end_json() {
+    run_golden(
+        &["categories", "--at", "end", "--format", "json"],
+        "categories_end.json",
+    );
+}
+
+#[test]
+fn flame_cpp_folded() {
+    run_golden(
+        &["flame", "--format", "folded", "--frames", "cpp"],
+        "flame_cpp.folded",
+    );
+}

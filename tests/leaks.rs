@@ -353,7 +353,7 @@ fn single_sites_keep_their_kind_and_site() {
 }
 
 /// Golden `leaks` text on real snapshots whose steps are found (annotations, the optimizer,
-/// a repeating allocation): the steps summarized, and no finding.
+/// a repeating allocation): the steps summarized; no finding but ftcourse's kept gradients.
 #[test]
 fn golden_leaks_on_real_files() {
     for name in [
@@ -369,8 +369,11 @@ fn golden_leaks_on_real_files() {
             .args(["leaks", name])
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{name}");
         let short = name.split("__").next().unwrap();
+        // ftcourse: with C++ sites, 2 tensors per step made by MmBackward0 and never freed
+        // (200 KiB per step over 44 steps) are no longer hidden under `<no frames>`.
+        let expected = if short == "cranberrii" { 1 } else { 0 };
+        assert_eq!(o.status.code(), Some(expected), "{name}");
         golden(&format!("real/{short}.leaks.txt"), &o.stdout);
     }
 }

@@ -45,7 +45,9 @@ fn compare_with_oracle(file: &Path) {
     let oracle = replay_oracle(file);
     let odevs = oracle["devices"].as_array().unwrap();
     assert_eq!(replays.len(), odevs.len(), "{}", file.display());
-    let top = top_json(file, &[]);
+    // The oracle's site is the innermost Python frame outside torch, libraries included, and
+    // `<no frames>` for C++-only stacks: memlens's `--keep libraries --frames python`.
+    let top = top_json(file, &["--keep", "libraries", "--frames", "python"]);
     for ((r, o), t) in replays
         .iter()
         .zip(odevs)

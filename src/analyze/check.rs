@@ -750,7 +750,7 @@ pub fn leaked(
     }
     if !no_steps.is_empty() {
         out.unmeasured.push(format!(
-            "no steps found in the trace of {} (no ProfilerStep annotations, user_defined markers, optimizer steps or periodic structure)",
+            "no steps found in the trace of {} (no ProfilerStep annotations, user_defined markers, optimizer steps, periodic structure or repeating loop lines)",
             devices_words(&no_steps)
         ));
     }

@@ -122,7 +122,9 @@ pub fn segment_size_for(rounded: u64) -> u64 {
     }
 }
 
-fn expandable_setting(snap: &Snapshot) -> Option<bool> {
+/// Whether the file ran with expandable segments: its `allocator_settings`, else its
+/// `PYTORCH_CUDA_ALLOC_CONF`, else an expandable segment among its segments (`None`: unknown).
+pub fn expandable_setting(snap: &Snapshot) -> Option<bool> {
     match snap.setting("expandable_segments") {
         Some(SettingValue::Bool(b)) => Some(*b),
         _ => match snap.setting("PYTORCH_CUDA_ALLOC_CONF") {

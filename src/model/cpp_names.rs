@@ -17,13 +17,9 @@ pub fn short_name(sig: &str) -> &str {
         match bytes[i] {
             b'<' => angle += 1,
             b'>' if angle > 0 => angle -= 1,
-            b' ' if angle == 0 => {
-                // A space at depth 0 before the arguments ends a return type
-                // (`void f(...)`), unless the text so far is part of the name itself.
-                if !sig[i..].starts_with(" [clone") {
-                    start = i + 1;
-                }
-            }
+            // A space at depth 0 before the arguments ends a return type (`void f(...)`);
+            // ` [clone ...]` is a suffix, not a name.
+            b' ' if angle == 0 && !sig[i..].starts_with(" [clone") => start = i + 1,
             b'(' if angle == 0 => {
                 if sig[i..].starts_with("(anonymous namespace)") {
                     i += "(anonymous namespace)".len();
@@ -52,6 +48,23 @@ pub fn autograd_node(sig: &str) -> Option<&str> {
     let last = last_component(owner);
     let node = last.split('<').next().unwrap_or(last);
     (!node.is_empty() && node != "Node").then_some(node)
+}
+
+/// The autograd engine's own work on gradients between nodes, named like a node: the sum of
+/// two gradients of one tensor (`InputBuffer::add`), a gradient summed to its input's shape
+/// (`InputMetadata::reduce_grad`), a gradient cast to its input's dtype or device
+/// (`validate_outputs`).
+pub fn engine_step(sig: &str) -> Option<&'static str> {
+    let f = short_name(sig);
+    if f.starts_with("torch::autograd::InputBuffer::add") {
+        Some("InputBuffer::add")
+    } else if f.starts_with("torch::autograd::InputMetadata::reduce_grad") {
+        Some("InputMetadata::reduce_grad")
+    } else if f.starts_with("torch::autograd::validate_outputs") {
+        Some("validate_outputs")
+    } else {
+        None
+    }
 }
 
 /// The ATen operator an `at::_ops::NAME::call` or `::redispatch` frame dispatches (`NAME`:

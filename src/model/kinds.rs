@@ -166,7 +166,8 @@ fn is_runtime_file(filename: &str) -> bool {
 }
 
 /// True for frames nobody reading a memory report needs: PyTorch's own list (the unwinder,
-/// `PyEval_*`, the dispatcher's registration files), and among C++ frames the interpreter's
+/// `PyEval_*`, the dispatcher's registration files; its function names only for C++ frames,
+/// where they belong), and among C++ frames the interpreter's
 /// (its binary or `libpython`, CPython's API and call machinery), the C runtime's (program
 /// and thread start-up) and frames the symbolizer could not name (`??`).
 pub fn is_noise(filename: &str, name: &str) -> bool {
@@ -192,11 +193,15 @@ pub fn is_noise(filename: &str, name: &str) -> bool {
         "ceval.c",
         "cpython/abstract.h",
     ];
-    if FUNCTIONS.iter().any(|f| name.contains(f)) || FILES.iter().any(|f| filename.contains(f)) {
+    if FILES.iter().any(|f| filename.contains(f)) {
         return true;
     }
+    // The function names are C's: a Python `train_start` is no noise.
     if !is_native_frame(filename, name) {
         return false;
+    }
+    if FUNCTIONS.iter().any(|f| name.contains(f)) {
+        return true;
     }
     name == "??"
         || name.is_empty()
@@ -258,10 +263,12 @@ fn native_kind(filename: &str, name: &str) -> Kind {
 }
 
 /// An autograd node's `apply` (the node: `MmBackward0`, `AccumulateGrad`, a custom
-/// function's `PyNode` or `CppNode<...>`) or the engine thread's main loop, which roots every
+/// function's `PyNode` or `CppNode<...>`), the engine's own work on gradients
+/// ([`super::cpp_names::engine_step`]), or the engine thread's main loop, which roots every
 /// backward-thread stack.
 fn is_autograd_frame(name: &str) -> bool {
     super::cpp_names::autograd_node(name).is_some()
+        || super::cpp_names::engine_step(name).is_some()
         || name.starts_with("torch::autograd::Engine::thread_main")
 }
 
@@ -336,7 +343,7 @@ fn is_dispatch_frame(filename: &str, name: &str) -> bool {
     if FILES.iter().any(|f| file.starts_with(f)) {
         return true;
     }
-    const PARTS: [&str; 20] = [
+    const PARTS: [&str; 18] = [
         "c10::impl::",
         "c10::BoxedKernel",
         "c10::KernelFunction",
@@ -352,8 +359,6 @@ fn is_dispatch_frame(filename: &str, name: &str) -> bool {
         "torch::autograd::Node::operator()",
         "torch::autograd::call_function",
         "torch::autograd::python::PythonEngine::",
-        "torch::autograd::validate_outputs",
-        "torch::autograd::InputBuffer",
         "_apply_functional(",
         "wrapper_CUDA_",
         "wrapper_Composite",
@@ -499,5 +504,10 @@ mod tests {
         assert!(is_noise("Objects/call.c", "x"));
         assert!(is_noise("a.cpp", "PyEval_EvalFrameDefault"));
         assert!(!is_noise("/home/u/train.py", "forward"));
+        assert!(
+            !is_noise("/home/u/train.py", "train_start"),
+            "a Python function"
+        );
+        assert!(is_noise("??", "_start"));
     }
 }

@@ -141,7 +141,13 @@ fn finding(out: &mut dyn Write, i: usize, f: &Finding, style: &Style) -> std::io
             f.fit_r2
         ),
     )?;
-    style.para(out, "     Line to change: ", "     ", &style.site(&f.site))?;
+    // A C++ site (an autograd node, a C++ function) is no line a person can edit.
+    let label = if f.site.contains(".py:") {
+        "     Line to change: "
+    } else {
+        "     Made by: "
+    };
+    style.para(out, label, "     ", &style.site(&f.site))?;
     style.para(
         out,
         &format!("     Why {kind}: "),

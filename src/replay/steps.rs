@@ -110,7 +110,7 @@ fn has_optim_frame(snap: &Snapshot, stack: StackId) -> bool {
         let fr = snap.frames.get(f);
         let file = snap.strings.get(fr.filename);
         // Optimizers subclass torch.optim.Optimizer: its `wrapper` frame is on every step.
-        file.contains("torch/optim/")
+        file.contains("torch/optim/") || file.contains("torch\\optim\\")
     })
 }
 

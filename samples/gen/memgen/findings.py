@@ -905,3 +905,8 @@ FINDING_SAMPLES = [
     ("ranks", None, ranks),
     ("retained_val", "retained_val.pickle", retained_val),
 ]
+
+# sites and categories (issue 19): memgen/frames_categories.py
+from . import frames_categories as _fc  # noqa: E402
+
+FINDING_SAMPLES += _fc.FINDING_SAMPLES

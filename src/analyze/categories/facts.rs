@@ -22,8 +22,6 @@ pub struct Facts {
     /// The autograd engine's thread: a node's `apply` or the engine's frames (`stacks="all"`;
     /// that thread runs no Python).
     pub backward_thread: bool,
-    /// The autograd node the allocation was made in (`MmBackward0`, `AccumulateGrad`).
-    pub node: Option<String>,
     /// A cuBLAS/cuDNN workspace ([`sites::is_workspace`]).
     pub workspace: bool,
     /// Module set-up: `.to`/`.cuda`/`_apply`, `nn.init`, `load_state_dict`, `nn.Parameter`.
@@ -62,7 +60,15 @@ impl Facts {
         };
         for &f in frames {
             let fr = snap.frames.get(f);
-            let (file, name) = (snap.strings.get(fr.filename), snap.strings.get(fr.name));
+            let (raw, name) = (snap.strings.get(fr.filename), snap.strings.get(fr.name));
+            // Windows paths (`C:\...\torch\optim\adam.py`) match like POSIX ones.
+            let slashed;
+            let file = if raw.contains('\\') {
+                slashed = raw.replace('\\', "/");
+                slashed.as_str()
+            } else {
+                raw
+            };
             let kind = kinds::kind(file, name);
             facts.optim |= file.contains("torch/optim/");
             facts.zero_grad |= name == "zero_grad";
@@ -70,12 +76,7 @@ impl Facts {
             facts.param_setup |= is_param_setup(file, name);
             facts.input_copy |= !kinds::is_native_frame(file, name) && is_input_copy(file, name);
             facts.torch |= kind == Kind::Torch;
-            if kinds::is_native_frame(file, name) && is_engine(name) {
-                facts.backward_thread = true;
-                if facts.node.is_none() {
-                    facts.node = cpp::autograd_node(name).map(str::to_string);
-                }
-            }
+            facts.backward_thread |= kinds::is_native_frame(file, name) && is_engine(name);
         }
         facts
     }

@@ -11,7 +11,9 @@
 //!
 //! A device without a trace (or with a trace that records no allocation) is
 //! categorised from its final blocks by their frames alone (`basis: final_state`): no step
-//! phase or lifetime is known, so those rules do not apply; an [`Absence`] says so.
+//! phase or lifetime is known, so those rules do not apply (but frameless blocks among framed
+//! ones predate the recording: weights loaded before history was on, taken as parameters with
+//! low confidence); an [`Absence`] says so.
 
 pub mod facts;
 pub mod pairing;
@@ -226,7 +228,12 @@ pub fn run(
                 code,
                 Some(dev.id),
                 format!(
-                    "{what}: its final blocks are categorised by their frames alone (no step phases or lifetimes){peak}"
+                    "{what}: its final blocks are categorised by their frames alone (no step phases or lifetimes{}){peak}",
+                    if snap.has_frames() {
+                        "; a block without frames predates the recording and is taken as a parameter"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }

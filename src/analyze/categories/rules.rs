@@ -12,12 +12,12 @@
 //! 5. made in a backward pass (autograd frames, the engine's C++ frames, or no frames during
 //!    one): `gradients` when still live after the pass, `autograd_temporaries` otherwise;
 //! 6. `parameters` made by module set-up; `inputs` made by data loading;
-//! 7. made before the trace or the first step (without steps: the first backward pass) and
-//!    never freed: `gradients` for half of each size when sizes pair up in a training trace
-//!    ([`super::pairing`]), `parameters` otherwise;
+//! 7. made before the trace or the first step and never freed: `gradients` when its size pairs
+//!    with a parameter's in a training trace ([`super::pairing`]), `parameters` otherwise;
 //! 8. under a module's forward: `activations`; in a trace without backward, what outlives its
-//!    forward pass is the forward's `outputs` (a few tensors), or activations the outputs'
-//!    autograd graph keeps (many);
+//!    forward pass (one that returned: code outside any module allocated after it) is the
+//!    forward's `outputs` (a few tensors), or activations the outputs' autograd graph keeps
+//!    (many);
 //! 9. by the phase of the step: `inputs` (user code before the first module forward),
 //!    `activations` (forward part, kept for backward), in a trace without backward `outputs`
 //!    (kept past the step);
@@ -104,20 +104,28 @@ impl<'a> Ctx<'a> {
         ctx.optimizer = Bursts::find(trace, |e| ctx.facts(e.stack).optim, |_| false);
         ctx.forward = Bursts::find(trace, |e| ctx.facts(e.stack).forward, |_| false);
         for a in allocations.iter().filter(|a| a.start >= 0) {
-            if !ctx.facts(a.stack).forward {
+            if !ctx.reaches_forward_rule(ctx.facts(a.stack)) {
                 continue;
             }
-            if let Some(b) = ctx.forward.at(a.start).filter(|b| a.end >= b.end) {
+            if let Some(b) = ctx.returned(a) {
                 *ctx.survivors.entry(b.first).or_default() += 1;
             }
         }
         if ctx.training() {
-            ctx.paired = super::pairing::gradients_by_size(allocations.iter().filter(|a| {
-                a.start < 0
-                    && a.end == NEVER
-                    && a.origin != Origin::Trace
-                    && !ctx.facts(a.stack).has_frames
-            }));
+            let params = allocations
+                .iter()
+                .filter(|a| ctx.facts(a.stack).param_setup)
+                .map(|a| a.size)
+                .collect::<Vec<_>>();
+            ctx.paired = super::pairing::gradients_by_size(
+                allocations.iter().filter(|a| {
+                    a.start < 0
+                        && a.end == NEVER
+                        && a.origin != Origin::Trace
+                        && !ctx.facts(a.stack).has_frames
+                }),
+                params.into_iter(),
+            );
         }
         ctx.forward_from = ctx.first_alloc(|f| f.forward);
         ctx.backward_from = steps
@@ -135,7 +143,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// The same context for a device's final blocks without a trace to date them: frames
-    /// alone decide (see the module documentation of [`super`]).
+    /// alone decide, but for frameless blocks among framed ones, which predate the recording
+    /// and are taken as parameters (see the module documentation of [`super`]).
     pub fn final_state(mut self) -> Ctx<'a> {
         self.final_state = true;
         self
@@ -146,9 +155,54 @@ impl<'a> Ctx<'a> {
             .get_or_init(stack, || Facts::of(self.snap, stack, self.rules))
     }
 
+    /// True when no rule before the forward one takes an allocation with these facts (a
+    /// forward pass's survivors are counted among those alone: its KV cache is no output).
+    fn reaches_forward_rule(&self, f: &Facts) -> bool {
+        f.forward
+            && f.rule.is_none()
+            && !f.workspace
+            && !f.kv_cache
+            && !f.optim
+            && !f.backward_python
+            && !f.backward_thread
+            && !f.param_setup
+            && !f.input_copy
+    }
+
+    /// The forward pass `a` was made in, when `a` outlived it: the pass returned (an
+    /// allocation outside any module followed it; a pass still open when the trace ends, as at
+    /// an OOM inside a forward, has not) and `a` was still live then.
+    fn returned(&self, a: &Allocation) -> Option<Burst> {
+        (a.start >= 0)
+            .then(|| self.forward.at(a.start))
+            .flatten()
+            .filter(|b| b.end < self.trace.len() as i64 && a.end >= b.end)
+    }
+
     /// True when the trace runs a backward pass.
     fn training(&self) -> bool {
         !self.backward.is_empty()
+    }
+
+    /// True when the trace runs a backward pass (a training trace): what `fit` asks before
+    /// it offers accumulation or checkpointing.
+    pub fn has_backward(&self) -> bool {
+        self.training()
+    }
+
+    /// The phase of the step event `i` falls in: `backward` (a burst of the autograd
+    /// engine's allocations), `optimizer` (under `torch/optim`), `forward` (under a module's
+    /// forward), or `None` between them.
+    pub fn phase_at(&self, i: i64) -> Option<&'static str> {
+        if self.backward.at(i).is_some() {
+            Some("backward")
+        } else if self.optimizer.at(i).is_some() {
+            Some("optimizer")
+        } else if self.forward.at(i).is_some() {
+            Some("forward")
+        } else {
+            None
+        }
     }
 
     /// Per step: its first allocation whose stack has `fact`, if any.
@@ -212,21 +266,15 @@ impl<'a> Ctx<'a> {
             );
         }
         let step = (a.start >= 0).then(|| self.step_of(a.start)).flatten();
-        // Without steps, the first backward pass starts the training.
-        let first_step = self
-            .steps
-            .steps
-            .first()
-            .map(|s| s.first_event)
-            .or_else(|| self.backward.all().first().map(|b| b.first));
-        if !self.final_state
-            && (a.start < 0 || first_step.is_some_and(|f| a.start < f))
-            && a.end == NEVER
-        {
+        let first_step = self.steps.steps.first().map(|s| s.first_event);
+        // In a final state without a trace to date it, only a frameless block among framed
+        // ones is known to predate the recording (weights loaded before history was on).
+        let dated = !self.final_state || (!facts.has_frames && self.snap.has_frames());
+        if dated && (a.start < 0 || first_step.is_some_and(|f| a.start < f)) && a.end == NEVER {
             if self.paired.contains(&(a.addr, a.start)) {
                 return (
                     "gradients",
-                    "alive before the trace, never freed, no frames: every size twice, as a parameter and its gradient (half taken as gradients)",
+                    "alive before the trace, never freed, no frames, with a parameter's size (each weight's size twice: the parameter and its gradient)",
                     "low",
                 );
             }
@@ -261,6 +309,13 @@ impl<'a> Ctx<'a> {
                 return (
                     "gradients",
                     "alive before the trace and freed by zero_grad: a gradient",
+                    "high",
+                );
+            }
+            if a.end == NEVER {
+                return (
+                    "optimizer_state",
+                    "alive before the trace, made under torch/optim and kept",
                     "high",
                 );
             }
@@ -338,8 +393,8 @@ impl<'a> Ctx<'a> {
 
     /// Under a module's forward.
     fn forward_rule(&self, a: &Allocation) -> Verdict<'_> {
-        if !self.training() && a.start >= 0 {
-            if let Some(b) = self.forward.at(a.start).filter(|b| a.end >= b.end) {
+        if !self.training() {
+            if let Some(b) = self.returned(a) {
                 let n = self.survivors.get(&b.first).copied().unwrap_or(0);
                 return if n <= MAX_OUTPUTS {
                     (

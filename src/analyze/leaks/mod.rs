@@ -349,7 +349,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
             let msg = format!(
                 "{} steps found{}; at least {} are needed ({} warm-up + {}) to tell growth from noise, so no finding is made",
                 n,
-                if st.source.is_none() { " (no ProfilerStep annotations, user_defined markers, optimizer steps or periodic structure)" } else { "" },
+                if st.source.is_none() { " (no ProfilerStep annotations, user_defined markers, optimizer steps, periodic structure or repeating loop lines)" } else { "" },
                 opts.steps_needed(),
                 opts.warmup,
                 opts.min_steps

@@ -30,6 +30,11 @@ pub(super) fn fix(graph: bool, site: &str, per_step: f64, inputs: &[&str]) -> St
             "the forward pass run at {site} keeps its autograd graph after every step, and with it the {} per step it saved for backward{input}: if its result only feeds a running total or a log, keep `.item()` (or `.detach()`) of it, not the tensor (`total += loss` keeps every step's graph); if no backward is meant (validation, generation), run it under `torch.no_grad()` or `torch.inference_mode()`",
             tensors(per_step)
         )
+    } else if let Some(node) = site.strip_prefix("autograd: ") {
+        format!(
+            "the autograd engine's {node} makes {} per step that are never released, and no Python line was recorded for them: gradients (or their copies) kept step after step — `.grad` tensors appended to a list or stored in a dict, `retain_grad()` on a growing set of tensors, or `backward(retain_graph=True)` on graphs that are kept; keep `.detach().cpu()` copies or bound the container",
+            tensors(per_step)
+        )
     } else {
         format!(
             "tensors made at {site} every step ({} per step) are never released: a Python list or dict that grows, a cache without eviction, or a loss accumulated as a tensor (`total += loss` keeps each step's autograd graph and the tensors it saved, even outside a module's forward); keep `.item()` / `.detach().cpu()` copies, or bound the container",

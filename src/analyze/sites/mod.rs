@@ -227,7 +227,7 @@ fn cpp_site(snap: &Snapshot, frames: &[Classified]) -> Option<Site> {
     let node = frames.iter().enumerate().find_map(|(i, f)| {
         let n = name(f);
         cpp::autograd_node(n)
-            .or_else(|| engine_step(n))
+            .or_else(|| cpp::engine_step(n))
             .map(|node| (i, f.id, node))
     });
     if let Some((i, id, node)) = node {
@@ -255,20 +255,6 @@ fn cpp_site(snap: &Snapshot, frames: &[Classified]) -> Option<Site> {
             context: None,
         })
     })
-}
-
-/// The autograd engine's own work on gradients between nodes, as a node would be named: the
-/// sum of two gradients of one tensor (`InputBuffer::add`), a gradient summed to its input's
-/// shape (`InputMetadata::reduce_grad`).
-fn engine_step(sig: &str) -> Option<&'static str> {
-    let f = cpp::short_name(sig);
-    if f.starts_with("torch::autograd::InputBuffer::add") {
-        Some("InputBuffer::add")
-    } else if f.starts_with("torch::autograd::InputMetadata::reduce_grad") {
-        Some("InputMetadata::reduce_grad")
-    } else {
-        None
-    }
 }
 
 /// `empty`, `new_zeros`, ...: operators that only make a tensor ([`kinds`]).
