@@ -24,6 +24,7 @@ const SCHEMAS: &[&str] = &[
     "explain",
     "leaks",
     "categories",
+    "fit",
     "diff",
     "check",
     "batch",
@@ -376,6 +377,8 @@ fn per_sample(file: &str) -> Vec<(&'static str, Vec<&str>, &'static [i32])> {
         ("oom", vec!["oom", file, "--capacity", "200MiB"], OK),
         ("leaks", vec!["leaks", file], OK_OR_1),
         ("categories", vec!["categories", file], OK),
+        ("fit", vec!["fit", file], OK),
+        ("fit", vec!["fit", file, "--capacity", "200MiB"], OK),
         ("diff", vec!["diff", "samples/diff_base.pickle", file], OK),
         (
             "diff",

@@ -10,6 +10,7 @@ mod categories;
 mod check;
 mod diff;
 mod explain;
+mod fit;
 mod flame;
 mod frag;
 mod html_report;
@@ -62,6 +63,9 @@ enum Command {
     Leaks(leaks::Args),
     /// Live memory by kind: parameters, optimizer state, gradients, activations, temporaries...
     Categories(categories::Args),
+    /// What the memory is made of at the OOM (or peak), and the fixes that make it fit,
+    /// cheapest first, each with the bytes it saves.
+    Fit(fit::Args),
     /// Explain a CUDA out-of-memory error message: the numbers, the cause, fixes cheapest first.
     Explain(explain::Args),
     /// Compare two snapshots by normalized call site: new, removed, grown and shrunk sites.
@@ -111,6 +115,7 @@ pub fn main() -> i32 {
         Command::Batch(a) => batch::run(a, &g),
         Command::Leaks(a) => leaks::run(a, &g),
         Command::Categories(a) => categories::run(a, &g),
+        Command::Fit(a) => fit::run(a, &g),
     };
     let code = exit_code(result);
     // Tests and benchmarks read this process's own peak memory here (a child's rusage also

@@ -12,6 +12,7 @@ use memlens::analyze::categories::CategoriesReport;
 use memlens::analyze::check::CheckReport;
 use memlens::analyze::diff::DiffReport;
 use memlens::analyze::explain::ExplainReport;
+use memlens::analyze::fit::FitReport;
 use memlens::analyze::flame::FlameReport;
 use memlens::analyze::frag::FragReport;
 use memlens::analyze::leaks::LeaksReport;
@@ -74,6 +75,7 @@ titled_text! {
     FragReport => render::frag::text,
     OomReport => render::oom::text,
     CategoriesReport => render::categories::text,
+    FitReport => render::fit::text,
 }
 
 impl Text for ExplainReport {

@@ -6,6 +6,7 @@ pub mod categories;
 pub mod check;
 pub mod diff;
 pub mod explain;
+pub mod fit;
 pub mod flame;
 pub mod frag;
 pub mod html;

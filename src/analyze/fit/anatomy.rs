@@ -1,0 +1,311 @@
+//! The anatomy of a device's memory at one moment: what the live bytes are (from the
+//! category rules), the allocator's share on top, the attention-score-like tensors among the
+//! activations, the layers the activations repeat over, and the ratios that tell the setup
+//! (optimizer state per parameter byte, bytes per parameter of the static part).
+
+use crate::analyze::categories::rules::Ctx;
+use crate::analyze::sites::{self, SiteOptions};
+use crate::model::{Snapshot, StackId};
+use crate::replay::{Allocation, DeviceReplay, NEVER};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// Live bytes by part, plus the allocator's share: what `fit`'s fixes act on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Parts {
+    /// Weights.
+    pub parameters_bytes: u64,
+    /// Gradients.
+    pub gradients_bytes: u64,
+    /// Optimizer state (moments, momentum buffers).
+    pub optimizer_state_bytes: u64,
+    /// Activations saved for backward, or kept by an autograd graph (attention scores
+    /// included).
+    pub activations_bytes: u64,
+    /// Among the activations: attention-score-like tensors (see [`is_attention_score`]).
+    pub attention_scores_bytes: u64,
+    /// Key/value caches.
+    pub kv_cache_bytes: u64,
+    /// A forward pass's outputs kept past it.
+    pub outputs_bytes: u64,
+    /// Temporaries and the autograd engine's temporaries.
+    pub temporaries_bytes: u64,
+    /// Inputs (data loading, user code before the forward).
+    pub inputs_bytes: u64,
+    /// Library workspaces (cuBLAS, cuDNN).
+    pub workspaces_bytes: u64,
+    /// What no rule names (and user categories).
+    pub other_bytes: u64,
+    /// What the allocator holds beyond the live requested bytes and cannot give back under
+    /// pressure: rounding, and free blocks stranded in segments that also hold live blocks
+    /// (reserved − live − releasable).
+    pub allocator_cache_bytes: u64,
+    /// At an OOM: the request that failed (rounded), which the moment still needs.
+    pub pending_request_bytes: u64,
+}
+
+impl Parts {
+    /// Live requested bytes (the parts without the allocator's share and the pending request).
+    pub fn live(&self) -> u64 {
+        self.parameters_bytes
+            + self.gradients_bytes
+            + self.optimizer_state_bytes
+            + self.activations_bytes
+            + self.kv_cache_bytes
+            + self.outputs_bytes
+            + self.temporaries_bytes
+            + self.inputs_bytes
+            + self.workspaces_bytes
+            + self.other_bytes
+    }
+
+    /// What the device must hold at the moment: live + the allocator's share + a pending
+    /// request.
+    pub fn demand(&self) -> u64 {
+        self.live() + self.allocator_cache_bytes + self.pending_request_bytes
+    }
+}
+
+/// The setup the ratios suggest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Setup {
+    /// Optimizer state / parameters (null without parameters).
+    pub optimizer_state_per_parameter_byte: Option<f64>,
+    /// What that ratio usually means, in words.
+    pub reading: String,
+    /// Bytes per weight the reading implies (4 fp32, 2 bf16/fp16), when it implies one.
+    pub weight_bytes: Option<u32>,
+    /// Parameters count that implies (`parameters_bytes / weight_bytes`).
+    pub parameter_count: Option<u64>,
+    /// (parameters + gradients + optimizer state) per parameter.
+    pub static_bytes_per_parameter: Option<f64>,
+    /// Activations / live bytes.
+    pub activation_share: f64,
+}
+
+/// What the trace says around the moment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Flags {
+    /// The trace runs a backward pass.
+    pub training: bool,
+    /// The phase of the moment: `forward`, `backward`, `optimizer`, or null.
+    pub phase: Option<&'static str>,
+    /// Gradients are alive during a forward pass (left from the previous backward).
+    pub gradients_alive_in_forward: bool,
+    /// Activations kept by an autograd graph in a trace without backward (evaluation or
+    /// generation with autograd on).
+    pub evaluation_with_autograd: bool,
+    /// The optimizer frees and re-allocates its state each step (out of place), holding two
+    /// copies during its call.
+    pub optimizer_state_rebuilt: bool,
+    /// The layers the activations repeat over: the count of the most repeated activation site
+    /// per step (null when none repeats).
+    pub layers: Option<u64>,
+    /// A typical per-layer boundary tensor (the median activation tensor of the repeated
+    /// sites), the one checkpointing keeps per layer.
+    pub layer_boundary_bytes: Option<u64>,
+}
+
+/// The anatomy of one device at one moment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Anatomy {
+    /// The parts.
+    pub parts: Parts,
+    /// The setup.
+    pub setup: Setup,
+    /// The trace's evidence.
+    pub flags: Flags,
+    /// Reserved bytes at the moment.
+    pub reserved_bytes: u64,
+    /// Cached free bytes in wholly free segments: what the allocator releases (and retries)
+    /// before an OOM, so not part of the demand.
+    pub releasable_cache_bytes: u64,
+    /// Live bytes in blocks (rounded) at the moment: what expandable segments map, in pages.
+    pub rounded_bytes: u64,
+}
+
+/// True when a frame of `stack` is in attention code (a file or function named `attn` or
+/// `attention`, not a fused kernel's wrapper) and another names a score computation
+/// (`softmax`, `bmm`, `baddbmm`, `matmul`, `einsum`): the B×H×S×S score matrix a
+/// non-fused attention materialises.
+pub fn is_attention_score(snap: &Snapshot, stack: StackId) -> bool {
+    let mut attention = false;
+    let mut score_op = false;
+    for &f in snap.stacks.get(stack) {
+        let frame = snap.frames.get(f);
+        let file = snap.strings.get(frame.filename).to_ascii_lowercase();
+        let name = snap.strings.get(frame.name).to_ascii_lowercase();
+        if name.contains("scaled_dot_product") || name.contains("flash") {
+            return false;
+        }
+        let base = file.rsplit(['/', '\\']).next().unwrap_or("");
+        if base.contains("attn")
+            || base.contains("attention")
+            || name.contains("attn")
+            || name.contains("attention")
+        {
+            attention = true;
+        }
+        if ["softmax", "bmm", "baddbmm", "matmul", "einsum"]
+            .iter()
+            .any(|op| name.contains(op))
+        {
+            score_op = true;
+        }
+    }
+    attention && score_op
+}
+
+fn reading(ratio: Option<f64>, gradients: u64) -> (String, Option<u32>) {
+    let Some(r) = ratio else {
+        return ("no parameters found at this moment".into(), None);
+    };
+    let near = |x: f64| (r - x).abs() <= 0.15 * x;
+    if r == 0.0 {
+        if gradients == 0 {
+            return (
+                "no gradients and no optimizer state: inference, or training before its first backward"
+                    .into(),
+                None,
+            );
+        }
+        return (
+            "gradients but no optimizer state: before the first optimizer step, or an optimizer without state (plain SGD)"
+                .into(),
+            None,
+        );
+    }
+    if near(2.0) {
+        (
+            "optimizer state 2× the parameters: Adam/AdamW with fp32 states on fp32 weights (8 B of state per 4 B weight)".into(),
+            Some(4),
+        )
+    } else if near(4.0) {
+        (
+            "optimizer state 4× the parameters: Adam/AdamW with fp32 states on 16-bit weights (8 B of state per 2 B weight)".into(),
+            Some(2),
+        )
+    } else if near(1.0) {
+        (
+            "optimizer state 1× the parameters: one state per weight (SGD with momentum), or Adam's two states in 16 bits".into(),
+            None,
+        )
+    } else if near(0.5) {
+        (
+            "optimizer state 0.5× the parameters: an 8-bit Adam (2 B of state per 4 B weight)"
+                .into(),
+            Some(4),
+        )
+    } else {
+        (
+            format!("optimizer state {r:.2}× the parameters: no common optimizer layout"),
+            None,
+        )
+    }
+}
+
+/// Sums the live allocations of `replay` at event `at` into parts with the category rules of
+/// `ctx`, and reads the setup and the trace's flags. `pending` is an OOM's failed request;
+/// `releasable` the cached bytes in wholly free segments (from `frag`).
+pub fn measure(
+    snap: &Snapshot,
+    replay: &DeviceReplay,
+    ctx: &Ctx<'_>,
+    at: i64,
+    pending: u64,
+    releasable: u64,
+) -> Anatomy {
+    let mut p = Parts::default();
+    // Activation sites, for the layers: site stack → (allocations, sizes).
+    let mut by_stack: FxHashMap<StackId, Vec<u64>> = FxHashMap::default();
+    for a in replay.live_allocations(at) {
+        let (cat, _, _) = ctx.classify(a);
+        let slot = match cat {
+            "parameters" => &mut p.parameters_bytes,
+            "gradients" => &mut p.gradients_bytes,
+            "optimizer_state" => &mut p.optimizer_state_bytes,
+            "activations" => {
+                if is_attention_score(snap, a.stack) {
+                    p.attention_scores_bytes += a.size;
+                }
+                by_stack.entry(a.stack).or_default().push(a.size);
+                &mut p.activations_bytes
+            }
+            "kv_cache" => &mut p.kv_cache_bytes,
+            "outputs" => &mut p.outputs_bytes,
+            "temporaries" | "autograd_temporaries" => &mut p.temporaries_bytes,
+            "inputs" => &mut p.inputs_bytes,
+            "workspaces" => &mut p.workspaces_bytes,
+            _ => &mut p.other_bytes,
+        };
+        *slot += a.size;
+    }
+    let reserved = replay.reserved_at(at);
+    p.allocator_cache_bytes = reserved.saturating_sub(p.live()).saturating_sub(releasable);
+    p.pending_request_bytes = pending;
+
+    let ratio = (p.parameters_bytes > 0)
+        .then(|| p.optimizer_state_bytes as f64 / p.parameters_bytes as f64);
+    let (reading, weight_bytes) = reading(ratio, p.gradients_bytes);
+    let parameter_count = weight_bytes.map(|w| p.parameters_bytes / w as u64);
+    let setup = Setup {
+        optimizer_state_per_parameter_byte: ratio,
+        reading,
+        weight_bytes,
+        parameter_count,
+        static_bytes_per_parameter: parameter_count.filter(|&n| n > 0).map(|n| {
+            (p.parameters_bytes + p.gradients_bytes + p.optimizer_state_bytes) as f64 / n as f64
+        }),
+        activation_share: if p.live() == 0 {
+            0.0
+        } else {
+            p.activations_bytes as f64 / p.live() as f64
+        },
+    };
+
+    // Layers: the most repeated activation site (each layer instance runs the same lines).
+    let mut by_frame: FxHashMap<String, Vec<u64>> = FxHashMap::default();
+    for (stack, sizes) in &by_stack {
+        let site = sites::site_of(snap, *stack, SiteOptions::default());
+        if site.frame.is_some() {
+            by_frame.entry(site.label).or_default().extend(sizes);
+        }
+    }
+    let layers = by_frame
+        .values()
+        .map(|v| v.len() as u64)
+        .max()
+        .filter(|&n| n >= 2);
+    let layer_boundary_bytes = layers.and_then(|n| {
+        let mut sizes: Vec<u64> = by_frame
+            .values()
+            .filter(|v| v.len() as u64 == n)
+            .flat_map(|v| v.iter().copied())
+            .collect();
+        sizes.sort_unstable();
+        sizes.get(sizes.len() / 2).copied()
+    });
+
+    let training = ctx.has_backward();
+    let phase = (at >= 0).then(|| ctx.phase_at(at)).flatten();
+    let rebuilt = replay.allocations.iter().any(|a: &Allocation| {
+        a.end != NEVER && ctx.classify(a).0 == "optimizer_state" && a.start >= 0
+    });
+    let flags = Flags {
+        training,
+        phase,
+        gradients_alive_in_forward: training && phase == Some("forward") && p.gradients_bytes > 0,
+        evaluation_with_autograd: !training && p.activations_bytes > 0,
+        optimizer_state_rebuilt: rebuilt,
+        layers,
+        layer_boundary_bytes,
+    };
+    Anatomy {
+        parts: p,
+        setup,
+        flags,
+        reserved_bytes: reserved,
+        releasable_cache_bytes: releasable.min(reserved),
+        rounded_bytes: replay.rounded_at(at),
+    }
+}

@@ -1,0 +1,366 @@
+//! The fixes `fit` knows, cheapest first, each a rewrite of the anatomy's parts: what it
+//! saves is the demand before minus the demand after, at the same moment. Every fix states
+//! its cost class (`free`: changes no result and costs no speed; `slower`; `changes_results`),
+//! its confidence and the evidence it stands on. The allocator's share stays as it is under
+//! every fix but the allocator setting's.
+
+use super::anatomy::{Anatomy, Parts};
+use crate::units::iec;
+use serde::Serialize;
+
+/// Page size of an expandable segment's large pool (snapshot-format.md §8).
+const LARGE_PAGE: u64 = 20 << 20;
+
+/// Share of the gradients and optimizer state LoRA keeps (its adapters' own).
+const LORA_KEPT: f64 = 0.01;
+
+/// One fix, with what it saves at the moment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Fix {
+    /// Stable identifier (`expandable_segments`, `zero_grad_set_to_none`, ...).
+    pub id: &'static str,
+    /// What to change, in words.
+    pub action: String,
+    /// `free`, `slower` or `changes_results`.
+    pub cost: &'static str,
+    /// `high`, `medium` or `low`.
+    pub confidence: &'static str,
+    /// Bytes it saves at the moment, applied alone.
+    pub saves_bytes: u64,
+    /// The demand after it, applied alone.
+    pub peak_after_bytes: u64,
+    /// What it stands on (categories, sites, bytes), in words.
+    pub evidence: String,
+}
+
+/// A fix's rewrite of the parts; `k` is the accumulation factor where one applies.
+type Rewrite = Box<dyn Fn(&Parts, &Anatomy, u64) -> Parts>;
+
+/// A fix the catalogue knows, before it is measured.
+pub(super) struct Candidate {
+    pub id: &'static str,
+    pub cost: &'static str,
+    pub confidence: &'static str,
+    pub action: String,
+    pub evidence: String,
+    pub rewrite: Rewrite,
+}
+
+fn scale(x: u64, f: f64) -> u64 {
+    (x as f64 * f).round() as u64
+}
+
+/// What expandable segments would hold beyond the live bytes under pressure: the blocks'
+/// rounding and the last partly used 20 MiB page (whole free pages are unmapped and mapped
+/// again where a request needs them, so no free block stays stranded between live ones).
+pub fn expandable_cache(a: &Anatomy) -> u64 {
+    (a.rounded_bytes.div_ceil(LARGE_PAGE) * LARGE_PAGE).saturating_sub(a.parts.live())
+}
+
+fn expandable(p: &Parts, a: &Anatomy, _: u64) -> Parts {
+    Parts {
+        allocator_cache_bytes: p.allocator_cache_bytes.min(expandable_cache(a)),
+        ..p.clone()
+    }
+}
+
+fn no_gradients(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        gradients_bytes: 0,
+        ..p.clone()
+    }
+}
+
+fn no_activations(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        activations_bytes: 0,
+        attention_scores_bytes: 0,
+        ..p.clone()
+    }
+}
+
+fn accumulate(p: &Parts, _: &Anatomy, k: u64) -> Parts {
+    let k = k.max(1);
+    Parts {
+        activations_bytes: p.activations_bytes / k,
+        attention_scores_bytes: p.attention_scores_bytes / k,
+        inputs_bytes: p.inputs_bytes / k,
+        outputs_bytes: p.outputs_bytes / k,
+        ..p.clone()
+    }
+}
+
+/// Activations under checkpointing: one boundary tensor per layer kept, one layer's
+/// activations recomputed at a time.
+pub fn checkpointed_activations(p: &Parts, a: &Anatomy) -> u64 {
+    match (a.flags.layers, a.flags.layer_boundary_bytes) {
+        (Some(l), Some(b)) if l >= 2 => (l * b + p.activations_bytes / l).min(p.activations_bytes),
+        _ => p.activations_bytes,
+    }
+}
+
+fn checkpoint(p: &Parts, a: &Anatomy, _: u64) -> Parts {
+    let after = checkpointed_activations(p, a);
+    Parts {
+        activations_bytes: after,
+        attention_scores_bytes: if p.activations_bytes == 0 {
+            0
+        } else {
+            scale(
+                p.attention_scores_bytes,
+                after as f64 / p.activations_bytes as f64,
+            )
+        },
+        ..p.clone()
+    }
+}
+
+fn offload_state(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        optimizer_state_bytes: 0,
+        ..p.clone()
+    }
+}
+
+fn eight_bit_state(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        optimizer_state_bytes: p.optimizer_state_bytes / 4,
+        ..p.clone()
+    }
+}
+
+fn fused_attention(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        activations_bytes: p.activations_bytes - p.attention_scores_bytes,
+        attention_scores_bytes: 0,
+        ..p.clone()
+    }
+}
+
+fn bf16_activations(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        activations_bytes: p.activations_bytes / 2,
+        attention_scores_bytes: p.attention_scores_bytes / 2,
+        ..p.clone()
+    }
+}
+
+fn lora(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        gradients_bytes: scale(p.gradients_bytes, LORA_KEPT),
+        optimizer_state_bytes: scale(p.optimizer_state_bytes, LORA_KEPT),
+        ..p.clone()
+    }
+}
+
+fn int8_weights(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+    Parts {
+        parameters_bytes: p.parameters_bytes / 2,
+        ..p.clone()
+    }
+}
+
+/// The retained graphs `leaks` found on this device: their live bytes leave activations
+/// first, then what no rule names, then temporaries.
+fn drop_retained(p: &Parts, retained: u64) -> Parts {
+    let mut q = p.clone();
+    let mut left = retained;
+    for slot in [
+        &mut q.activations_bytes,
+        &mut q.other_bytes,
+        &mut q.temporaries_bytes,
+        &mut q.outputs_bytes,
+    ] {
+        let take = left.min(*slot);
+        *slot -= take;
+        left -= take;
+    }
+    q.attention_scores_bytes = q.attention_scores_bytes.min(q.activations_bytes);
+    q
+}
+
+/// What the catalogue offers for this anatomy, in cost order (the order within a class is
+/// set later, by savings). `expandable_on` is true when the file already runs with
+/// expandable segments; `retained` is the live bytes of `leaks`'s retained graphs on the
+/// device, with the line to change.
+pub(super) fn candidates(
+    a: &Anatomy,
+    expandable_on: bool,
+    retained: Option<(u64, &str)>,
+) -> Vec<Candidate> {
+    let p = &a.parts;
+    let f = &a.flags;
+    let mut out = Vec::new();
+    if !expandable_on && p.allocator_cache_bytes > expandable_cache(a) {
+        out.push(Candidate {
+            id: "expandable_segments",
+            cost: "free",
+            confidence: "medium",
+            action: "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
+            evidence: format!(
+                "{} is held beyond the live bytes (rounding, and free blocks stranded between live ones); one growing segment per pool unmaps whole free 20 MiB pages and maps them where a request needs them, leaving about {} (`memlens whatif --set expandable_segments:True` replays it)",
+                iec(p.allocator_cache_bytes),
+                iec(expandable_cache(a))
+            ),
+            rewrite: Box::new(expandable),
+        });
+    }
+    if f.gradients_alive_in_forward {
+        out.push(Candidate {
+            id: "zero_grad_set_to_none",
+            cost: "free",
+            confidence: "medium",
+            action: "call optimizer.zero_grad(set_to_none=True) before the forward pass (not after it)".into(),
+            evidence: format!(
+                "{} of gradients are alive during the forward pass, left from the previous backward",
+                iec(p.gradients_bytes)
+            ),
+            rewrite: Box::new(no_gradients),
+        });
+    }
+    if f.evaluation_with_autograd {
+        out.push(Candidate {
+            id: "inference_mode",
+            cost: "free",
+            confidence: "medium",
+            action: "run evaluation/generation under torch.inference_mode() (or torch.no_grad())".into(),
+            evidence: format!(
+                "the trace runs no backward, yet {} of activations are kept by the outputs' autograd graph",
+                iec(p.activations_bytes)
+            ),
+            rewrite: Box::new(no_activations),
+        });
+    }
+    if let Some((bytes, site)) = retained.filter(|r| r.0 > 0) {
+        out.push(Candidate {
+            id: "detach_retained_graph",
+            cost: "free",
+            confidence: "medium",
+            action: format!(
+                "at {site}, keep .item() or .detach() of the result, not the tensor (its autograd graph is kept every step)"
+            ),
+            evidence: format!(
+                "`memlens leaks`: retained autograd graphs hold {} at the end of the trace",
+                iec(bytes)
+            ),
+            rewrite: Box::new(move |p, _, _| drop_retained(p, bytes)),
+        });
+    }
+    if f.training && p.activations_bytes > 0 {
+        out.push(Candidate {
+            id: "gradient_accumulation",
+            cost: "slower",
+            confidence: "medium",
+            action: "halve the micro-batch and accumulate gradients over 2 micro-batches (same effective batch)".into(),
+            evidence: format!(
+                "activations, inputs and outputs scale with the micro-batch: {} of activations at the moment",
+                iec(p.activations_bytes)
+            ),
+            rewrite: Box::new(accumulate),
+        });
+        if checkpointed_activations(p, a) < p.activations_bytes {
+            out.push(Candidate {
+                id: "activation_checkpointing",
+                cost: "slower",
+                confidence: "low",
+                action: "checkpoint each layer (torch.utils.checkpoint), about 20% slower: only layer-boundary tensors stay until backward".into(),
+                evidence: format!(
+                    "{} layers (the most repeated activation site), boundary tensor about {}; activations {} → about {}",
+                    f.layers.unwrap_or(0),
+                    iec(f.layer_boundary_bytes.unwrap_or(0)),
+                    iec(p.activations_bytes),
+                    iec(checkpointed_activations(p, a))
+                ),
+                rewrite: Box::new(checkpoint),
+            });
+        }
+    }
+    if p.optimizer_state_bytes > 0 {
+        out.push(Candidate {
+            id: "offload_optimizer_state",
+            cost: "slower",
+            confidence: "high",
+            action:
+                "keep the optimizer state in CPU memory (DeepSpeed ZeRO-Offload, FSDP CPU offload)"
+                    .into(),
+            evidence: format!(
+                "optimizer state {} at the moment",
+                iec(p.optimizer_state_bytes)
+            ),
+            rewrite: Box::new(offload_state),
+        });
+        let ratio = a
+            .setup
+            .optimizer_state_per_parameter_byte
+            .unwrap_or(f64::MAX);
+        if ratio > 0.75 {
+            out.push(Candidate {
+                id: "eight_bit_optimizer",
+                cost: "changes_results",
+                confidence: "medium",
+                action: "use an 8-bit optimizer (bitsandbytes AdamW8bit): 2 B of state per parameter instead of 8".into(),
+                evidence: format!(
+                    "optimizer state {} ({})",
+                    iec(p.optimizer_state_bytes),
+                    a.setup.reading
+                ),
+                rewrite: Box::new(eight_bit_state),
+            });
+        }
+    }
+    if p.attention_scores_bytes > 0 {
+        out.push(Candidate {
+            id: "fused_attention",
+            cost: "changes_results",
+            confidence: "medium",
+            action: "compute attention with torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient kernels): the B×H×S×S scores are never materialised".into(),
+            evidence: format!(
+                "{} of attention-score-like tensors (softmax/bmm/matmul in attention code) among the activations",
+                iec(p.attention_scores_bytes)
+            ),
+            rewrite: Box::new(fused_attention),
+        });
+    }
+    if f.training && a.setup.weight_bytes == Some(4) && p.activations_bytes > 0 {
+        out.push(Candidate {
+            id: "bf16_autocast",
+            cost: "changes_results",
+            confidence: "low",
+            action: "train in bf16 mixed precision (torch.autocast(\"cuda\", dtype=torch.bfloat16)): activations saved in 16 bits".into(),
+            evidence: format!(
+                "the weights look fp32 ({}); activations {}",
+                a.setup.reading,
+                iec(p.activations_bytes)
+            ),
+            rewrite: Box::new(bf16_activations),
+        });
+    }
+    if f.training && p.gradients_bytes + p.optimizer_state_bytes > 0 {
+        out.push(Candidate {
+            id: "lora",
+            cost: "changes_results",
+            confidence: "low",
+            action: "fine-tune low-rank adapters (LoRA) with the base weights frozen: no gradients or optimizer state for them".into(),
+            evidence: format!(
+                "gradients {} and optimizer state {} belong to the weights (adapters keep about 1%)",
+                iec(p.gradients_bytes),
+                iec(p.optimizer_state_bytes)
+            ),
+            rewrite: Box::new(lora),
+        });
+    }
+    if !f.training && p.parameters_bytes > 0 {
+        out.push(Candidate {
+            id: "int8_weights",
+            cost: "changes_results",
+            confidence: "low",
+            action: "load the weights quantized to 8 bits (bitsandbytes / torchao int8), half of 16-bit weights".into(),
+            evidence: format!("parameters {} in a trace without backward", iec(p.parameters_bytes)),
+            rewrite: Box::new(int8_weights),
+        });
+    }
+    out
+}
+
+/// Cost classes in order.
+pub const COSTS: [&str; 3] = ["free", "slower", "changes_results"];

@@ -1,0 +1,366 @@
+//! `memlens fit`: what a device's memory is made of at a moment (the first OOM, else the
+//! peak), the fixes that shrink it, cheapest first, each with the bytes it saves there, and —
+//! with a capacity — the shortest list of them, in cost order, after which the moment fits
+//! with a margin.
+//!
+//! [`anatomy`] measures the parts (from the category rules) and the setup; [`fixes`] holds
+//! the catalogue, each fix a rewrite of the parts. A fix's saving is the demand (live bytes +
+//! the allocator's share + an OOM's pending request) before minus after it, at the same
+//! moment; the allocator's share stays as it is under every fix but the allocator setting's.
+
+pub mod anatomy;
+pub mod fixes;
+
+use super::absence::{self, Absence};
+use super::categories::rules::Ctx;
+use super::frag::{self, FragOptions};
+use super::leaks::{self, LeaksOptions};
+use super::oom::{self, OomOptions};
+use crate::model::{Action, Snapshot};
+use crate::replay::steps::{self, DeviceSteps};
+use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
+use anatomy::Anatomy;
+use fixes::{Fix, COSTS};
+use serde::Serialize;
+
+/// Share of the capacity kept free by a plan.
+pub const MARGIN: f64 = 0.05;
+
+/// Accumulation factors a plan tries, smallest first.
+const ACCUMULATION: [u64; 3] = [2, 4, 8];
+
+/// Options of `fit`.
+#[derive(Clone, Debug, Default)]
+pub struct FitOptions {
+    /// The moment; `None`: each device's first OOM, else its peak.
+    pub at: Option<MomentSpec>,
+    /// Capacity given by the user (`--capacity`, `--gpu`).
+    pub capacity_bytes: Option<u64>,
+    /// Where it came from.
+    pub capacity_source: Option<String>,
+}
+
+/// One step of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanStep {
+    /// The fix's `id`.
+    pub id: &'static str,
+    /// What to change (with the accumulation factor the plan chose).
+    pub action: String,
+    /// Its cost class.
+    pub cost: &'static str,
+    /// The demand after this step and every one before it.
+    pub peak_after_bytes: u64,
+}
+
+/// The shortest list of fixes, in cost order, after which the moment fits.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    /// The capacity a process may fill.
+    pub capacity_bytes: u64,
+    /// Where it came from (`--capacity 80GiB`, `--gpu H100`, `reserved + free at the OOM`).
+    pub capacity_source: String,
+    /// Kept free: [`MARGIN`] of the capacity.
+    pub margin_bytes: u64,
+    /// The demand the plan must reach: capacity − margin.
+    pub target_bytes: u64,
+    /// True when the moment fits without any fix.
+    pub fits_now: bool,
+    /// The fixes, in order (empty when it fits now).
+    pub steps: Vec<PlanStep>,
+    /// True when the demand after the steps is at most the target.
+    pub fits: bool,
+    /// When no list fits: how far above the target the demand stays with every fix.
+    pub short_by_bytes: Option<u64>,
+}
+
+/// One device.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceFit {
+    /// Device index.
+    pub device: u32,
+    /// `oom`, `peak`, or the moment asked for.
+    pub moment: String,
+    /// Where it is in the trace.
+    pub at: Moment,
+    /// What the memory is made of there.
+    pub anatomy: Anatomy,
+    /// Live + the allocator's share + an OOM's pending request.
+    pub demand_bytes: u64,
+    /// Fixes that save anything, by cost class then savings.
+    pub fixes: Vec<Fix>,
+    /// With a capacity: the plan.
+    pub plan: Option<Plan>,
+    /// Remarks (the trace's flags in words, what was assumed).
+    pub notes: Vec<String>,
+}
+
+/// The report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FitReport {
+    /// Always [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Per device with live memory.
+    pub devices: Vec<DeviceFit>,
+    /// What the snapshot lacks for this analysis.
+    pub absent: Vec<Absence>,
+}
+
+/// The usable capacity of a device: the user's, else what its first OOM saw (reserved +
+/// free: what this process could hold), else the capacity `oom` inferred.
+fn capacity_of(device: u32, opts: &FitOptions, ooms: &oom::OomReport) -> Option<(u64, String)> {
+    if let (Some(c), Some(s)) = (opts.capacity_bytes, &opts.capacity_source) {
+        return Some((c, s.clone()));
+    }
+    let first = ooms
+        .ooms
+        .iter()
+        .find(|o| o.explained.device == Some(device))?;
+    if let Some(l) = &first.implied_limit {
+        return Some((
+            l.at_least_bytes,
+            "the per-process limit the OOM implies (at least)".into(),
+        ));
+    }
+    if let (Some(r), Some(f)) = (
+        first.explained.reserved_bytes,
+        first.explained.device_free_bytes,
+    ) {
+        return Some((r + f, "reserved + device free at the OOM".into()));
+    }
+    first
+        .capacity_inferred
+        .as_ref()
+        .map(|c| (c.capacity_bytes, "inferred from the OOM".into()))
+}
+
+fn measure_fix(c: &fixes::Candidate, a: &Anatomy) -> Fix {
+    let after = (c.rewrite)(&a.parts, a, 2).demand();
+    let before = a.parts.demand();
+    Fix {
+        id: c.id,
+        action: c.action.clone(),
+        cost: c.cost,
+        confidence: c.confidence,
+        saves_bytes: before.saturating_sub(after),
+        peak_after_bytes: after,
+        evidence: c.evidence.clone(),
+    }
+}
+
+/// The plan: fixes in list order (cost class, then savings), each applied on top of the
+/// ones before, until the demand reaches the target; accumulation takes the smallest factor
+/// that reaches it (else the largest).
+fn plan(
+    a: &Anatomy,
+    cands: &[fixes::Candidate],
+    order: &[usize],
+    capacity: u64,
+    source: String,
+) -> Plan {
+    let margin = (capacity as f64 * MARGIN) as u64;
+    let target = capacity.saturating_sub(margin);
+    let mut parts = a.parts.clone();
+    let fits_now = parts.demand() <= target;
+    let mut steps = Vec::new();
+    if !fits_now {
+        for &i in order {
+            let c = &cands[i];
+            let (next, action) = if c.id == "gradient_accumulation" {
+                let mut chosen = None;
+                for k in ACCUMULATION {
+                    let q = (c.rewrite)(&parts, a, k);
+                    let fits = q.demand() <= target;
+                    chosen = Some((q, k));
+                    if fits {
+                        break;
+                    }
+                }
+                let (q, k) = chosen.expect("factors are non-empty");
+                (
+                    q,
+                    format!(
+                        "divide the micro-batch by {k} and accumulate gradients over {k} micro-batches (same effective batch)"
+                    ),
+                )
+            } else {
+                ((c.rewrite)(&parts, a, 2), c.action.clone())
+            };
+            if next.demand() >= parts.demand() {
+                continue;
+            }
+            parts = next;
+            steps.push(PlanStep {
+                id: c.id,
+                action,
+                cost: c.cost,
+                peak_after_bytes: parts.demand(),
+            });
+            if parts.demand() <= target {
+                break;
+            }
+        }
+    }
+    let fits = parts.demand() <= target;
+    Plan {
+        capacity_bytes: capacity,
+        capacity_source: source,
+        margin_bytes: margin,
+        target_bytes: target,
+        fits_now,
+        steps,
+        fits,
+        short_by_bytes: (!fits).then(|| parts.demand() - target),
+    }
+}
+
+fn notes_of(a: &Anatomy) -> Vec<String> {
+    let f = &a.flags;
+    let mut notes = Vec::new();
+    if f.gradients_alive_in_forward {
+        notes.push("gradients are alive during the forward pass: they are left from the previous backward (zero_grad runs after the forward, or with set_to_none=False)".into());
+    }
+    if f.evaluation_with_autograd {
+        notes.push("the trace runs no backward but keeps activations: evaluation or generation ran with autograd on".into());
+    }
+    if f.optimizer_state_rebuilt {
+        notes.push("the optimizer frees and re-allocates its state each step (out of place): both copies are alive during its call; an in-place update (foreach/fused kernels, `mul_`/`add_`) holds one".into());
+    }
+    notes.push("fixes are estimated from this moment's parts; the allocator's share is assumed unchanged but under the allocator setting".into());
+    notes
+}
+
+/// Runs the analysis on every device with a trace, and on the final blocks of a device
+/// without one (its end).
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &FitOptions,
+) -> Result<FitReport, String> {
+    let ooms = oom::run(
+        snap,
+        replays,
+        &OomOptions {
+            capacity_bytes: opts.capacity_bytes,
+            capacity_source: opts.capacity_source.clone(),
+            ..OomOptions::default()
+        },
+    )?;
+    let found = leaks::run(snap, replays, &LeaksOptions::default());
+    let expandable_on = oom::expandable_setting(snap) == Some(true);
+    let mut devices = Vec::new();
+    let mut absent = Vec::new();
+    for dev in &snap.devices {
+        let trace = snap.device_trace(dev);
+        let owned;
+        let r = match replays.iter().find(|r| r.device == dev.id) {
+            Some(r) => r,
+            None if trace.is_empty() && !snap.device_segments(dev).is_empty() => {
+                owned = replay::replay_device(snap, dev);
+                &owned
+            }
+            None => continue,
+        };
+        let final_state = !trace.iter().any(|e| e.action == Action::Alloc);
+        let has_oom = trace.iter().any(|e| e.action == Action::Oom);
+        let spec = opts.at.unwrap_or(if has_oom {
+            MomentSpec::Oom(1)
+        } else {
+            MomentSpec::Peak
+        });
+        let at = if final_state {
+            absent.push(Absence::new(
+                if trace.is_empty() {
+                    absence::NO_TRACE
+                } else {
+                    absence::NO_ACTIVITY
+                },
+                Some(dev.id),
+                format!(
+                    "device {} has no allocation in its trace: its final blocks are measured by their frames alone (no phases, no peak)",
+                    dev.id
+                ),
+            ));
+            r.events as i64 - 1
+        } else {
+            replay::resolve(spec, r, trace)?
+        };
+        let st = if final_state {
+            DeviceSteps {
+                device: dev.id,
+                source: None,
+                marker: None,
+                steps: Vec::new(),
+            }
+        } else {
+            steps::find(snap, r)
+        };
+        let mut ctx = Ctx::new(snap, trace, &st, &[], &r.allocations);
+        if final_state {
+            ctx = ctx.final_state();
+        }
+        let pending = (at >= 0)
+            .then(|| &trace[at as usize])
+            .filter(|e| e.action == Action::Oom)
+            .map_or(0, |e| e.size);
+        let releasable = frag::run(
+            snap,
+            std::slice::from_ref(r),
+            &FragOptions {
+                at: MomentSpec::Index(at),
+                ..FragOptions::default()
+            },
+        )
+        .ok()
+        .and_then(|f| f.devices.into_iter().find(|d| d.device == dev.id))
+        .map_or(0, |d| d.total.releasable_bytes);
+        let a = anatomy::measure(snap, r, &ctx, at, pending, releasable);
+        let retained: Vec<&leaks::Finding> = found
+            .findings
+            .iter()
+            .filter(|f| f.device == dev.id && f.kind == "retained_graph")
+            .collect();
+        let retained_bytes: u64 = retained.iter().map(|f| f.live_bytes_at_end).sum();
+        let retained_site = retained.first().map(|f| f.site.as_str());
+        let cands = fixes::candidates(
+            &a,
+            expandable_on,
+            retained_site.map(|s| (retained_bytes.min(a.parts.live()), s)),
+        );
+        let measured: Vec<Fix> = cands.iter().map(|c| measure_fix(c, &a)).collect();
+        let mut order: Vec<usize> = (0..cands.len())
+            .filter(|&i| measured[i].saves_bytes > 0)
+            .collect();
+        order.sort_by(|&i, &j| {
+            let class = |k: usize| COSTS.iter().position(|c| *c == measured[k].cost);
+            class(i)
+                .cmp(&class(j))
+                .then(measured[j].saves_bytes.cmp(&measured[i].saves_bytes))
+                .then(measured[i].id.cmp(measured[j].id))
+        });
+        let plan = capacity_of(dev.id, opts, &ooms).map(|(c, s)| plan(&a, &cands, &order, c, s));
+        let moment = if final_state {
+            "end".to_string()
+        } else {
+            match spec {
+                MomentSpec::Oom(1) => "oom".into(),
+                s => s.to_string(),
+            }
+        };
+        devices.push(DeviceFit {
+            device: dev.id,
+            moment,
+            at: replay::moment(trace, at),
+            demand_bytes: a.parts.demand(),
+            fixes: order.iter().map(|&i| measured[i].clone()).collect(),
+            plan,
+            notes: notes_of(&a),
+            anatomy: a,
+        });
+    }
+    Ok(FitReport {
+        schema_version: super::SCHEMA_VERSION,
+        devices,
+        absent,
+    })
+}

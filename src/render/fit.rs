@@ -1,0 +1,160 @@
+//! Text rendering of [`FitReport`]: per device, the anatomy at the moment, the setup it
+//! suggests, the fixes cheapest first with their savings, and the plan for a capacity.
+
+use super::text::{right, Style};
+use crate::analyze::fit::{DeviceFit, FitReport};
+use crate::units::iec;
+use comfy_table::Cell;
+use std::io::Write;
+
+/// Writes the report, fitted to `style`.
+pub fn text(out: &mut dyn Write, title: &str, r: &FitReport, style: &Style) -> std::io::Result<()> {
+    style.para(out, "", "", title)?;
+    if r.devices.is_empty() {
+        writeln!(out, "\nNo device has live memory.")?;
+    }
+    for d in &r.devices {
+        device(out, d, style)?;
+    }
+    for a in &r.absent {
+        style.para(out, "note: ", "  ", &a.message)?;
+    }
+    Ok(())
+}
+
+fn share(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        String::new()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<()> {
+    let p = &d.anatomy.parts;
+    let when = match d.at.event_index {
+        -1 => "before the first event".to_string(),
+        i => format!("after event {i}"),
+    };
+    writeln!(
+        out,
+        "\nDevice {} — at {} ({when}): {} to hold",
+        d.device,
+        d.moment,
+        iec(d.demand_bytes)
+    )?;
+    let mut t = style.table();
+    t.set_header(vec!["part", "bytes", "share"]);
+    let rows: [(&str, u64); 13] = [
+        ("parameters", p.parameters_bytes),
+        ("gradients", p.gradients_bytes),
+        ("optimizer state", p.optimizer_state_bytes),
+        ("activations", p.activations_bytes),
+        ("  of which attention scores", p.attention_scores_bytes),
+        ("KV cache", p.kv_cache_bytes),
+        ("outputs", p.outputs_bytes),
+        ("temporaries", p.temporaries_bytes),
+        ("inputs", p.inputs_bytes),
+        ("workspaces", p.workspaces_bytes),
+        ("other", p.other_bytes),
+        ("allocator cache", p.allocator_cache_bytes),
+        ("pending request (OOM)", p.pending_request_bytes),
+    ];
+    for (name, bytes) in rows.iter().filter(|(_, b)| *b > 0) {
+        t.add_row(vec![
+            Cell::new(name),
+            right(iec(*bytes)),
+            right(share(*bytes, d.demand_bytes)),
+        ]);
+    }
+    writeln!(out, "{t}")?;
+    let s = &d.anatomy.setup;
+    let mut setup = s.reading.clone();
+    if let Some(b) = s.static_bytes_per_parameter {
+        setup.push_str(&format!(
+            "; {b:.1} B per parameter before activations ({} parameters of {} B)",
+            s.parameter_count.unwrap_or(0),
+            s.weight_bytes.unwrap_or(0)
+        ));
+    }
+    setup.push_str(&format!(
+        "; activations {:.1}% of live",
+        s.activation_share * 100.0
+    ));
+    style.para(out, "setup: ", "  ", &setup)?;
+    for n in &d.notes {
+        style.para(out, "note: ", "  ", n)?;
+    }
+    if d.fixes.is_empty() {
+        writeln!(out, "\nNo fix applies at this moment.")?;
+    } else {
+        writeln!(out, "\nFixes, cheapest first")?;
+        let mut t = style.table();
+        t.set_header(vec![
+            "#",
+            "cost",
+            "saves",
+            "peak after",
+            "confidence",
+            "fix",
+        ]);
+        for (i, f) in d.fixes.iter().enumerate() {
+            t.add_row(vec![
+                right((i + 1).to_string()),
+                Cell::new(f.cost.replace('_', " ")),
+                right(iec(f.saves_bytes)),
+                right(iec(f.peak_after_bytes)),
+                Cell::new(f.confidence),
+                Cell::new(&f.action),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+        writeln!(out, "Evidence")?;
+        for (i, f) in d.fixes.iter().enumerate() {
+            style.para(out, &format!("  {}. ", i + 1), "     ", &f.evidence)?;
+        }
+    }
+    if let Some(plan) = &d.plan {
+        let head = format!(
+            "capacity {} ({}), {} kept free: the moment must come to {} or less",
+            iec(plan.capacity_bytes),
+            plan.capacity_source,
+            iec(plan.margin_bytes),
+            iec(plan.target_bytes)
+        );
+        writeln!(out)?;
+        style.para(out, "Plan: ", "  ", &head)?;
+        if plan.fits_now {
+            style.para(out, "  ", "  ", "it fits as it is; no fix is needed")?;
+        }
+        for (i, s) in plan.steps.iter().enumerate() {
+            style.para(
+                out,
+                &format!("  {}. ", i + 1),
+                "     ",
+                &format!(
+                    "{} ({}) → {}",
+                    s.action,
+                    s.cost.replace('_', " "),
+                    iec(s.peak_after_bytes)
+                ),
+            )?;
+        }
+        match plan.short_by_bytes {
+            Some(short) => style.para(
+                out,
+                "  ",
+                "  ",
+                &format!(
+                    "with every fix it is still {} short: a larger GPU, or sharding across devices (FSDP/ZeRO), is needed",
+                    iec(short)
+                ),
+            )?,
+            None if !plan.fits_now => {
+                style.para(out, "  ", "  ", "after these it fits with the margin")?
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}

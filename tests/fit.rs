@@ -1,0 +1,318 @@
+//! `memlens fit` (issue 23): the anatomy against samples whose parts are known by
+//! construction (their truth files) and a GPU capture, the fixes' savings against
+//! arithmetic on that anatomy, the plan against a capacity worked out by hand.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn fit(args: &[&str], file: &Path) -> Value {
+    let mut a: Vec<std::ffi::OsString> = vec!["fit".into()];
+    a.extend(args.iter().map(|x| x.into()));
+    a.push("--format".into());
+    a.push("json".into());
+    a.push(file.into());
+    let o = memlens(a);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?} {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn truth(name: &str) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(root().join("samples/truth").join(format!("{name}.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
+}
+
+/// `actual` within 5% of `expected` (the issue's bound for the anatomy).
+fn near(actual: u64, expected: u64, what: &str) {
+    let err = (actual as f64 - expected as f64).abs() / expected as f64;
+    assert!(
+        err <= 0.05,
+        "{what}: {actual} vs {expected} ({:.1}%)",
+        err * 100.0
+    );
+}
+
+fn parts(v: &Value, d: usize) -> &Value {
+    &v["devices"][d]["anatomy"]["parts"]
+}
+
+fn fix<'a>(v: &'a Value, d: usize, id: &str) -> Option<&'a Value> {
+    v["devices"][d]["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+}
+
+/// Live + cache + pending, from the parts alone.
+fn demand(p: &Value) -> u64 {
+    [
+        "parameters_bytes",
+        "gradients_bytes",
+        "optimizer_state_bytes",
+        "activations_bytes",
+        "kv_cache_bytes",
+        "outputs_bytes",
+        "temporaries_bytes",
+        "inputs_bytes",
+        "workspaces_bytes",
+        "other_bytes",
+        "allocator_cache_bytes",
+        "pending_request_bytes",
+    ]
+    .iter()
+    .map(|k| u(&p[*k]))
+    .sum()
+}
+
+#[test]
+fn adam_training_anatomy_matches_its_truth() {
+    let t = truth("train_stacks_all");
+    let v = fit(&["--at", "end"], &sample("train_stacks_all.pickle"));
+    let p = parts(&v, 0);
+    let params = u(&t["parameter_bytes"]);
+    near(u(&p["parameters_bytes"]), params, "parameters");
+    near(
+        u(&p["gradients_bytes"]),
+        u(&t["gradient_bytes_at_end"]),
+        "gradients",
+    );
+    near(
+        u(&p["optimizer_state_bytes"]),
+        u(&t["optimizer_state_bytes_at_end"]),
+        "optimizer state",
+    );
+    near(
+        u(&p["workspaces_bytes"]),
+        u(&t["workspace_bytes"]),
+        "workspaces",
+    );
+    let s = &v["devices"][0]["anatomy"]["setup"];
+    assert_eq!(s["weight_bytes"], 4, "{s}");
+    assert_eq!(u(&s["parameter_count"]), params / 4);
+    // 4 weight + 4 gradient + 8 state bytes per fp32 parameter.
+    assert!((s["static_bytes_per_parameter"].as_f64().unwrap() - 16.0).abs() < 0.5);
+    assert_eq!(v["devices"][0]["demand_bytes"], demand(p));
+    let f = &v["devices"][0]["anatomy"]["flags"];
+    assert_eq!(f["training"], true);
+    assert_eq!(f["optimizer_state_rebuilt"], true, "{f}");
+}
+
+#[test]
+fn momentum_sgd_older_than_the_trace_matches_its_truth() {
+    let t = truth("late_grads");
+    let v = fit(&["--at", "end"], &sample("late_grads.pickle"));
+    let p = parts(&v, 0);
+    near(
+        u(&p["parameters_bytes"]),
+        u(&t["parameter_bytes"]),
+        "parameters",
+    );
+    near(
+        u(&p["gradients_bytes"]),
+        u(&t["gradient_bytes"]),
+        "gradients",
+    );
+    near(
+        u(&p["optimizer_state_bytes"]),
+        u(&t["optimizer_state_bytes"]),
+        "optimizer state",
+    );
+    let ratio = v["devices"][0]["anatomy"]["setup"]["optimizer_state_per_parameter_byte"]
+        .as_f64()
+        .unwrap();
+    assert!((ratio - 1.0).abs() < 0.05, "{ratio}");
+}
+
+#[test]
+fn adam_loop_anatomy_matches_its_truth() {
+    let t = truth("adam_loop");
+    let v = fit(&["--at", "end"], &sample("adam_loop.pickle"));
+    let p = parts(&v, 0);
+    near(
+        u(&p["parameters_bytes"]),
+        u(&t["parameter_bytes"]),
+        "parameters",
+    );
+    near(
+        u(&p["optimizer_state_bytes"]),
+        u(&t["optimizer_state_bytes"]),
+        "optimizer state",
+    );
+}
+
+#[test]
+fn the_capture_at_its_oom_holds_its_parameters_and_the_pending_request() {
+    let f = root().join("samples/captured/capacity_oom.pickle");
+    let t: Value = serde_json::from_slice(
+        &std::fs::read(root().join("samples/captured/capacity_oom.truth.json")).unwrap(),
+    )
+    .unwrap();
+    let v = fit(&[], &f);
+    let d = &v["devices"][0];
+    assert_eq!(d["moment"], "oom");
+    near(
+        u(&parts(&v, 0)["parameters_bytes"]) + u(&parts(&v, 0)["other_bytes"]),
+        u(&t["facts"]["live_param_bytes"]),
+        "live parameters",
+    );
+    assert!(u(&parts(&v, 0)["pending_request_bytes"]) >= 1 << 30);
+    // The per-process limit the OOM implies is the capacity of the plan.
+    let plan = &d["plan"];
+    assert!(plan.is_object(), "{d}");
+    assert_eq!(plan["fits_now"], false);
+}
+
+/// Every fix's saving is the demand minus its own peak after; the list runs by cost class,
+/// then savings; the optimizer fixes save what their arithmetic says.
+#[test]
+fn savings_are_the_arithmetic_of_the_parts() {
+    for name in [
+        "train_stacks_all.pickle",
+        "adam_loop.pickle",
+        "late_grads.pickle",
+        "serve_kv.pickle",
+        "retained_val.pickle",
+        "frag_oom.pickle",
+        "kv_cache.pickle",
+    ] {
+        let v = fit(&[], &sample(name));
+        for (di, d) in v["devices"].as_array().unwrap().iter().enumerate() {
+            let dem = u(&d["demand_bytes"]);
+            assert_eq!(dem, demand(parts(&v, di)), "{name}");
+            let fixes = d["fixes"].as_array().unwrap();
+            let class = |c: &str| {
+                ["free", "slower", "changes_results"]
+                    .iter()
+                    .position(|x| *x == c)
+                    .unwrap()
+            };
+            for w in fixes.windows(2) {
+                let (a, b) = (&w[0], &w[1]);
+                let (ca, cb) = (
+                    class(a["cost"].as_str().unwrap()),
+                    class(b["cost"].as_str().unwrap()),
+                );
+                assert!(
+                    ca < cb || (ca == cb && u(&a["saves_bytes"]) >= u(&b["saves_bytes"])),
+                    "{name}: order {a} {b}"
+                );
+            }
+            for f in fixes {
+                assert!(u(&f["saves_bytes"]) > 0, "{name}: {f}");
+                assert_eq!(
+                    u(&f["saves_bytes"]) + u(&f["peak_after_bytes"]),
+                    dem,
+                    "{name}: {f}"
+                );
+            }
+            let p = parts(&v, di);
+            let state = u(&p["optimizer_state_bytes"]);
+            if let Some(f) = fix(&v, di, "offload_optimizer_state") {
+                assert_eq!(u(&f["saves_bytes"]), state, "{name}");
+            }
+            if let Some(f) = fix(&v, di, "eight_bit_optimizer") {
+                assert_eq!(u(&f["saves_bytes"]), state - state / 4, "{name}");
+            }
+            if let Some(f) = fix(&v, di, "gradient_accumulation") {
+                let a = u(&p["activations_bytes"]);
+                let i = u(&p["inputs_bytes"]);
+                let o = u(&p["outputs_bytes"]);
+                assert_eq!(
+                    u(&f["saves_bytes"]),
+                    (a - a / 2) + (i - i / 2) + (o - o / 2),
+                    "{name}"
+                );
+            }
+        }
+    }
+}
+
+/// A plan for a capacity worked out by hand from the report's own fixes: the first fixes in
+/// order until the demand is at most capacity − 5%.
+#[test]
+fn the_plan_is_the_shortest_prefix_in_cost_order() {
+    let f = sample("train_stacks_all.pickle");
+    let v = fit(&[], &f);
+    let d = &v["devices"][0];
+    let dem = u(&d["demand_bytes"]);
+    // A capacity the demand exceeds by a little: the first fix alone is enough.
+    let first = &d["fixes"][0];
+    let cap = ((dem - u(&first["saves_bytes"]) / 2) as f64 / 0.95).ceil() as u64;
+    let v = fit(&["--capacity", &cap.to_string()], &f);
+    let plan = &v["devices"][0]["plan"];
+    assert_eq!(plan["fits_now"], false, "{plan}");
+    assert_eq!(plan["fits"], true, "{plan}");
+    assert_eq!(plan["steps"].as_array().unwrap().len(), 1, "{plan}");
+    assert_eq!(plan["steps"][0]["id"], first["id"]);
+    assert_eq!(u(&plan["margin_bytes"]), (cap as f64 * 0.05) as u64);
+    // A capacity nothing reaches: short by what is left above the target.
+    let v = fit(&["--capacity", "1MiB"], &f);
+    let plan = &v["devices"][0]["plan"];
+    assert_eq!(plan["fits"], false);
+    let last = plan["steps"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        u(&plan["short_by_bytes"]),
+        u(&last["peak_after_bytes"]) - u(&plan["target_bytes"])
+    );
+    // A capacity it already fits.
+    let v = fit(&["--capacity", "80GiB"], &f);
+    let plan = &v["devices"][0]["plan"];
+    assert_eq!(plan["fits_now"], true);
+    assert!(plan["steps"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn evaluation_with_autograd_on_is_named_and_inference_mode_offered() {
+    let v = fit(&["--at", "end"], &sample("retained_val.pickle"));
+    let d = &v["devices"][0];
+    let ids: Vec<&str> = d["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"detach_retained_graph"), "{ids:?}");
+    assert!(ids[0] != "lora", "{ids:?}");
+}
+
+#[test]
+fn a_fragmented_oom_offers_expandable_segments_and_an_expandable_one_does_not() {
+    let v = fit(&[], &sample("frag_oom.pickle"));
+    assert!(fix(&v, 0, "expandable_segments").is_some(), "{v}");
+    let f = root().join("samples/captured/frag_oom_expandable.pickle");
+    let v = fit(&[], &f);
+    assert!(fix(&v, 0, "expandable_segments").is_none());
+}
+
+#[test]
+fn text_fits_80_columns() {
+    let o = memlens([
+        "fit",
+        "--width",
+        "80",
+        "--capacity",
+        "200MiB",
+        sample("train_stacks_all.pickle").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8(o.stdout).unwrap();
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "{line}");
+    }
+    assert!(text.contains("Fixes, cheapest first"), "{text}");
+    assert!(text.contains("Plan: "), "{text}");
+}
