@@ -8,6 +8,7 @@ pub mod categories;
 pub mod check;
 pub mod diff;
 pub mod explain;
+pub mod export;
 pub mod gpus;
 pub mod leaks;
 pub mod oom;

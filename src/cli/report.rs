@@ -12,6 +12,8 @@ use memlens::analyze::categories::CategoriesReport;
 use memlens::analyze::check::CheckReport;
 use memlens::analyze::diff::DiffReport;
 use memlens::analyze::explain::ExplainReport;
+use memlens::analyze::export::perfetto::PerfettoExport;
+use memlens::analyze::export::slice::SliceReport;
 use memlens::analyze::flame::FlameReport;
 use memlens::analyze::frag::FragReport;
 use memlens::analyze::leaks::LeaksReport;
@@ -306,5 +308,27 @@ impl Formats<PageReport> for ReportFormat {
                 },
             ),
         }
+    }
+}
+
+/// `export --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ExportFormat {
+    /// Chrome trace-event JSON for Perfetto UI and chrome://tracing (time in µs from time_us).
+    #[default]
+    Perfetto,
+}
+
+impl Formats<PerfettoExport> for ExportFormat {
+    fn write(self, r: &PerfettoExport, out: &mut dyn Write, _: &str, _: &Style) -> Result<()> {
+        match self {
+            ExportFormat::Perfetto => render::perfetto::write(out, r),
+        }
+    }
+}
+
+impl Text for SliceReport {
+    fn text(&self, out: &mut dyn Write, _title: &str, style: &Style) -> Result<()> {
+        render::slice::text(out, self, style)
     }
 }

@@ -12,6 +12,8 @@ pub mod html;
 pub mod json;
 pub mod leaks;
 pub mod oom;
+pub mod perfetto;
+pub mod slice;
 pub mod summary;
 pub mod text;
 pub use crate::units;
