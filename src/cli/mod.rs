@@ -8,6 +8,7 @@ mod args;
 mod batch;
 mod categories;
 mod check;
+mod dataset;
 mod diff;
 mod explain;
 mod export;

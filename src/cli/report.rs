@@ -267,6 +267,9 @@ pub enum BatchFormat {
     Jsonl,
     /// One JSON document.
     Json,
+    /// A Hive-partitioned Parquet dataset in the directory `-o DIR` (tables files, sites,
+    /// timeline, ooms, leaks; see docs/scale.md).
+    Parquet,
 }
 
 impl Formats<BatchReport> for BatchFormat {
@@ -282,6 +285,10 @@ impl Formats<BatchReport> for BatchFormat {
             BatchFormat::Csv => render::batch::csv(out, r),
             BatchFormat::Jsonl => render::batch::jsonl(out, r),
             BatchFormat::Json => render::json::write(out, r),
+            // `batch` writes the dataset itself (a directory of files, not one report).
+            BatchFormat::Parquet => Err(std::io::Error::other(
+                "parquet is a dataset directory, written by batch itself",
+            )),
         }
     }
 }

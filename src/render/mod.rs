@@ -12,6 +12,7 @@ pub mod html;
 pub mod json;
 pub mod leaks;
 pub mod oom;
+pub mod parquet;
 pub mod perfetto;
 pub mod slice;
 pub mod summary;
