@@ -630,3 +630,36 @@ fn slices_round_trip_through_python_and_memlens() {
     }
     assert!(checked > 20, "{checked} slices checked");
 }
+
+#[test]
+fn perfetto_counts_from_a_profiler_base_time() {
+    // A torch.profiler trace's `ts` count from its `baseTimeNanoseconds`; given the same base,
+    // every timestamp moves back by base / 1000 µs and the base is carried at the top level.
+    let f = sample("train_small.pickle");
+    let fs = f.to_str().unwrap();
+    let plain = json_of(&["export", fs]);
+    let base: i64 = 1_732_950_000_000_000_000;
+    let shifted = json_of(&["export", fs, "--base-ns", &base.to_string()]);
+    assert_eq!(shifted["baseTimeNanoseconds"], base);
+    assert!(plain.get("baseTimeNanoseconds").is_none());
+    let ts = |v: &Value| -> Vec<i64> {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["ts"].as_i64())
+            .collect()
+    };
+    let (a, b) = (ts(&plain), ts(&shifted));
+    assert_eq!(a.len(), b.len());
+    assert!(!a.is_empty());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x - y, base / 1000);
+    }
+    // This run's events start within its first second after the base.
+    assert!(
+        b.iter().all(|&t| (0..1_000_000).contains(&t)),
+        "{:?}",
+        &b[..3]
+    );
+}

@@ -21,6 +21,10 @@ pub struct Args {
     /// The largest allocations drawn as spans named by their site (0 = none).
     #[arg(long, default_value_t = 20, value_name = "N")]
     largest: usize,
+    /// Count timestamps from this many ns since the epoch: the `baseTimeNanoseconds` of a
+    /// torch.profiler trace of the same run (its `ts` count from it), so the two line up.
+    #[arg(long, value_name = "NS", default_value_t = 0)]
+    base_ns: i64,
     #[command(flatten)]
     scope: ScopeArgs,
     #[command(flatten)]
@@ -35,6 +39,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         points: args.points,
         largest: args.largest,
         window: args.scope.window(),
+        base_ns: args.base_ns,
     };
     let export = pipeline::report(&args.file, g, args.device, &args.out, |l| {
         if let (Some(d), true) = (args.device.device, l.replays().is_empty()) {

@@ -39,6 +39,10 @@ pub fn write(out: &mut dyn Write, export: &PerfettoExport) -> Result<()> {
         "note": export.notes.join(" "),
     });
     writeln!(out, "{{\"displayTimeUnit\":\"ms\",\"otherData\":{other},")?;
+    if export.base_ns != 0 {
+        // As a profiler trace carries it: its `ts` count from this.
+        writeln!(out, "\"baseTimeNanoseconds\":{},", export.base_ns)?;
+    }
     out.write_all(b"\"traceEvents\":[")?;
     let mut w = Events { out, first: true };
     for d in &export.devices {

@@ -5,7 +5,8 @@
 //! computes.
 //!
 //! Time: a device whose every trace entry has `time_us` is placed at those microseconds (the
-//! wall clock a `torch.profiler` trace of the same run uses), the state before the first
+//! wall clock a `torch.profiler` trace of the same run uses), counted from `base_ns` (that
+//! trace's `baseTimeNanoseconds`, whose `ts` count from it), the state before the first
 //! entry one microsecond before it. A device whose trace lacks `time_us` (files before
 //! PyTorch 2.2) is placed at its event index: entry `i` at `i + 1` µs, the state before the
 //! first at 0, and a note says so.
@@ -30,6 +31,9 @@ pub struct PerfettoOptions {
     pub largest: usize,
     /// Only these events.
     pub window: WindowSpec,
+    /// Nanoseconds since the epoch that timestamps are counted from (a `torch.profiler`
+    /// trace's `baseTimeNanoseconds`; 0: the epoch itself, timestamps are `time_us`).
+    pub base_ns: i64,
 }
 
 impl Default for PerfettoOptions {
@@ -38,6 +42,7 @@ impl Default for PerfettoOptions {
             points: 20_000,
             largest: 20,
             window: WindowSpec::default(),
+            base_ns: 0,
         }
     }
 }
@@ -166,6 +171,8 @@ pub struct PerfettoExport {
     pub schema_version: u32,
     /// memlens's version, for the trace's `otherData`.
     pub generator: String,
+    /// The `baseTimeNanoseconds` timestamps count from (0: the epoch).
+    pub base_ns: i64,
     /// How the devices are placed in time: `time_us`, `event_index`, `mixed` (some of each)
     /// or `none` (no device has a trace).
     pub time_basis: &'static str,
@@ -188,7 +195,7 @@ pub fn run(
         let dev = snap.device(r.device).expect("replayed device exists");
         let trace = snap.device_trace(dev);
         let window = replay::resolve_window_in(snap, &opts.window, r, trace)?;
-        let clock = Clock::of(trace);
+        let clock = Clock::of(trace, opts.base_ns / 1000);
         if clock.basis == TimeBasis::EventIndex {
             notes.push(format!(
                 "device {}: the trace records no time_us (or not on every entry): events are placed at their index + 1 as microseconds, so this device does not line up with a profiler trace",
@@ -211,6 +218,7 @@ pub fn run(
     Ok(PerfettoExport {
         schema_version: crate::analyze::SCHEMA_VERSION,
         generator: format!("memlens {}", env!("CARGO_PKG_VERSION")),
+        base_ns: opts.base_ns,
         time_basis,
         devices,
         notes,
@@ -221,10 +229,12 @@ pub fn run(
 struct Clock<'t> {
     basis: TimeBasis,
     trace: &'t [TraceEvent],
+    /// µs subtracted from every `time_us` (the base's).
+    base_us: i64,
 }
 
 impl<'t> Clock<'t> {
-    fn of(trace: &'t [TraceEvent]) -> Clock<'t> {
+    fn of(trace: &'t [TraceEvent], base_us: i64) -> Clock<'t> {
         let timed = !trace.is_empty() && trace.iter().all(|e| e.time().is_some());
         Clock {
             basis: if timed {
@@ -233,6 +243,7 @@ impl<'t> Clock<'t> {
                 TimeBasis::EventIndex
             },
             trace,
+            base_us,
         }
     }
 
@@ -240,8 +251,16 @@ impl<'t> Clock<'t> {
     fn ts(&self, i: i64) -> i64 {
         match self.basis {
             TimeBasis::EventIndex => i + 1,
-            TimeBasis::TimeUs if i < 0 => self.trace[0].time_us.saturating_sub(1),
-            TimeBasis::TimeUs => self.trace[i as usize].time_us,
+            TimeBasis::TimeUs if i < 0 => self.at(self.trace[0].time_us).saturating_sub(1),
+            TimeBasis::TimeUs => self.at(self.trace[i as usize].time_us),
+        }
+    }
+
+    /// A `time_us` counted from the base.
+    fn at(&self, time_us: i64) -> i64 {
+        match self.basis {
+            TimeBasis::TimeUs => time_us.saturating_sub(self.base_us),
+            TimeBasis::EventIndex => time_us,
         }
     }
 }
@@ -292,7 +311,7 @@ fn device_tracks(
             // The annotation's own times, which a profiler trace shares.
             TimeBasis::TimeUs => Span {
                 name: p.name,
-                ts: p.start_us,
+                ts: clock.at(p.start_us),
                 dur: (p.end_us - p.start_us).max(1),
                 first_event: p.first_event,
                 last_event: p.last_event,
