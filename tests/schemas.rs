@@ -29,6 +29,7 @@ const SCHEMAS: &[&str] = &[
     "check",
     "batch",
     "report",
+    "slice",
 ];
 
 /// `*_bytes` fields that are signed by design (a difference, a margin).
@@ -484,6 +485,21 @@ fn runs() -> &'static [Run] {
                 strings(&["batch", "--format", fmt, "samples/ranks", "Cargo.toml"]),
                 &[2],
                 jsonl,
+            ));
+        }
+        // Slice: what it wrote, for every sample (the slices go to a directory of their own).
+        let slices = std::env::temp_dir().join(format!("memlens-schemas-{}", std::process::id()));
+        std::fs::create_dir_all(&slices).unwrap();
+        for (i, f) in files.iter().enumerate() {
+            let out = slices
+                .join(format!("{i}.pickle"))
+                .to_string_lossy()
+                .into_owned();
+            jobs.push((
+                "slice",
+                strings(&["slice", f, "--format", "json", "-f", "-o", &out]),
+                &[0],
+                false,
             ));
         }
         // Explain: every message of the corpus, and one with a capacity given.

@@ -9,6 +9,7 @@ pub mod check;
 pub mod devices;
 pub mod diff;
 pub mod explain;
+pub mod export;
 pub mod fit;
 pub mod gpus;
 pub mod leaks;

@@ -232,7 +232,9 @@ fn downsample(r: &DeviceReplay, w: Window, points: usize) -> Vec<i64> {
     keep
 }
 
-fn phases(
+/// The `external_annotations` START/END spans of `device` that overlap window `w`, with the
+/// events inside each (by time), ordered by first event, start and name.
+pub fn phases(
     snap: &Snapshot,
     device: u32,
     trace: &[crate::model::TraceEvent],

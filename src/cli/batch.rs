@@ -32,6 +32,15 @@ pub struct Args {
     /// Drop line numbers from sites.
     #[arg(long)]
     ignore_lines: bool,
+    /// With `--format parquet`: Hive partition keys of the dataset, comma-separated
+    /// (`run,rank`): `rank` from the file name (as the rank column), `run` from the file's
+    /// directory name, any key from a named group of `--partition-pattern`.
+    #[arg(long, value_name = "KEYS")]
+    partition_by: Option<String>,
+    /// With `--format parquet`: a regular expression matched against each path as named;
+    /// its named groups give partition values (`runs/(?P<run>[^/]+)/rank(?P<rank>\d+)`).
+    #[arg(long, value_name = "REGEX")]
+    partition_pattern: Option<String>,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -167,6 +176,25 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         .num_threads(jobs)
         .build()
         .map_err(|e| Error::Usage(format!("--jobs {jobs}: {e}")))?;
+    if args.out.format == BatchFormat::Parquet {
+        return super::dataset::run(
+            &files,
+            &load,
+            args.device,
+            &pool,
+            super::dataset::Partitioning::new(
+                args.partition_by.as_deref(),
+                args.partition_pattern.as_deref(),
+            )?,
+            args.out.output.as_deref(),
+            args.out.force,
+        );
+    }
+    if args.partition_by.is_some() || args.partition_pattern.is_some() {
+        return Err(Error::Usage(
+            "--partition-by and --partition-pattern go with --format parquet".into(),
+        ));
+    }
     let opts = ProfileOptions {
         ignore_lines: args.ignore_lines,
         ..ProfileOptions::default()

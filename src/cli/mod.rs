@@ -8,8 +8,10 @@ mod args;
 mod batch;
 mod categories;
 mod check;
+mod dataset;
 mod diff;
 mod explain;
+mod export;
 mod fit;
 mod flame;
 mod frag;
@@ -20,6 +22,7 @@ mod output;
 mod pipeline;
 mod progress;
 mod report;
+mod slice;
 mod summary;
 mod timeline;
 mod top;
@@ -74,6 +77,10 @@ enum Command {
     Check(check::Args),
     /// Many snapshots in parallel: one row each, and the imbalance of a rank set.
     Batch(batch::Args),
+    /// Hand a snapshot to other tools: a Chrome trace-event file for Perfetto UI.
+    Export(export::Args),
+    /// A window of a snapshot as a snapshot of its own, for PyTorch's viewer (pytorch.org/memory_viz).
+    Slice(slice::Args),
 }
 
 /// What a command ended with.
@@ -113,6 +120,8 @@ pub fn main() -> i32 {
         Command::Diff(a) => diff::run(a, &g),
         Command::Check(a) => check::run(a, &g),
         Command::Batch(a) => batch::run(a, &g),
+        Command::Export(a) => export::run(a, &g),
+        Command::Slice(a) => slice::run(a, &g),
         Command::Leaks(a) => leaks::run(a, &g),
         Command::Categories(a) => categories::run(a, &g),
         Command::Fit(a) => fit::run(a, &g),

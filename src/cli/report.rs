@@ -12,6 +12,8 @@ use memlens::analyze::categories::CategoriesReport;
 use memlens::analyze::check::CheckReport;
 use memlens::analyze::diff::DiffReport;
 use memlens::analyze::explain::ExplainReport;
+use memlens::analyze::export::perfetto::PerfettoExport;
+use memlens::analyze::export::slice::SliceReport;
 use memlens::analyze::fit::FitReport;
 use memlens::analyze::flame::FlameReport;
 use memlens::analyze::frag::FragReport;
@@ -267,6 +269,9 @@ pub enum BatchFormat {
     Jsonl,
     /// One JSON document.
     Json,
+    /// A Hive-partitioned Parquet dataset in the directory `-o DIR` (tables files, sites,
+    /// timeline, ooms, leaks; see docs/scale.md).
+    Parquet,
 }
 
 impl Formats<BatchReport> for BatchFormat {
@@ -282,6 +287,10 @@ impl Formats<BatchReport> for BatchFormat {
             BatchFormat::Csv => render::batch::csv(out, r),
             BatchFormat::Jsonl => render::batch::jsonl(out, r),
             BatchFormat::Json => render::json::write(out, r),
+            // `batch` writes the dataset itself (a directory of files, not one report).
+            BatchFormat::Parquet => Err(std::io::Error::other(
+                "parquet is a dataset directory, written by batch itself",
+            )),
         }
     }
 }
@@ -308,5 +317,27 @@ impl Formats<PageReport> for ReportFormat {
                 },
             ),
         }
+    }
+}
+
+/// `export --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ExportFormat {
+    /// Chrome trace-event JSON for Perfetto UI and chrome://tracing (time in µs from time_us).
+    #[default]
+    Perfetto,
+}
+
+impl Formats<PerfettoExport> for ExportFormat {
+    fn write(self, r: &PerfettoExport, out: &mut dyn Write, _: &str, _: &Style) -> Result<()> {
+        match self {
+            ExportFormat::Perfetto => render::perfetto::write(out, r),
+        }
+    }
+}
+
+impl Text for SliceReport {
+    fn text(&self, out: &mut dyn Write, _title: &str, style: &Style) -> Result<()> {
+        render::slice::text(out, self, style)
     }
 }

@@ -13,6 +13,7 @@ pub mod machine;
 pub mod ops;
 pub mod scan;
 pub mod value;
+pub mod write;
 
 pub use decode::{decode, decode_chunk, decode_planned, decode_salvage};
 pub use error::DecodeError;

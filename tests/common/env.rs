@@ -155,3 +155,27 @@ pub fn require_pytest() -> bool {
     };
     unavailable::<()>("pytest (the Python package's tests)", &why).is_some()
 }
+
+/// Python modules `names` (e.g. `duckdb`, `dask`: the dataset and fleet-recipe tests), under
+/// the CI rule (`.ci/run` installs them with pip).
+pub fn require_python_modules(names: &[&str]) -> bool {
+    let run = Command::new("python3")
+        .arg("-c")
+        .arg(format!("import {}", names.join(", ")))
+        .output();
+    let why = match run {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => format!(
+            "`python3 -c 'import {}'` failed: {} (python3 -m pip install {})",
+            names.join(", "),
+            String::from_utf8_lossy(&o.stderr)
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or(""),
+            names.join(" ")
+        ),
+        Err(e) => format!("python3 does not run: {e}"),
+    };
+    unavailable::<()>(&format!("python modules {}", names.join(", ")), &why).is_some()
+}

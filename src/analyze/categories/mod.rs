@@ -21,7 +21,7 @@ pub mod phases;
 pub mod rules;
 
 use super::absence::{self, Absence};
-use crate::model::{Action, Snapshot};
+use crate::model::{Action, Snapshot, StackId};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
 use regex::Regex;
@@ -90,6 +90,8 @@ pub struct CategoryOptions {
     pub at: MomentSpec,
     /// User rules, tried first.
     pub rules: Vec<UserRule>,
+    /// Also tally the live bytes per (stack, category) ([`DeviceCategories::per_stack`]).
+    pub per_stack: bool,
 }
 
 impl Default for CategoryOptions {
@@ -97,6 +99,7 @@ impl Default for CategoryOptions {
         CategoryOptions {
             at: MomentSpec::Peak,
             rules: Vec::new(),
+            per_stack: false,
         }
     }
 }
@@ -145,6 +148,10 @@ pub struct DeviceCategories {
     /// `trace` (the moment replayed from the trace) or `final_state` (no trace, or one that
     /// records no allocation: the final blocks, by their frames alone).
     pub basis: &'static str,
+    /// With [`CategoryOptions::per_stack`]: live bytes and allocations per (stack, category),
+    /// by stack then category (not part of the JSON report).
+    #[serde(skip)]
+    pub per_stack: Vec<(StackId, String, u64, u64)>,
 }
 
 /// The report.
@@ -258,9 +265,15 @@ pub fn run(
         }
         let mut rows: BTreeMap<&str, Tally> = BTreeMap::new();
         let mut live = 0;
+        let mut per_stack: BTreeMap<(u32, &str), (u64, u64)> = BTreeMap::new();
         for a in r.live_allocations(at) {
             let (cat, rule, conf) = ctx.classify(a);
             live += a.size;
+            if opts.per_stack {
+                let t = per_stack.entry((a.stack.0, cat)).or_default();
+                t.0 += a.size;
+                t.1 += 1;
+            }
             let e = rows.entry(cat).or_default();
             e.0 += a.size;
             e.1 += 1;
@@ -344,6 +357,12 @@ pub fn run(
             categories,
             notes,
             basis: if final_state { "final_state" } else { "trace" },
+            per_stack: per_stack
+                .into_iter()
+                .map(|((stack, cat), (bytes, count))| {
+                    (StackId(stack), cat.to_string(), bytes, count)
+                })
+                .collect(),
         });
     }
     Ok(CategoriesReport {

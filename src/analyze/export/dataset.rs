@@ -1,0 +1,424 @@
+//! The rows `memlens batch --format parquet` writes for one snapshot: five tables whose
+//! column names are the batch and report JSON's field names, sizes as int64 bytes.
+//!
+//! - `files`: one row per device of the file (one row with `device` null when the file has
+//!   no device, its sizes 0; or when it could not be read: `ok` false, `error`, sizes null): `schema_version`,
+//!   `memlens_version`, `file`, `sha256`, `rank`, `device`, `ok`, `error`,
+//!   `allocator_settings` (JSON text), `peak_bytes` (live requested at the device's peak),
+//!   `peak_event_index`, `peak_time_us`, `allocated_bytes` (rounded live bytes there),
+//!   `reserved_bytes` (the most reserved over the trace), `fragmentation` (at the peak),
+//!   `ooms`, `oom` (verdicts joined by `+`, or `none`), `top_site`, `top_site_bytes`,
+//!   `warning_codes` (a list: the file's warnings for this device or for no device).
+//! - `sites`: per device at its peak, per normalized site (as `diff` and `batch` key them)
+//!   and category (`memlens categories`' rules): `file`, `device`, `moment` (`peak`),
+//!   `site`, `category`, `bytes`, `count`. A site's rows add up to its bytes in `batch`'s
+//!   profile.
+//! - `timeline`: `memlens timeline`'s points (2000 per device, every bucket's maximum kept):
+//!   `file`, `device`, `event_index`, `time_us`, `live_requested_bytes`, `allocated_bytes`,
+//!   `reserved_bytes`.
+//! - `ooms`: per oom event, `memlens oom`'s numbers: `file`, `device`, `event_index`,
+//!   `time_us`, `requested_bytes`, `request_rounded_bytes`, `device_free_bytes`,
+//!   `reserved_bytes`, `allocated_bytes`, `live_requested_bytes`, `largest_free_block_bytes`,
+//!   `verdict`.
+//! - `leaks`: per `memlens leaks` finding: `file`, `device`, `kind`, `site`,
+//!   `bytes_per_step`, `steps`, `live_bytes_at_end`, `tensors_per_step`, `tensors_at_end`,
+//!   `fit_r2`.
+//!
+//! Each file's rows depend on that file alone, so shards of files can be written by separate
+//! processes into one dataset.
+
+use crate::analyze::batch::rank_of;
+use crate::analyze::categories::{self, CategoryOptions};
+use crate::analyze::leaks::{self, LeaksOptions};
+use crate::analyze::oom::{self, OomOptions};
+use crate::analyze::profile::{self, Keyer, ProfileOptions};
+use crate::analyze::timeline::{self, TimelineOptions};
+use crate::model::{SettingValue, Snapshot};
+use crate::replay::DeviceReplay;
+use std::collections::BTreeMap;
+
+/// The type of a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// int64 (sizes in bytes, counts, indices, times in µs).
+    Int,
+    /// double.
+    Float,
+    /// boolean.
+    Bool,
+    /// UTF-8 string.
+    Text,
+    /// A list of UTF-8 strings.
+    TextList,
+}
+
+/// One value; `None` is null.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    /// An int64.
+    Int(Option<i64>),
+    /// A double.
+    Float(Option<f64>),
+    /// A boolean.
+    Bool(Option<bool>),
+    /// A string.
+    Text(Option<String>),
+    /// A list of strings (never null; empty for none).
+    TextList(Vec<String>),
+}
+
+/// One table's rows for one file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    /// `files`, `sites`, `timeline`, `ooms` or `leaks`.
+    pub name: &'static str,
+    /// Column names and types.
+    pub columns: &'static [(&'static str, Kind)],
+    /// Rows, each with one cell per column, in column order.
+    pub rows: Vec<Vec<Cell>>,
+}
+
+/// Columns of `files`.
+pub const FILES: &[(&str, Kind)] = &[
+    ("schema_version", Kind::Int),
+    ("memlens_version", Kind::Text),
+    ("file", Kind::Text),
+    ("sha256", Kind::Text),
+    ("rank", Kind::Int),
+    ("device", Kind::Int),
+    ("ok", Kind::Bool),
+    ("error", Kind::Text),
+    ("allocator_settings", Kind::Text),
+    ("peak_bytes", Kind::Int),
+    ("peak_event_index", Kind::Int),
+    ("peak_time_us", Kind::Int),
+    ("allocated_bytes", Kind::Int),
+    ("reserved_bytes", Kind::Int),
+    ("fragmentation", Kind::Float),
+    ("ooms", Kind::Int),
+    ("oom", Kind::Text),
+    ("top_site", Kind::Text),
+    ("top_site_bytes", Kind::Int),
+    ("warning_codes", Kind::TextList),
+];
+
+/// Columns of `sites`.
+pub const SITES: &[(&str, Kind)] = &[
+    ("file", Kind::Text),
+    ("device", Kind::Int),
+    ("moment", Kind::Text),
+    ("site", Kind::Text),
+    ("category", Kind::Text),
+    ("bytes", Kind::Int),
+    ("count", Kind::Int),
+];
+
+/// Columns of `timeline`.
+pub const TIMELINE: &[(&str, Kind)] = &[
+    ("file", Kind::Text),
+    ("device", Kind::Int),
+    ("event_index", Kind::Int),
+    ("time_us", Kind::Int),
+    ("live_requested_bytes", Kind::Int),
+    ("allocated_bytes", Kind::Int),
+    ("reserved_bytes", Kind::Int),
+];
+
+/// Columns of `ooms`.
+pub const OOMS: &[(&str, Kind)] = &[
+    ("file", Kind::Text),
+    ("device", Kind::Int),
+    ("event_index", Kind::Int),
+    ("time_us", Kind::Int),
+    ("requested_bytes", Kind::Int),
+    ("request_rounded_bytes", Kind::Int),
+    ("device_free_bytes", Kind::Int),
+    ("reserved_bytes", Kind::Int),
+    ("allocated_bytes", Kind::Int),
+    ("live_requested_bytes", Kind::Int),
+    ("largest_free_block_bytes", Kind::Int),
+    ("verdict", Kind::Text),
+];
+
+/// Columns of `leaks`.
+pub const LEAKS: &[(&str, Kind)] = &[
+    ("file", Kind::Text),
+    ("device", Kind::Int),
+    ("kind", Kind::Text),
+    ("site", Kind::Text),
+    ("bytes_per_step", Kind::Int),
+    ("steps", Kind::Int),
+    ("live_bytes_at_end", Kind::Int),
+    ("tensors_per_step", Kind::Float),
+    ("tensors_at_end", Kind::Int),
+    ("fit_r2", Kind::Float),
+];
+
+/// Who the rows are about: the file as named, its content's SHA-256 (hex; `None` for
+/// standard input).
+pub struct Source<'a> {
+    /// The file as named.
+    pub file: &'a str,
+    /// SHA-256 of its bytes as stored, lowercase hex.
+    pub sha256: Option<String>,
+}
+
+fn int(v: u64) -> Cell {
+    Cell::Int(Some(i64::try_from(v).unwrap_or(i64::MAX)))
+}
+
+fn text(s: &str) -> Cell {
+    Cell::Text(Some(s.to_string()))
+}
+
+fn empty(name: &'static str, columns: &'static [(&'static str, Kind)]) -> Table {
+    Table {
+        name,
+        columns,
+        rows: Vec::new(),
+    }
+}
+
+fn base_name(file: &str) -> &str {
+    file.rsplit(['/', '\\']).next().unwrap_or(file)
+}
+
+/// The tables of a file that could not be read: one `files` row saying why.
+pub fn failed(src: &Source, error: &str) -> Vec<Table> {
+    let mut files = empty("files", FILES);
+    files.rows.push(file_row(src, None, Some(error), None));
+    vec![
+        files,
+        empty("sites", SITES),
+        empty("timeline", TIMELINE),
+        empty("ooms", OOMS),
+        empty("leaks", LEAKS),
+    ]
+}
+
+/// A `files` row; `None` measures for a file without a device or one that failed.
+fn file_row(
+    src: &Source,
+    device: Option<u32>,
+    error: Option<&str>,
+    m: Option<(Option<String>, [Cell; 10], Vec<String>)>,
+) -> Vec<Cell> {
+    let mut row = vec![
+        int(crate::analyze::SCHEMA_VERSION as u64),
+        text(env!("CARGO_PKG_VERSION")),
+        text(src.file),
+        Cell::Text(src.sha256.clone()),
+        Cell::Int(rank_of(base_name(src.file)).map(i64::from)),
+        Cell::Int(device.map(i64::from)),
+        Cell::Bool(Some(error.is_none())),
+        Cell::Text(error.map(str::to_string)),
+    ];
+    match m {
+        Some((settings, measures, codes)) => {
+            row.push(Cell::Text(settings));
+            row.extend(measures);
+            row.push(Cell::TextList(codes));
+        }
+        None => {
+            row.push(Cell::Text(None));
+            row.extend([
+                Cell::Int(None),
+                Cell::Int(None),
+                Cell::Int(None),
+                Cell::Int(None),
+                Cell::Int(None),
+                Cell::Float(None),
+                Cell::Int(None),
+                Cell::Text(None),
+                Cell::Text(None),
+                Cell::Int(None),
+            ]);
+            row.push(Cell::TextList(Vec::new()));
+        }
+    }
+    row
+}
+
+/// The allocator settings as JSON text (`None` when the file records none).
+fn settings_json(snap: &Snapshot) -> Option<String> {
+    fn value(v: &SettingValue) -> serde_json::Value {
+        match v {
+            SettingValue::Map(m) => {
+                serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), value(v))).collect())
+            }
+            other => serde_json::to_value(other).unwrap_or(serde_json::Value::Null),
+        }
+    }
+    let s = snap.allocator_settings.as_ref()?;
+    let map: serde_json::Map<String, serde_json::Value> =
+        s.iter().map(|(k, v)| (k.clone(), value(v))).collect();
+    Some(serde_json::Value::Object(map).to_string())
+}
+
+/// The five tables of one snapshot (`files`, `sites`, `timeline`, `ooms`, `leaks`).
+pub fn tables(
+    src: &Source,
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+) -> Result<Vec<Table>, String> {
+    let popts = ProfileOptions::default();
+    let prof = profile::profile(snap, replays, &popts)?;
+    let ooms = oom::run(snap, replays, &OomOptions::default())?;
+    let leaks = leaks::run(snap, replays, &LeaksOptions::default());
+    let tl = timeline::run(snap, replays, &TimelineOptions::default())?;
+    let cats = categories::run(
+        snap,
+        replays,
+        &CategoryOptions {
+            per_stack: true,
+            ..CategoryOptions::default()
+        },
+    )?;
+    let settings = settings_json(snap);
+
+    let mut files = empty("files", FILES);
+    for d in &prof.devices {
+        let r = replays.iter().find(|r| r.device == d.device);
+        let allocated = match r {
+            Some(r) => r.rounded_at(d.at.event_index),
+            None => snap
+                .device(d.device)
+                .map_or(0, |dev| snap.live_blocks(dev).map(|b| b.size).sum()),
+        };
+        let dev_ooms: Vec<&str> = ooms
+            .ooms
+            .iter()
+            .filter(|o| o.explained.device == Some(d.device))
+            .map(|o| o.explained.verdict.as_str())
+            .collect();
+        let mut verdicts: Vec<&str> = dev_ooms.clone();
+        verdicts.sort_unstable();
+        verdicts.dedup();
+        let top = profile::sorted_sites(&d.sites, 1).into_iter().next();
+        let mut codes: Vec<String> = snap
+            .warnings
+            .iter()
+            .filter(|w| !matches!(w.device, Some(x) if x != d.device))
+            .map(|w| w.code.to_string())
+            .collect();
+        codes.sort();
+        codes.dedup();
+        let measures = [
+            int(d.live_bytes),
+            Cell::Int(r.map(|_| d.at.event_index)),
+            Cell::Int(d.at.time_us),
+            int(allocated),
+            int(d.peak_reserved_bytes),
+            Cell::Float(Some(d.fragmentation)),
+            int(dev_ooms.len() as u64),
+            text(&if verdicts.is_empty() {
+                "none".to_string()
+            } else {
+                verdicts.join("+")
+            }),
+            Cell::Text(top.as_ref().map(|t| t.0.clone())),
+            int(top.map_or(0, |t| t.1.bytes)),
+        ];
+        files.rows.push(file_row(
+            src,
+            Some(d.device),
+            None,
+            Some((settings.clone(), measures, codes)),
+        ));
+    }
+    if files.rows.is_empty() {
+        // Read, but without a device: zeros, as `batch --format json` writes them.
+        let mut codes: Vec<String> = snap.warnings.iter().map(|w| w.code.to_string()).collect();
+        codes.sort();
+        codes.dedup();
+        let zeros = [
+            int(0),
+            Cell::Int(None),
+            Cell::Int(None),
+            int(0),
+            int(0),
+            Cell::Float(Some(0.0)),
+            int(0),
+            text("none"),
+            Cell::Text(None),
+            int(0),
+        ];
+        files
+            .rows
+            .push(file_row(src, None, None, Some((settings, zeros, codes))));
+    }
+
+    let keyer = Keyer::new(snap, popts);
+    let mut sites = empty("sites", SITES);
+    for d in &cats.devices {
+        let mut by: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
+        for (stack, cat, bytes, count) in &d.per_stack {
+            let t = by.entry((keyer.key(*stack), cat.as_str())).or_default();
+            t.0 += bytes;
+            t.1 += count;
+        }
+        for ((site, cat), (bytes, count)) in by {
+            sites.rows.push(vec![
+                text(src.file),
+                int(d.device as u64),
+                text("peak"),
+                text(site),
+                text(cat),
+                int(bytes),
+                int(count),
+            ]);
+        }
+    }
+
+    let mut timeline = empty("timeline", TIMELINE);
+    for d in &tl.devices {
+        for p in &d.points {
+            timeline.rows.push(vec![
+                text(src.file),
+                int(d.device as u64),
+                Cell::Int(Some(p.event_index)),
+                Cell::Int(p.time_us),
+                int(p.live_requested_bytes),
+                int(p.allocated_bytes),
+                int(p.reserved_bytes),
+            ]);
+        }
+    }
+
+    let opt = |v: Option<u64>| Cell::Int(v.map(|x| i64::try_from(x).unwrap_or(i64::MAX)));
+    let mut oom_rows = empty("ooms", OOMS);
+    for o in &ooms.ooms {
+        let e = &o.explained;
+        oom_rows.rows.push(vec![
+            text(src.file),
+            Cell::Int(e.device.map(i64::from)),
+            opt(e.event_index),
+            Cell::Int(o.time_us),
+            opt(e.requested_bytes),
+            int(o.request_rounded_bytes),
+            opt(e.device_free_bytes),
+            opt(e.reserved_bytes),
+            opt(e.allocated_bytes),
+            int(o.live_requested_bytes),
+            opt(e.largest_free_block_bytes),
+            text(e.verdict.as_str()),
+        ]);
+    }
+
+    let mut leak_rows = empty("leaks", LEAKS);
+    for f in &leaks.findings {
+        leak_rows.rows.push(vec![
+            text(src.file),
+            int(f.device as u64),
+            text(f.kind),
+            text(&f.site),
+            int(f.bytes_per_step),
+            int(f.steps as u64),
+            int(f.live_bytes_at_end),
+            Cell::Float(Some(f.tensors_per_step)),
+            int(f.tensors_at_end),
+            Cell::Float(Some(f.fit_r2)),
+        ]);
+    }
+    Ok(vec![files, sites, timeline, oom_rows, leak_rows])
+}

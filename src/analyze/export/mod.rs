@@ -1,0 +1,13 @@
+//! Hand-offs to the tools around memlens: what a snapshot becomes for another program.
+//!
+//! - [`perfetto`]: counter, span and instant tracks per device for a Chrome trace-event file
+//!   (Perfetto UI, `chrome://tracing`), written by `render::perfetto`.
+//! - [`slice`]: a smaller snapshot holding a window of the trace and the allocator state at
+//!   its end, as the value tree `pickle::write` encodes (PyTorch's viewer, `pickle.load` and
+//!   memlens read it).
+//! - [`dataset`]: the rows of the Parquet dataset `batch --format parquet` writes, table by
+//!   table (`render::parquet` writes them).
+
+pub mod dataset;
+pub mod perfetto;
+pub mod slice;

@@ -1,0 +1,254 @@
+//! `memlens batch --format parquet -o DIR`: each file's tables (`analyze::export::dataset`)
+//! written as Parquet files of a Hive-partitioned dataset,
+//! `DIR/table=NAME[/KEY=VALUE...]/part-STEM-HASH.parquet`, each through a temporary file
+//! renamed into place (`output::emit`).
+//!
+//! A file's parts depend on that file alone and are named by it (its stem and a hash of its
+//! path as named), so separate processes given disjoint shards of files write into one
+//! dataset without a merge step; every table gets a part for every file (empty when the file
+//! has no such rows), so each table's glob matches as soon as one file is written.
+
+use super::args::DeviceArg;
+use super::pipeline::Loaded;
+use super::{output, progress, Outcome};
+use memlens::analyze::batch::rank_of;
+use memlens::analyze::export::dataset::{self, Source, Table};
+use memlens::error::quoted_path;
+use memlens::{Error, LoadOptions};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// How parts are partitioned: the keys, and the pattern whose named groups give values.
+pub struct Partitioning {
+    keys: Vec<String>,
+    pattern: Option<regex::Regex>,
+}
+
+/// The value Hive tools read as null.
+const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+
+impl Partitioning {
+    /// From `--partition-by` and `--partition-pattern`.
+    pub fn new(by: Option<&str>, pattern: Option<&str>) -> Result<Partitioning, Error> {
+        let pattern = pattern
+            .map(regex::Regex::new)
+            .transpose()
+            .map_err(|e| Error::Usage(format!("--partition-pattern: {e}")))?;
+        let keys: Vec<String> = by
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_string)
+            .collect();
+        for k in &keys {
+            let valid = k.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(Error::Usage(format!(
+                    "--partition-by: {k:?} is not a key name (letters, digits and _)"
+                )));
+            }
+            let named = pattern
+                .as_ref()
+                .is_some_and(|p| p.capture_names().any(|n| n == Some(k.as_str())));
+            if !named && k != "run" && k != "rank" {
+                return Err(Error::Usage(format!(
+                    "--partition-by: {k:?} is neither run, rank nor a named group of --partition-pattern"
+                )));
+            }
+        }
+        Ok(Partitioning { keys, pattern })
+    }
+
+    /// `KEY=VALUE` directories of `path`: a named group of the pattern, else the rank of the
+    /// file name, else the directory's name; values percent-encoded as Hive does.
+    fn dirs(&self, path: &Path) -> Vec<String> {
+        let named = path.to_string_lossy();
+        let caps = self.pattern.as_ref().and_then(|p| p.captures(&named));
+        self.keys
+            .iter()
+            .map(|k| {
+                let from_pattern = caps
+                    .as_ref()
+                    .and_then(|c| c.name(k))
+                    .map(|m| m.as_str().to_string());
+                let value = from_pattern.or_else(|| match k.as_str() {
+                    "rank" => path
+                        .file_name()
+                        .and_then(|n| rank_of(&n.to_string_lossy()))
+                        .map(|r| r.to_string()),
+                    "run" => path
+                        .parent()
+                        .and_then(|p| p.file_name())
+                        .map(|n| n.to_string_lossy().into_owned()),
+                    _ => None,
+                });
+                format!(
+                    "{k}={}",
+                    value.map_or(NULL_PARTITION.to_string(), |v| escape(&v))
+                )
+            })
+            .collect()
+    }
+}
+
+/// Percent-encodes what a Hive path value cannot hold (anything but letters, digits, `.`,
+/// `_` and `-`).
+fn escape(v: &str) -> String {
+    let mut out = String::new();
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.is_empty() {
+        NULL_PARTITION.to_string()
+    } else {
+        out
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// SHA-256 of the file's bytes as stored (`None` for standard input).
+fn sha256(path: &Path) -> Result<Option<String>, Error> {
+    if path.as_os_str() == "-" {
+        return Ok(None);
+    }
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h).map_err(|e| Error::io(path, &e))?;
+    Ok(Some(hex(&h.finalize())))
+}
+
+/// The part file of `input` in `table`'s directory.
+fn part_path(dir: &Path, table: &str, parts: &[String], input: &Path) -> PathBuf {
+    let mut p = dir.join(format!("table={table}"));
+    for d in parts {
+        p.push(d);
+    }
+    let stem = input
+        .file_stem()
+        .map(|s| escape(&s.to_string_lossy()))
+        .unwrap_or_else(|| "stdin".into());
+    let id = hex(&Sha256::digest(input.as_os_str().as_encoded_bytes())[..6]);
+    p.join(format!("part-{stem}-{id}.parquet"))
+}
+
+/// Writes one file's tables; the error of a file that could not be read is returned after
+/// its `files` row (ok false) is written.
+fn one(
+    path: &Path,
+    dir: &Path,
+    load: &LoadOptions,
+    device: DeviceArg,
+    parts: &Partitioning,
+    force: bool,
+) -> Result<Result<usize, Error>, Error> {
+    let name = path.display().to_string();
+    let (tables, failure): (Vec<Table>, Option<Error>) = match sha256(path).and_then(|sha| {
+        let src = Source {
+            file: &name,
+            sha256: sha,
+        };
+        let l = Loaded::quiet(path, load, device)?;
+        dataset::tables(&src, &l.snap, l.replays()).map_err(|m| l.failed(m))
+    }) {
+        Ok(t) => (t, None),
+        Err(e) => {
+            let src = Source {
+                file: &name,
+                sha256: None,
+            };
+            (dataset::failed(&src, &e.to_string()), Some(e))
+        }
+    };
+    let dirs = parts.dirs(path);
+    let mut rows = 0;
+    for t in &tables {
+        let p = part_path(dir, t.name, &dirs, path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, &e))?;
+        }
+        let bytes = memlens::render::parquet::write(t)
+            .map_err(|e| Error::Usage(format!("{}: table {}: {e}", quoted_path(path), t.name)))?;
+        output::emit(Some(&p), force, |w| w.write_all(&bytes))?;
+        rows += t.rows.len();
+    }
+    Ok(match failure {
+        Some(e) => Err(e),
+        None => Ok(rows),
+    })
+}
+
+/// Writes the dataset of `files` into `dir` (`-o`), one file per rayon worker of `pool`.
+pub fn run(
+    files: &[PathBuf],
+    load: &LoadOptions,
+    device: DeviceArg,
+    pool: &rayon::ThreadPool,
+    parts: Partitioning,
+    dir: Option<&Path>,
+    force: bool,
+) -> Result<Outcome, Error> {
+    let Some(dir) = dir else {
+        return Err(Error::Usage(
+            "batch --format parquet: -o DIR is required (the dataset's directory)".into(),
+        ));
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{}: is not a directory; --format parquet writes a dataset directory",
+            quoted_path(dir)
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
+    let bar = progress::files_bar(files.len() as u64);
+    let results: Vec<Result<Result<usize, Error>, Error>> = pool.install(|| {
+        files
+            .par_iter()
+            .map(|f| {
+                let r = one(f, dir, load, device, &parts, force);
+                bar.inc(1);
+                r
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let (mut failed, mut rows) = (0, 0);
+    for r in results {
+        match r? {
+            Ok(n) => rows += n,
+            Err(e) => {
+                eprintln!("memlens: {e}");
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "{}: {} written ({} rows){}",
+        dir.display(),
+        if files.len() == 1 {
+            "1 file".to_string()
+        } else {
+            format!("{} files", files.len())
+        },
+        rows,
+        if failed > 0 {
+            format!(", {failed} of them unreadable (their files rows say why)")
+        } else {
+            String::new()
+        }
+    );
+    Ok(if failed > 0 {
+        Outcome::InputErrors
+    } else {
+        Outcome::Ok
+    })
+}
