@@ -107,6 +107,9 @@ pub struct OomReport {
     pub capacity_bytes: Option<u64>,
     /// Remarks about the whole file.
     pub notes: Vec<String>,
+    /// Per device with an OOM, `memlens fit` at its first OOM: the fixes ranked with the bytes
+    /// each saves there (filled by [`super::fit::attach`]; empty until then).
+    pub fit: Vec<super::fit::DeviceFit>,
 }
 
 const MIB: u64 = 1 << 20;
@@ -312,6 +315,7 @@ pub fn run(
         headroom,
         capacity_bytes: opts.capacity_bytes,
         notes,
+        fit: Vec::new(),
     })
 }
 

@@ -3,6 +3,7 @@
 use super::args::{CapacityArgs, DeviceArg, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
+use memlens::analyze::fit;
 use memlens::analyze::oom::{self, OomOptions};
 use memlens::Error;
 use std::path::PathBuf;
@@ -33,8 +34,11 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         opts.capacity_bytes = Some(bytes);
         opts.capacity_source = Some(source);
     }
+    let capacity = opts.capacity_bytes.zip(opts.capacity_source.clone());
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
-        oom::run(&l.snap, l.replays(), &opts)
+        let mut r = oom::run(&l.snap, l.replays(), &opts)?;
+        fit::attach(&l.snap, l.replays(), &mut r, capacity.clone())?;
+        Ok(r)
     })?;
     Ok(Outcome::Ok)
 }

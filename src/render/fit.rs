@@ -158,3 +158,52 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
     }
     Ok(())
 }
+
+/// The fixes of `d` as a numbered list with their savings, then its plan's verdict: what
+/// `memlens oom` prints under an OOM.
+pub fn ranked(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "\nPredicted by `memlens fit` at this OOM ({} to hold)",
+        iec(d.demand_bytes)
+    )?;
+    if d.fixes.is_empty() {
+        style.para(out, "  ", "  ", "no fix applies at this moment")?;
+    }
+    for (i, f) in d.fixes.iter().enumerate() {
+        style.para(
+            out,
+            &format!("  {}. ", i + 1),
+            "     ",
+            &format!(
+                "[{}] {}: saves {} → {} ({} confidence)",
+                f.cost.replace('_', " "),
+                f.action,
+                iec(f.saves_bytes),
+                iec(f.peak_after_bytes),
+                f.confidence
+            ),
+        )?;
+    }
+    if let Some(plan) = &d.plan {
+        let words = if plan.fits_now {
+            "it fits as it is".to_string()
+        } else if plan.fits {
+            let ids: Vec<&str> = plan.steps.iter().map(|s| s.id).collect();
+            format!(
+                "{} makes it fit in {} with {} kept free",
+                ids.join(" + "),
+                iec(plan.capacity_bytes),
+                iec(plan.margin_bytes)
+            )
+        } else {
+            format!(
+                "with every fix it is still {} short of {} (a larger GPU, or sharding across devices)",
+                iec(plan.short_by_bytes.unwrap_or(0)),
+                iec(plan.target_bytes)
+            )
+        };
+        style.para(out, "  Plan: ", "  ", &words)?;
+    }
+    Ok(())
+}

@@ -72,6 +72,12 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
             }
             writeln!(out, "{t}")?;
         }
+        if let Some(d) = r.fit.iter().find(|d| {
+            Some(d.device) == o.explained.device
+                && Some(d.at.event_index) == o.explained.event_index.map(|i| i as i64)
+        }) {
+            super::fit::ranked(out, d, style)?;
+        }
     }
     writeln!(out, "\nHeadroom")?;
     let mut t = style.table();

@@ -93,8 +93,11 @@ pub struct Flags {
     /// Gradients are alive during a forward pass (left from the previous backward).
     pub gradients_alive_in_forward: bool,
     /// Activations kept by an autograd graph in a trace without backward (evaluation or
-    /// generation with autograd on).
+    /// generation with autograd on): a forward pass that returned left many of its tensors
+    /// alive.
     pub evaluation_with_autograd: bool,
+    /// Those activations' bytes (what `torch.inference_mode()` frees).
+    pub activations_kept_by_graph_bytes: u64,
     /// The optimizer frees and re-allocates its state each step (out of place), holding two
     /// copies during its call.
     pub optimizer_state_rebuilt: bool,
@@ -218,8 +221,12 @@ pub fn measure(
     let mut p = Parts::default();
     // Activation sites, for the layers: site stack → (allocations, sizes).
     let mut by_stack: FxHashMap<StackId, Vec<u64>> = FxHashMap::default();
+    let mut kept_by_graph = 0;
     for a in replay.live_allocations(at) {
-        let (cat, _, _) = ctx.classify(a);
+        let (cat, rule, _) = ctx.classify(a);
+        if cat == "activations" && rule.contains("autograd graph still allows") {
+            kept_by_graph += a.size;
+        }
         let slot = match cat {
             "parameters" => &mut p.parameters_bytes,
             "gradients" => &mut p.gradients_bytes,
@@ -295,7 +302,8 @@ pub fn measure(
         training,
         phase,
         gradients_alive_in_forward: training && phase == Some("forward") && p.gradients_bytes > 0,
-        evaluation_with_autograd: !training && p.activations_bytes > 0,
+        evaluation_with_autograd: !training && kept_by_graph > 0,
+        activations_kept_by_graph_bytes: kept_by_graph,
         optimizer_state_rebuilt: rebuilt,
         layers,
         layer_boundary_bytes,

@@ -71,10 +71,13 @@ fn no_gradients(p: &Parts, _: &Anatomy, _: u64) -> Parts {
     }
 }
 
-fn no_activations(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+fn no_graph(p: &Parts, a: &Anatomy, _: u64) -> Parts {
+    let activations = p
+        .activations_bytes
+        .saturating_sub(a.flags.activations_kept_by_graph_bytes);
     Parts {
-        activations_bytes: 0,
-        attention_scores_bytes: 0,
+        activations_bytes: activations,
+        attention_scores_bytes: p.attention_scores_bytes.min(activations),
         ..p.clone()
     }
 }
@@ -225,10 +228,10 @@ pub(super) fn candidates(
             confidence: "medium",
             action: "run evaluation/generation under torch.inference_mode() (or torch.no_grad())".into(),
             evidence: format!(
-                "the trace runs no backward, yet {} of activations are kept by the outputs' autograd graph",
-                iec(p.activations_bytes)
+                "the trace runs no backward, yet {} of activations outlive the forward pass that made them, kept by its outputs' autograd graph",
+                iec(a.flags.activations_kept_by_graph_bytes)
             ),
-            rewrite: Box::new(no_activations),
+            rewrite: Box::new(no_graph),
         });
     }
     if let Some((bytes, site)) = retained.filter(|r| r.0 > 0) {

@@ -106,27 +106,43 @@ pub struct FitReport {
     pub absent: Vec<Absence>,
 }
 
-/// The usable capacity of a device: the user's, else what its first OOM saw (reserved +
-/// free: what this process could hold), else the capacity `oom` inferred.
+/// The usable capacity of a device: the user's (but never more than what its first OOM saw
+/// free plus reserved, unless the OOM implies a per-process limit), else the limit its first
+/// OOM implies, else what it saw (reserved + free: what this process could hold), else the
+/// capacity `oom` inferred.
 fn capacity_of(device: u32, opts: &FitOptions, ooms: &oom::OomReport) -> Option<(u64, String)> {
-    if let (Some(c), Some(s)) = (opts.capacity_bytes, &opts.capacity_source) {
-        return Some((c, s.clone()));
-    }
-    let first = ooms
+    let given = opts.capacity_bytes.zip(opts.capacity_source.clone());
+    let Some(first) = ooms
         .ooms
         .iter()
-        .find(|o| o.explained.device == Some(device))?;
+        .find(|o| o.explained.device == Some(device))
+    else {
+        return given;
+    };
+    // What the process could hold at its OOM bounds any capacity given: the rest was held
+    // outside it (another process, the context).
+    let seen = first
+        .explained
+        .reserved_bytes
+        .zip(first.explained.device_free_bytes)
+        .map(|(r, f)| r + f);
+    if let Some((c, s)) = given {
+        return Some(match seen {
+            Some(seen) if seen < c && first.implied_limit.is_none() => (
+                seen,
+                format!("reserved + device free at the OOM, less than {s}: the rest was held outside this process"),
+            ),
+            _ => (c, s),
+        });
+    }
     if let Some(l) = &first.implied_limit {
         return Some((
             l.at_least_bytes,
             "the per-process limit the OOM implies (at least)".into(),
         ));
     }
-    if let (Some(r), Some(f)) = (
-        first.explained.reserved_bytes,
-        first.explained.device_free_bytes,
-    ) {
-        return Some((r + f, "reserved + device free at the OOM".into()));
+    if let Some(seen) = seen {
+        return Some((seen, "reserved + device free at the OOM".into()));
     }
     first
         .capacity_inferred
@@ -246,11 +262,49 @@ pub fn run(
             ..OomOptions::default()
         },
     )?;
+    run_with(snap, replays, opts, &ooms, &|_| true)
+}
+
+/// Fills `report.fit` with `fit` at the first OOM of every device that has one, against the
+/// capacity `oom` was given (else what the OOM implies): what `memlens oom` and the HTML
+/// report show as ranked fixes with their savings.
+pub fn attach(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    report: &mut oom::OomReport,
+    capacity: Option<(u64, String)>,
+) -> Result<(), String> {
+    if report.ooms.is_empty() {
+        return Ok(());
+    }
+    let opts = FitOptions {
+        at: Some(MomentSpec::Oom(1)),
+        capacity_bytes: capacity.as_ref().map(|c| c.0),
+        capacity_source: capacity.map(|c| c.1),
+    };
+    let has_oom = |d: u32| report.ooms.iter().any(|o| o.explained.device == Some(d));
+    let fits = run_with(snap, replays, &opts, report, &has_oom)?;
+    report.fit = fits
+        .devices
+        .into_iter()
+        .filter(|d| d.moment == "oom")
+        .collect();
+    Ok(())
+}
+
+/// [`run`] with the `oom` report already made, on the devices `wanted` accepts.
+fn run_with(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &FitOptions,
+    ooms: &oom::OomReport,
+    wanted: &dyn Fn(u32) -> bool,
+) -> Result<FitReport, String> {
     let found = leaks::run(snap, replays, &LeaksOptions::default());
     let expandable_on = oom::expandable_setting(snap) == Some(true);
     let mut devices = Vec::new();
     let mut absent = Vec::new();
-    for dev in &snap.devices {
+    for dev in snap.devices.iter().filter(|d| wanted(d.id)) {
         let trace = snap.device_trace(dev);
         let owned;
         let r = match replays.iter().find(|r| r.device == dev.id) {
@@ -338,7 +392,7 @@ pub fn run(
                 .then(measured[j].saves_bytes.cmp(&measured[i].saves_bytes))
                 .then(measured[i].id.cmp(measured[j].id))
         });
-        let plan = capacity_of(dev.id, opts, &ooms).map(|(c, s)| plan(&a, &cands, &order, c, s));
+        let plan = capacity_of(dev.id, opts, ooms).map(|(c, s)| plan(&a, &cands, &order, c, s));
         let moment = if final_state {
             "end".to_string()
         } else {

@@ -171,7 +171,13 @@ pub fn run(
     let mut table = FrameTable::default();
     let has_oom = snap.events.iter().any(|e| e.action == Action::Oom);
     let oom = if has_oom {
-        Some(oom::run(snap, replays, &opts.oom)?)
+        let mut r = oom::run(snap, replays, &opts.oom)?;
+        let capacity = opts
+            .oom
+            .capacity_bytes
+            .zip(opts.oom.capacity_source.clone());
+        super::fit::attach(snap, replays, &mut r, capacity)?;
+        Some(r)
     } else {
         None
     };

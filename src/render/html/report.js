@@ -294,6 +294,14 @@
         o.recommendations.length ? el("div", null, el("h3", null, "What to change, cheapest first"),
           el("ol", { class: "recs" }, o.recommendations.map((r) => el("li", null,
             el("span", { class: "cost c-" + r.cost }, r.cost), " ", el("span", { class: "action" }, rich(r.action)), el("div", { class: "why" }, rich(r.why)))))) : null,
+        ((f) => f && f.fixes.length ? el("div", { "data-testid": "oom-fit" }, el("h3", null, "Predicted savings at this OOM (memlens fit)"),
+          el("ol", { class: "recs" }, f.fixes.map((x) => el("li", null,
+            el("span", { class: "cost c-" + x.cost }, x.cost.replace("_", " ")), " ", el("span", { class: "action" }, rich(x.action)),
+            el("div", { class: "why" }, "saves " + fmtBytes(x.saves_bytes) + " → " + fmtBytes(x.peak_after_bytes) + " · " + x.confidence + " confidence · ", rich(x.evidence))))),
+          f.plan ? el("p", { class: "muted" }, f.plan.fits_now ? "It fits " + fmtBytes(f.plan.capacity_bytes) + " as it is." : f.plan.fits
+            ? "Plan for " + fmtBytes(f.plan.capacity_bytes) + " (" + f.plan.capacity_source + "): " + f.plan.steps.map((p) => p.id).join(" + ") + " → " + fmtBytes(f.plan.steps[f.plan.steps.length - 1].peak_after_bytes) + "."
+            : "With every fix it is still " + fmtBytes(f.plan.short_by_bytes) + " short of " + fmtBytes(f.plan.target_bytes) + ".") : null) : null)(
+          (rep.fit || []).find((d) => d.device === o.device && d.at.event_index === o.event_index)),
         o.evidence.length ? el("div", null, el("h3", null, "Evidence"), el("ul", { class: "plain" }, o.evidence.map((t) => el("li", null, rich(t))))) : null,
         o.notes.length ? el("div", null, el("h3", null, "Notes"), el("ul", { class: "plain" }, o.notes.map((t) => el("li", null, rich(t))))) : null,
         o.cannot_conclude && o.cannot_conclude.length ? el("div", null, el("h3", null, "Cannot conclude"), el("ul", { class: "plain" }, o.cannot_conclude.map((t) => el("li", null, rich(t))))) : null,
