@@ -20,6 +20,7 @@
 extern crate self as memlens;
 
 pub mod alloc_guard;
+pub mod allocator;
 pub mod analyze;
 pub mod error;
 pub mod input;

@@ -23,3 +23,4 @@ pub mod page;
 pub mod sites;
 pub mod timeline;
 pub mod top;
+pub mod whatif;

@@ -22,6 +22,7 @@ mod report;
 mod summary;
 mod timeline;
 mod top;
+mod whatif;
 
 use clap::{Parser, Subcommand};
 use memlens::Error;
@@ -70,6 +71,9 @@ enum Command {
     Check(check::Args),
     /// Many snapshots in parallel: one row each, and the imbalance of a rank set.
     Batch(batch::Args),
+    /// Replay the recorded requests through the caching allocator under other settings
+    /// (expandable segments, max_split_size_mb, ...): peak reserved, OOMs avoided.
+    Whatif(whatif::Args),
 }
 
 /// What a command ended with.
@@ -111,6 +115,7 @@ pub fn main() -> i32 {
         Command::Batch(a) => batch::run(a, &g),
         Command::Leaks(a) => leaks::run(a, &g),
         Command::Categories(a) => categories::run(a, &g),
+        Command::Whatif(a) => whatif::run(a, &g),
     };
     let code = exit_code(result);
     // Tests and benchmarks read this process's own peak memory here (a child's rusage also

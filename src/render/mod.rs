@@ -17,3 +17,4 @@ pub mod text;
 pub use crate::units;
 pub mod timeline;
 pub mod top;
+pub mod whatif;
