@@ -424,6 +424,13 @@ impl DeviceAllocator {
         if self.gc_on {
             self.pools[pool as usize].searches += 1;
         }
+        let id = self.find_free(pool, stream, size)?;
+        self.uncache(id);
+        Some(id)
+    }
+
+    /// The cached block best fit would hand out for a rounded `size` (nothing changes).
+    fn find_free(&self, pool: u16, stream: u64, size: u64) -> Option<BlockId> {
         let p = &self.pools[pool as usize];
         let mut it = p
             .free
@@ -448,7 +455,7 @@ impl DeviceAllocator {
                     .find(|&b| self.blocks.get(b).es == NONE)?;
             }
         }
-        let b = *self.blocks.get(id);
+        let b = self.blocks.get(id);
         let mss = self.settings.max_split_size.unwrap_or(u64::MAX);
         if size < mss && b.size >= mss {
             return None;
@@ -456,8 +463,15 @@ impl DeviceAllocator {
         if size >= mss && b.size >= size.saturating_add(self.settings.max_non_split_rounding) {
             return None;
         }
-        self.uncache(id);
         Some(id)
+    }
+
+    /// True when a request of `orig` bytes would be served from cached blocks, without new
+    /// memory (nothing changes).
+    pub fn would_reuse(&mut self, orig: u64, stream: u64, owner: (u64, u64)) -> bool {
+        let size = round_size(orig, &self.settings);
+        let pool = self.pool_for(size, owner);
+        self.find_free(pool, stream, size).is_some()
     }
 
     fn should_split(&self, id: BlockId, size: u64) -> bool {

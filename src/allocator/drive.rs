@@ -65,6 +65,9 @@ pub struct Outcome {
     pub unknown_frees: u64,
     /// The model's segment events (when following the recording).
     pub events: Vec<SegEvent>,
+    /// Mallocs after releases the model served from its cache (when following the
+    /// recording): those releases were an `empty_cache` call, not a failed cudaMalloc.
+    pub empty_cache_inferred: Vec<u32>,
 }
 
 fn seed(model: &mut DeviceAllocator, rec: &Recorded) -> FxHashMap<u64, (BlockId, u64)> {
@@ -133,6 +136,12 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
     };
     let mut hints: Vec<(Action, u64, u64)> = Vec::new();
     let mut ec = rec.empty_cache_at.iter().peekable();
+    let mut flushes: Vec<u32> = if sc.follow_recorded {
+        rec.flushes().collect()
+    } else {
+        Vec::new()
+    };
+    flushes.sort_unstable();
     let holds = |model: &DeviceAllocator, h: (BlockId, u64)| model.block(h.0).serial == h.1;
     for (i, e) in trace.iter().enumerate() {
         if ec.next_if(|&&at| at as usize == i).is_some() {
@@ -151,7 +160,17 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
                 } else {
                     (0, 0)
                 };
-                let got = model.malloc(e.size, snap.event_stream(e), pool);
+                let stream = snap.event_stream(e);
+                let at = i as u32;
+                if rec.empty_cache_before.binary_search(&at).is_ok() {
+                    model.empty_cache();
+                } else if flushes.binary_search(&at).is_ok()
+                    && model.would_reuse(e.size, stream, pool)
+                {
+                    model.empty_cache();
+                    out.empty_cache_inferred.push(at);
+                }
+                let got = model.malloc(e.size, stream, pool);
                 match got {
                     Some(id) if e.action == Action::Alloc => {
                         out.allocs += 1;

@@ -82,9 +82,34 @@ pub struct Recorded {
     pub private: Vec<PrivateRange>,
     /// An address above every address the file names.
     pub fresh: u64,
+    /// Where a cudaMalloc failed: (trace index of the malloc, reserved + its allocation
+    /// size, true when its releases came before a successful retry).
+    pub failures: Vec<(u32, u64, bool)>,
+    /// Mallocs whose releases turned out to be an `empty_cache` call just before them (the
+    /// model, replayed as recorded, served them from its cache: nothing failed).
+    pub empty_cache_before: Vec<u32>,
 }
 
 impl Recorded {
+    /// Takes the releases before mallocs `owners` for `empty_cache` calls, and sets the
+    /// upper bound from the failures left.
+    pub fn exclude(&mut self, owners: &[u32]) {
+        self.empty_cache_before.extend_from_slice(owners);
+        self.empty_cache_before.sort_unstable();
+        self.empty_cache_before.dedup();
+        let left = self
+            .failures
+            .iter()
+            .filter(|f| self.empty_cache_before.binary_search(&f.0).is_err());
+        self.bounds.upper = left.map(|f| f.1).min();
+    }
+
+    /// Mallocs whose releases came before a successful retry: a failure, unless the model
+    /// can serve them from its cache.
+    pub fn flushes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.failures.iter().filter(|f| f.2).map(|f| f.0)
+    }
+
     /// The private pool holding recorded address `addr` ((0, 0): the default pools).
     pub fn pool_of(&self, addr: u64) -> (u64, u64) {
         let i = self.private.partition_point(|r| r.start <= addr);
@@ -137,8 +162,10 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
     let mut peak = (start_reserved, -1i64);
     let mut lower = start_reserved;
     let mut device = None;
-    // (owner, reserved before its first segment event, it released first)
-    let mut groups: Vec<(u32, u64, bool)> = Vec::new();
+    // (owner, reserved before its first segment event, it released first, it then allocated)
+    let mut groups: Vec<(u32, u64, bool, bool)> = Vec::new();
+    // Reserved just before each oom entry.
+    let mut at_oom: Vec<(u32, u64)> = Vec::new();
     let mut k = 0usize;
     for (i, e) in trace.iter().enumerate() {
         if k < segs.len() && segs[k].event as usize == i {
@@ -146,7 +173,9 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
             k += 1;
             if let Some(o) = s.owner {
                 if groups.last().map(|g| g.0) != Some(o) {
-                    groups.push((o, reserved.max(0) as u64, is_release(s.action)));
+                    groups.push((o, reserved.max(0) as u64, is_release(s.action), false));
+                } else if !is_release(s.action) {
+                    groups.last_mut().unwrap().3 = true;
                 }
             }
             reserved += if is_release(s.action) {
@@ -161,46 +190,36 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
             }
         } else if e.action == Action::Oom {
             device = Some(reserved.max(0) as u64 + e.addr);
+            at_oom.push((i as u32, reserved.max(0) as u64));
         }
     }
     let end_reserved = reserved.max(0) as u64;
 
-    // Failure points: a malloc that released before it could allocate, and every oom.
+    // Failure points: a malloc that released, then allocated (or failed: an oom), and every
+    // oom. A malloc that released and then reused a cached block called nothing that fails:
+    // the releases were an empty_cache call.
     let alloc_of = |i: u32| {
-        let e = &trace[i as usize];
         // An oom entry's size is already rounded (round_size is idempotent).
-        allocation_size(round_size(e.size, settings))
+        allocation_size(round_size(trace[i as usize].size, settings))
     };
     let mut reclassify = Vec::new();
-    let mut upper: Option<u64> = None;
-    for &(o, before, released_first) in &groups {
+    let mut failures = Vec::new();
+    for &(o, before, released_first, allocated) in &groups {
         if !released_first {
             continue;
         }
+        let oom = trace[o as usize].action == Action::Oom;
         let v = before + alloc_of(o);
-        if v <= lower {
+        if (!allocated && !oom) || v <= lower {
             reclassify.push(o);
         } else {
-            upper = Some(upper.map_or(v, |u| u.min(v)));
+            failures.push((o, v, !oom));
         }
     }
-    let mut r2 = start_reserved as i64;
-    let mut k = 0usize;
-    for (i, e) in trace.iter().enumerate() {
-        while k < segs.len() && segs[k].event as usize == i {
-            let s = segs[k];
-            r2 += if is_release(s.action) {
-                -(s.size as i64)
-            } else {
-                s.size as i64
-            };
-            k += 1;
-        }
-        if e.action == Action::Oom {
-            let v = r2.max(0) as u64 + alloc_of(i as u32);
-            if v > lower {
-                upper = Some(upper.map_or(v, |u| u.min(v)));
-            }
+    for &(i, r) in &at_oom {
+        let v = r + alloc_of(i);
+        if v > lower {
+            failures.push((i, v, false));
         }
     }
     reclassify.sort_unstable();
@@ -271,7 +290,7 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
     let gib = 1u64 << 30;
     let fresh = top.div_ceil(gib).saturating_add(1).saturating_mul(gib);
 
-    Recorded {
+    let mut rec = Recorded {
         device: dev.id,
         start,
         segs,
@@ -279,13 +298,17 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
         reclassified: reclassify.len(),
         bounds: Bounds {
             lower,
-            upper,
+            upper: None,
             device,
         },
+        failures,
+        empty_cache_before: Vec::new(),
         start_reserved,
         peak_reserved: peak,
         end_reserved,
         private,
         fresh,
-    }
+    };
+    rec.exclude(&[]);
+    rec
 }

@@ -388,19 +388,24 @@ pub fn run(
             }
             continue;
         }
-        let rec = recorded::read(snap, dev, &base);
-        let (cap, capacity) = capacity_for(&rec.bounds, &opts.capacity);
+        let mut rec = recorded::read(snap, dev, &base);
         let va_bytes = va_bytes(&rec, &opts.capacity);
-        let recorded_run = drive::run(
-            snap,
-            &rec,
-            &Scenario {
+        let as_recorded = |rec: &Recorded| {
+            let (cap, capacity) = capacity_for(&rec.bounds, &opts.capacity);
+            let sc = Scenario {
                 settings: base.clone(),
                 capacity: cap,
                 va_bytes,
                 follow_recorded: true,
-            },
-        );
+            };
+            (cap, capacity, drive::run(snap, rec, &sc))
+        };
+        let (mut cap, mut capacity, mut recorded_run) = as_recorded(&rec);
+        if !recorded_run.empty_cache_inferred.is_empty() {
+            // Releases the model did not need were empty_cache calls: they bound nothing.
+            rec.exclude(&recorded_run.empty_cache_inferred);
+            (cap, capacity, recorded_run) = as_recorded(&rec);
+        }
         let a = fidelity::compare(&rec.segs, &recorded_run.events);
         let fidelity = Fidelity {
             segment_events_recorded: a.recorded,
@@ -472,7 +477,7 @@ pub fn run(
             start_segments: rec.start.segments.len(),
             start_reserved_bytes: rec.start_reserved,
             start_inconsistencies: rec.start.inconsistencies,
-            empty_cache_calls: rec.empty_cache_at.len(),
+            empty_cache_calls: rec.empty_cache_at.len() + rec.empty_cache_before.len(),
             fidelity,
             recorded_ooms,
             verdict: String::new(),
