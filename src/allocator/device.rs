@@ -27,6 +27,12 @@ pub struct Capacity {
     pub fraction: bool,
 }
 
+/// A block of the state before the trace: (size, requested bytes, allocated, pending free).
+pub type SeedBlock = (u64, u64, bool, bool);
+
+/// A mapped range of an expandable segment before the trace: its address and blocks.
+pub type SeedRange = (u64, Vec<SeedBlock>);
+
 /// A segment event the model records (as the trace would: `segment_alloc`, `segment_free`,
 /// `segment_map`, `segment_unmap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +118,7 @@ impl DeviceAllocator {
 
     /// The segment events recorded so far (empty unless logging).
     pub fn take_log(&mut self) -> Vec<SegEvent> {
-        self.log.take().unwrap_or_default()
+        self.log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Addresses the next request's new segments should take when their sizes agree
@@ -219,7 +225,7 @@ impl DeviceAllocator {
         addr: u64,
         stream: u64,
         pool: u16,
-        blocks: &[(u64, u64, bool, bool)],
+        blocks: &[SeedBlock],
     ) -> Vec<(u64, BlockId)> {
         let total: u64 = blocks.iter().map(|b| b.0).sum();
         self.ranges.insert(addr, total);
@@ -234,7 +240,7 @@ impl DeviceAllocator {
         &mut self,
         stream: u64,
         pool: u16,
-        ranges: &[(u64, Vec<(u64, u64, bool, bool)>)],
+        ranges: &[SeedRange],
     ) -> Vec<(u64, BlockId)> {
         let Some(first) = ranges.first() else {
             return Vec::new();
@@ -251,7 +257,7 @@ impl DeviceAllocator {
         self.ranges.insert(base, es.size());
         self.es.push(Some(es));
         let es_id = (self.es.len() - 1) as u32;
-        let mut pieces: Vec<((u64, u64, bool, bool), bool)> = Vec::new();
+        let mut pieces: Vec<(SeedBlock, bool)> = Vec::new();
         let mut at = base;
         for (a, blocks) in ranges {
             if *a > at {
@@ -275,7 +281,7 @@ impl DeviceAllocator {
         stream: u64,
         pool: u16,
         es: u32,
-        pieces: impl Iterator<Item = ((u64, u64, bool, bool), bool)>,
+        pieces: impl Iterator<Item = (SeedBlock, bool)>,
     ) -> Vec<(u64, BlockId)> {
         let mut live = Vec::new();
         let (mut at, mut prev) = (addr, NONE);

@@ -11,7 +11,7 @@
 //! `oom` entry the model can serve stays allocated to the end, as the program would have
 //! kept the tensor.
 
-use super::device::{Capacity, DeviceAllocator, SegEvent};
+use super::device::{Capacity, DeviceAllocator, SeedBlock, SeedRange, SegEvent};
 use super::pool::BlockId;
 use super::recorded::Recorded;
 use super::settings::Settings;
@@ -72,8 +72,8 @@ pub struct Outcome {
 
 fn seed(model: &mut DeviceAllocator, rec: &Recorded) -> FxHashMap<u64, (BlockId, u64)> {
     let mut live = FxHashMap::default();
-    type Blocks = Vec<(u64, u64, bool, bool)>;
-    let mut expandable: BTreeMap<(u64, bool, (u64, u64)), Vec<(u64, Blocks)>> = BTreeMap::new();
+    type Blocks = Vec<SeedBlock>;
+    let mut expandable: BTreeMap<(u64, bool, (u64, u64)), Vec<SeedRange>> = BTreeMap::new();
     for s in &rec.start.segments {
         let small = match s.pool {
             PoolKind::Small => true,

@@ -45,7 +45,7 @@ pub fn compare(recorded: &[RecordedSeg], model: &[SegEvent]) -> Agreement {
     let (mut i, mut j, mut matched) = (0usize, 0usize, 0u64);
     let mut first: Option<u32> = None;
     let mut differ = |o: u32| {
-        if first.is_none_or(|f| o < f) {
+        if first.map_or(true, |f| o < f) {
             first = Some(o);
         }
     };

@@ -293,7 +293,7 @@ fn result(label: String, set: String, s: &Settings, o: &Outcome) -> ScenarioResu
 /// a bad `--set` fails at once.
 pub fn scenarios(opts: &WhatifOptions, base: &Settings) -> Result<Vec<(String, Settings)>, Error> {
     let mut out: Vec<(String, Settings)> = Vec::new();
-    let suggested = opts.suggest.then_some(SUGGESTED).unwrap_or(&[]);
+    let suggested = if opts.suggest { SUGGESTED } else { &[] };
     for set in opts
         .scenarios
         .iter()
@@ -343,7 +343,7 @@ fn verdict(d: &DeviceWhatif) -> String {
             None => "no other setting was tried (--set or --suggest)".into(),
         };
     }
-    match d.scenarios.iter().skip(1).next() {
+    match d.scenarios.get(1) {
         Some(best) if best.peak_reserved_bytes < base.peak_reserved_bytes => format!(
             "no OOM recorded; {} lowers peak reserved {} → {}",
             best.label,
@@ -369,13 +369,6 @@ pub fn run(
     });
     let tried = scenarios(opts, &base)?;
     let mut notes = Vec::new();
-    if recorded_settings.is_none() {
-        notes.push(
-            "the file records no allocator settings: PyTorch's defaults are assumed \
-             (expandable segments if any segment is expandable)"
-                .to_string(),
-        );
-    }
     let mut devices = Vec::new();
     for dev in &snap.devices {
         let trace = snap.device_trace(dev);
@@ -486,8 +479,16 @@ pub fn run(
         d.verdict = verdict(&d);
         devices.push(d);
     }
-    if devices.is_empty() {
+    if devices.is_empty() && notes.is_empty() {
         notes.push("no device has a trace: there are no requests to replay".into());
+    }
+    if recorded_settings.is_none() && !devices.is_empty() {
+        notes.insert(
+            0,
+            "the file records no allocator settings: PyTorch's defaults are assumed \
+             (expandable segments if any segment is expandable)"
+                .to_string(),
+        );
     }
     Ok(WhatifReport {
         schema_version: super::SCHEMA_VERSION,
