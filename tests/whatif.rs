@@ -587,3 +587,52 @@ fn a_file_without_a_trace_has_nothing_to_replay() {
         serde_json::json!(["device 0 has no trace: there are no requests to replay"])
     );
 }
+
+#[test]
+fn oom_and_the_report_show_the_predicted_effect_of_the_allocator_setting_fix() {
+    let frag = sample("captured/frag_oom.pickle");
+    let o = json(&["oom", frag.to_str().unwrap(), "--format", "json"]);
+    let recs = o["ooms"][0]["recommendations"].as_array().unwrap();
+    let fix = recs
+        .iter()
+        .find(|r| {
+            r["action"]
+                .as_str()
+                .unwrap()
+                .contains("expandable_segments:True")
+        })
+        .unwrap();
+    let p = &fix["predicted"];
+    assert_eq!(p["set"], "expandable_segments:True");
+    assert_eq!(p["avoids_oom"], true);
+    assert_eq!(p["ooms"], 0);
+    assert_eq!(p["peak_reserved_bytes"], 2097152000u64);
+    assert_eq!(p["predicted_peak_reserved_bytes"], 2097152000u64);
+    assert_eq!(
+        p["words"],
+        "replaying the trace with expandable_segments:True: the OOM at event 240 does not \
+         happen; peak reserved 1.95 GiB → 1.95 GiB"
+    );
+    // Fixes that are not allocator settings predict nothing.
+    assert!(recs
+        .iter()
+        .filter(|r| r != &fix)
+        .all(|r| r.get("predicted").is_none()));
+    let text = String::from_utf8(memlens(["oom", frag.to_str().unwrap()]).stdout).unwrap();
+    assert!(text.contains("Predicted: replaying the trace with expandable_segments:True: the OOM at event 240 does not happen"), "{text}");
+    // The page's data carries the same prediction.
+    let page = json(&["report", frag.to_str().unwrap(), "--format", "json"]);
+    let in_page = &page["oom"]["ooms"][0]["recommendations"];
+    assert!(
+        in_page
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["predicted"] == *p),
+        "{in_page}"
+    );
+    // explain has no trace to replay: no prediction.
+    let msg = "CUDA out of memory. Tried to allocate 72.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 137.33 GiB is free. Including non-PyTorch memory, this process has 2.46 GiB memory in use. 2.00 GiB allowed; Of the allocated memory 200.00 MiB is allocated by PyTorch, and 1.76 GiB is reserved by PyTorch but unallocated.";
+    let e = json(&["explain", msg, "--format", "json"]);
+    assert!(!e.to_string().contains("predicted"), "{e}");
+}

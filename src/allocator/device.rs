@@ -366,7 +366,9 @@ impl DeviceAllocator {
         if !(b.allocated || b.pending) {
             return;
         }
-        self.pending.remove(&id);
+        if b.pending {
+            self.pending.remove(&id);
+        }
         self.free_block(id);
     }
 

@@ -45,8 +45,11 @@ pub struct Outcome {
     pub peak_event: i64,
     /// Reserved after the last event.
     pub end_reserved: u64,
-    /// The most cached free bytes while reserved stood at its peak.
+    /// Cached free bytes when reserved first reached its peak (memory the allocator held
+    /// but could not use for the request that grew it).
     pub cached_free_at_peak: u64,
+    /// Cached free bytes when the first OOM happened ("reserved but unallocated").
+    pub cached_free_at_first_oom: Option<u64>,
     /// The most cached free bytes at once.
     pub peak_cached_free: u64,
     /// Requests the model could not serve.
@@ -181,6 +184,8 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
                     None => {
                         out.allocs += (e.action == Action::Alloc) as u64;
                         out.ooms += 1;
+                        out.cached_free_at_first_oom
+                            .get_or_insert(model.cached_free);
                         if out.oom_events.len() < OOMS_KEPT {
                             out.oom_events.push(i as u32);
                         }
@@ -188,14 +193,15 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
                 }
             }
             Action::FreeRequested => match live.get(&e.addr) {
+                // A free that completes at once is one step (no deferral to track).
+                _ if trace
+                    .get(i + 1)
+                    .is_some_and(|n| n.action == Action::FreeCompleted && n.addr == e.addr) => {}
                 Some(&h) if holds(&model, h) => model.free_requested(h.0),
                 _ => out.unknown_frees += 1,
             },
             Action::FreeCompleted | Action::Free => match live.remove(&e.addr) {
-                Some(h) if holds(&model, h) => {
-                    model.free_requested(h.0);
-                    model.free_completed(h.0);
-                }
+                Some(h) if holds(&model, h) => model.free_completed(h.0),
                 Some(_) => {}
                 None => out.unknown_frees += (e.action == Action::Free) as u64,
             },
@@ -207,8 +213,6 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
             out.peak_reserved = model.reserved;
             out.peak_event = i as i64;
             out.cached_free_at_peak = model.cached_free;
-        } else if model.reserved == out.peak_reserved {
-            out.cached_free_at_peak = out.cached_free_at_peak.max(model.cached_free);
         }
         out.peak_cached_free = out.peak_cached_free.max(model.cached_free);
     }

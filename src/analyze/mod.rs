@@ -12,6 +12,7 @@ pub mod explain;
 pub mod gpus;
 pub mod leaks;
 pub mod oom;
+pub mod predict;
 pub mod profile;
 pub mod summary;
 

@@ -36,6 +36,8 @@ pub struct WhatifOptions {
     /// The memory PyTorch may reserve and where that figure came from (`--capacity`,
     /// `--gpu`); `None`: what the trace implies.
     pub capacity: Option<(u64, String)>,
+    /// Replay this device only (`None`: every device with a trace).
+    pub only_device: Option<u32>,
 }
 
 /// The report.
@@ -97,8 +99,12 @@ pub struct ScenarioResult {
     pub ooms: u64,
     /// Trace index of the first.
     pub first_oom_event: Option<u32>,
-    /// Cached free bytes at the peak (reserved but unallocated).
+    /// Trace indices of the requests that failed, the first 64.
+    pub oom_events: Vec<u32>,
+    /// Cached free bytes (reserved but unallocated) when reserved first reached its peak.
     pub cached_free_at_peak_bytes: u64,
+    /// Cached free bytes when the first OOM happened (`null`: none).
+    pub cached_free_at_first_oom_bytes: Option<u64>,
     /// Cached free / reserved at the peak.
     pub fragmentation_at_peak: f64,
     /// The most cached free bytes at once.
@@ -274,7 +280,9 @@ fn result(label: String, set: String, s: &Settings, o: &Outcome) -> ScenarioResu
         end_reserved_bytes: o.end_reserved,
         ooms: o.ooms,
         first_oom_event: o.oom_events.first().copied(),
+        oom_events: o.oom_events.clone(),
         cached_free_at_peak_bytes: o.cached_free_at_peak,
+        cached_free_at_first_oom_bytes: o.cached_free_at_first_oom,
         fragmentation_at_peak: if o.peak_reserved == 0 {
             0.0
         } else {
@@ -371,6 +379,9 @@ pub fn run(
     let mut notes = Vec::new();
     let mut devices = Vec::new();
     for dev in &snap.devices {
+        if opts.only_device.is_some_and(|d| d != dev.id) {
+            continue;
+        }
         let trace = snap.device_trace(dev);
         if trace.is_empty() {
             if !snap.device_segments(dev).is_empty() {

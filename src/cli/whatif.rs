@@ -36,6 +36,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         scenarios: args.set,
         suggest: args.suggest,
         capacity: args.capacity.resolve()?,
+        only_device: None,
     };
     // A bad --set is a usage error before the file is read.
     whatif::scenarios(&opts, &Settings::default())?;

@@ -80,6 +80,7 @@ pub fn text(
             "OOMs",
             "first OOM",
             "free at peak",
+            "free at OOM",
             "cudaMallocs",
         ]);
         for s in &d.scenarios {
@@ -105,10 +106,11 @@ pub fn text(
                     iec(s.cached_free_at_peak_bytes),
                     s.fragmentation_at_peak * 100.0
                 ),
+                s.cached_free_at_first_oom_bytes.map_or("-".into(), iec),
                 s.device_mallocs.to_string(),
             ]);
         }
-        for c in 1..8 {
+        for c in 1..9 {
             if let Some(col) = t.column_mut(c) {
                 col.set_cell_alignment(comfy_table::CellAlignment::Right);
             }
