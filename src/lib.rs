@@ -4,7 +4,8 @@
 //! Layers, lowest first: [`input`] (bytes of a file, decompressed), [`pickle`] (a safe pickle
 //! decoder), [`model`] (the typed [`model::Snapshot`]), [`load`] (a file to a snapshot: input
 //! and model joined, with [`LoadOptions`]), [`replay`] (the trace walked forward:
-//! lifetimes, the peak, moments, allocator states, steps), [`analyze`] (reports as plain
+//! lifetimes, the peak, moments, allocator states, steps), [`allocator`] (a model of the
+//! caching allocator the trace's requests are replayed through), [`analyze`] (reports as plain
 //! values), [`render`] (text, JSON, CSV, SVG), and the command line in `cli` (binary only).
 //!
 //! ```no_run
@@ -20,6 +21,7 @@
 extern crate self as memlens;
 
 pub mod alloc_guard;
+pub mod allocator;
 pub mod analyze;
 pub mod error;
 pub mod input;

@@ -108,3 +108,8 @@ fn flame_cpp_folded() {
         "flame_cpp.folded",
     );
 }
+
+#[test]
+fn whatif_text() {
+    run_golden(&["whatif", "--suggest"], "whatif.txt");
+}

@@ -30,10 +30,17 @@ const SCHEMAS: &[&str] = &[
     "batch",
     "report",
     "slice",
+    "whatif",
 ];
 
 /// `*_bytes` fields that are signed by design (a difference, a margin).
-const SIGNED_BYTES: &[&str] = &["delta_bytes", "over_bytes", "headroom_bytes"];
+const SIGNED_BYTES: &[&str] = &[
+    "delta_bytes",
+    "over_bytes",
+    "headroom_bytes",
+    "peak_reserved_change_bytes",
+    "end_reserved_change_bytes",
+];
 
 /// Keywords that carry no constraint.
 const ANNOTATIONS: &[&str] = &["$schema", "$id", "title", "description", "$defs"];
@@ -369,6 +376,8 @@ fn per_sample(file: &str) -> Vec<(&'static str, Vec<&str>, &'static [i32])> {
         ("timeline", vec!["timeline", file], OK),
         ("timeline", vec!["timeline", file, "--points", "8"], OK),
         ("frag", vec!["frag", file], OK),
+        ("whatif", vec!["whatif", file, "--suggest"], OK),
+        ("whatif", vec!["whatif", file, "--capacity", "200MiB"], OK),
         (
             "frag",
             vec!["frag", file, "--at", "peak", "--worst", "1"],

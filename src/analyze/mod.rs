@@ -14,6 +14,7 @@ pub mod fit;
 pub mod gpus;
 pub mod leaks;
 pub mod oom;
+pub mod predict;
 pub mod profile;
 pub mod summary;
 
@@ -25,3 +26,4 @@ pub mod page;
 pub mod sites;
 pub mod timeline;
 pub mod top;
+pub mod whatif;

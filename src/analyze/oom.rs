@@ -298,6 +298,7 @@ pub fn run(
         });
     }
     measure_headroom(&mut headroom, &ooms);
+    super::predict::predict(snap, replays, opts, &mut ooms);
     let mut notes = Vec::new();
     if ooms.is_empty() {
         notes.push(if snap.events.is_empty() {

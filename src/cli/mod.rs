@@ -26,6 +26,7 @@ mod slice;
 mod summary;
 mod timeline;
 mod top;
+mod whatif;
 
 use clap::{Parser, Subcommand};
 use memlens::Error;
@@ -81,6 +82,9 @@ enum Command {
     Export(export::Args),
     /// A window of a snapshot as a snapshot of its own, for PyTorch's viewer (pytorch.org/memory_viz).
     Slice(slice::Args),
+    /// Replay the recorded requests through the caching allocator under other settings
+    /// (expandable segments, max_split_size_mb, ...): peak reserved, OOMs avoided.
+    Whatif(whatif::Args),
 }
 
 /// What a command ended with.
@@ -125,6 +129,7 @@ pub fn main() -> i32 {
         Command::Leaks(a) => leaks::run(a, &g),
         Command::Categories(a) => categories::run(a, &g),
         Command::Fit(a) => fit::run(a, &g),
+        Command::Whatif(a) => whatif::run(a, &g),
     };
     let code = exit_code(result);
     // Tests and benchmarks read this process's own peak memory here (a child's rusage also

@@ -23,6 +23,7 @@ use memlens::analyze::page::PageReport;
 use memlens::analyze::summary::SummaryReport;
 use memlens::analyze::timeline::TimelineReport;
 use memlens::analyze::top::TopReport;
+use memlens::analyze::whatif::WhatifReport;
 use memlens::render;
 use memlens::render::text::Style;
 use serde::{Serialize, Serializer};
@@ -78,6 +79,7 @@ titled_text! {
     OomReport => render::oom::text,
     CategoriesReport => render::categories::text,
     FitReport => render::fit::text,
+    WhatifReport => render::whatif::text,
 }
 
 impl Text for ExplainReport {

@@ -149,6 +149,9 @@ pub fn one(
             &format!("[{}] {}", r.cost.as_str(), r.action),
         )?;
         style.para(out, "     Why: ", "     ", &format!("{}.", r.why))?;
+        if let Some(p) = &r.predicted {
+            style.para(out, "     Predicted: ", "     ", &format!("{}.", p.words))?;
+        }
     }
     if !o.notes.is_empty() {
         writeln!(out, "\nNotes")?;

@@ -21,3 +21,4 @@ pub mod text;
 pub use crate::units;
 pub mod timeline;
 pub mod top;
+pub mod whatif;

@@ -9,6 +9,7 @@ use crate::units::iec_words;
 /// A recommendation from its parts.
 fn rec(cost: Cost, action: impl Into<String>, why: impl Into<String>) -> Recommendation {
     Recommendation {
+        predicted: None,
         action: action.into(),
         cost,
         why: why.into(),

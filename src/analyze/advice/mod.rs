@@ -160,6 +160,28 @@ pub struct Recommendation {
     pub cost: Cost,
     /// Why, quoting the numbers.
     pub why: String,
+    /// For an allocator setting, what replaying the snapshot's trace under it predicts
+    /// (`memlens oom`; `memlens whatif`); absent where there is no trace to replay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<Prediction>,
+}
+
+/// What an allocator setting would have done to a recorded OOM, by replaying the trace
+/// through the allocator model (`crate::allocator`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Prediction {
+    /// The setting replayed, as `PYTORCH_CUDA_ALLOC_CONF` writes it.
+    pub set: String,
+    /// True when the OOM does not happen under it.
+    pub avoids_oom: bool,
+    /// Peak reserved of the replay as recorded.
+    pub peak_reserved_bytes: u64,
+    /// Peak reserved under the setting.
+    pub predicted_peak_reserved_bytes: u64,
+    /// Requests that still fail under it (this OOM among them unless avoided).
+    pub ooms: u64,
+    /// The prediction in one sentence, with its numbers.
+    pub words: String,
 }
 
 /// The outcome of [`diagnose`].
