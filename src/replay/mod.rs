@@ -171,6 +171,21 @@ pub fn replay(snap: &Snapshot) -> Vec<DeviceReplay> {
         .collect()
 }
 
+/// The replay of `dev` among `replays`, else — for a device without a trace that still has
+/// segments — its final state replayed on the spot (nothing to replay for the rest): what
+/// the analyses that read final blocks of traceless devices (`categories`, `fit`) share.
+pub fn replay_or_final_state<'a>(
+    snap: &Snapshot,
+    replays: &'a [DeviceReplay],
+    dev: &Device,
+) -> Option<std::borrow::Cow<'a, DeviceReplay>> {
+    if let Some(r) = replays.iter().find(|r| r.device == dev.id) {
+        return Some(std::borrow::Cow::Borrowed(r));
+    }
+    (snap.device_trace(dev).is_empty() && !snap.device_segments(dev).is_empty())
+        .then(|| std::borrow::Cow::Owned(replay_device(snap, dev)))
+}
+
 /// Replays one device.
 pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
     let trace = snap.device_trace(dev);

@@ -57,6 +57,16 @@ pub struct DeviceSteps {
 }
 
 impl DeviceSteps {
+    /// No steps on `device` (a final state without a trace to find them in).
+    pub fn none(device: u32) -> DeviceSteps {
+        DeviceSteps {
+            device,
+            source: None,
+            marker: None,
+            steps: Vec::new(),
+        }
+    }
+
     /// The events of step `n` (1-based) as a window.
     pub fn window(&self, n: usize) -> Option<Window> {
         self.steps.get(n.checked_sub(1)?).map(|s| Window {

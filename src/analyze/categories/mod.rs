@@ -181,16 +181,10 @@ pub fn run(
     let mut absent = Vec::new();
     for dev in &snap.devices {
         let trace = snap.device_trace(dev);
-        let traced = replays.iter().find(|r| r.device == dev.id);
-        let owned;
-        let r = match traced {
-            Some(r) => r,
-            None if trace.is_empty() && !snap.device_segments(dev).is_empty() => {
-                owned = replay::replay_device(snap, dev);
-                &owned
-            }
-            None => continue,
+        let Some(r) = replay::replay_or_final_state(snap, replays, dev) else {
+            continue;
         };
+        let r: &DeviceReplay = &r;
         // A trace without an allocation dates nothing alive: only the final blocks remain.
         let final_state = !trace.iter().any(|e| e.action == Action::Alloc);
         if final_state {
@@ -250,12 +244,7 @@ pub fn run(
             replay::resolve(opts.at, r, trace)?
         };
         let st = if final_state {
-            DeviceSteps {
-                device: dev.id,
-                source: None,
-                marker: None,
-                steps: Vec::new(),
-            }
+            DeviceSteps::none(dev.id)
         } else {
             steps::find(snap, r)
         };

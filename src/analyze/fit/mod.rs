@@ -306,15 +306,10 @@ fn run_with(
     let mut absent = Vec::new();
     for dev in snap.devices.iter().filter(|d| wanted(d.id)) {
         let trace = snap.device_trace(dev);
-        let owned;
-        let r = match replays.iter().find(|r| r.device == dev.id) {
-            Some(r) => r,
-            None if trace.is_empty() && !snap.device_segments(dev).is_empty() => {
-                owned = replay::replay_device(snap, dev);
-                &owned
-            }
-            None => continue,
+        let Some(r) = replay::replay_or_final_state(snap, replays, dev) else {
+            continue;
         };
+        let r: &DeviceReplay = &r;
         let final_state = !trace.iter().any(|e| e.action == Action::Alloc);
         let has_oom = trace.iter().any(|e| e.action == Action::Oom);
         let spec = opts.at.unwrap_or(if has_oom {
@@ -340,12 +335,7 @@ fn run_with(
             replay::resolve(spec, r, trace)?
         };
         let st = if final_state {
-            DeviceSteps {
-                device: dev.id,
-                source: None,
-                marker: None,
-                steps: Vec::new(),
-            }
+            DeviceSteps::none(dev.id)
         } else {
             steps::find(snap, r)
         };
