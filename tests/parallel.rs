@@ -28,6 +28,7 @@ fn report(s: &Snapshot) -> String {
 
 fn inputs() -> Vec<PathBuf> {
     let mut v = samples();
+    v.extend(layouts());
     v.extend(captured());
     v.extend(require_shared().unwrap_or_default());
     v

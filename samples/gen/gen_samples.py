@@ -3,11 +3,15 @@
 
   python3 samples/gen/gen_samples.py
       regenerate every small sample into samples/ (byte-identical on every run)
-  python3 samples/gen/gen_samples.py big --size-mb 500 --out PATH [--layout shared|fresh] [--protocol 4|2]
+  python3 samples/gen/gen_samples.py big --size-mb 500 --out PATH [--layout shared|fresh|torch|memo|cpp] [--protocol 4|2]
+                                           [--entries N (instead of --size-mb)]
       write a large benchmark snapshot (training-style trace, consistent final segments)
   python3 samples/gen/gen_samples.py deep --entries 200000 --out PATH [--frames 1000] [--size 4096]
                                           [--extra N --extra-size BYTES]
       write entries that all share one deep stack (memgen/deep.py)
+  python3 samples/gen/gen_samples.py layouts [--entries 400]
+      write one small file per benchmark layout into samples/layouts/ (shared, protocol 2,
+      fresh, torch, memo, cpp): the parallel and fast-path tests read every layout
 
 See samples/README.md for what each sample contains.
 """
@@ -89,6 +93,17 @@ def generate_newer(out_dir=SAMPLES_DIR):
     return written
 
 
+# The benchmark layouts of memgen/big.py, small (samples/layouts): file, layout, protocol.
+LAYOUT_FILES = [
+    ("shared.pickle", "shared", 4),
+    ("shared_p2.pickle", "shared", 2),
+    ("fresh.pickle", "fresh", 4),
+    ("torch.pickle", "torch", 4),
+    ("memo.pickle", "memo", 4),
+    ("cpp.pickle", "cpp", 2),
+]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd")
@@ -97,9 +112,13 @@ def main(argv=None):
     bg = sub.add_parser("big", help="write a large benchmark snapshot")
     bg.add_argument("--size-mb", type=float, default=500.0)
     bg.add_argument("--out", required=True)
-    bg.add_argument("--layout", choices=("shared", "fresh"), default="shared")
+    bg.add_argument("--layout", choices=("shared", "fresh", "torch", "memo", "cpp"), default="shared")
     bg.add_argument("--protocol", type=int, choices=(2, 4), default=4)
+    bg.add_argument("--entries", type=int, default=None, help="about this many trace entries instead of --size-mb")
     bg.add_argument("--seed", type=int, default=11)
+    ly = sub.add_parser("layouts", help="write one small file per benchmark layout (samples/layouts)")
+    ly.add_argument("--out-dir", default=os.path.join(SAMPLES_DIR, "layouts"))
+    ly.add_argument("--entries", type=int, default=400)
     dp = sub.add_parser("deep", help="write entries sharing one deep stack (memgen/deep.py)")
     dp.add_argument("--entries", type=int, default=200000)
     dp.add_argument("--size", type=int, default=4096, help="bytes of each allocation")
@@ -113,10 +132,20 @@ def main(argv=None):
         size = deep.write_deep(args.out, args.entries, args.size, args.frames, args.extra, args.extra_size)
         print("%s %d bytes (%.1f MB)" % (args.out, size, size / 1e6))
         return 0
+    if args.cmd == "layouts":
+        from memgen import big
+        os.makedirs(args.out_dir, exist_ok=True)
+        for name, layout, protocol in LAYOUT_FILES:
+            path = os.path.join(args.out_dir, name)
+            size = big.write_big(path, 0, layout=layout, protocol=protocol, entries=args.entries,
+                                 log=open(os.devnull, "w"))
+            print("%s %d bytes" % (path, size))
+        return 0
     if args.cmd == "big":
         from memgen import big
         t0 = time.time()
-        size = big.write_big(args.out, args.size_mb, layout=args.layout, protocol=args.protocol, seed=args.seed)
+        size = big.write_big(args.out, args.size_mb, layout=args.layout, protocol=args.protocol, seed=args.seed,
+                             entries=args.entries)
         print("%s %d bytes (%.1f MB) in %.1f s" % (args.out, size, size / 1e6, time.time() - t0))
         return 0
     generate_small(getattr(args, "out_dir", SAMPLES_DIR))

@@ -54,6 +54,14 @@ pub trait Hooks {
     ) -> Option<(Value, Value)> {
         None
     }
+    /// A dict defined inside the list of a dict read by [`Hooks::on_flat`] (a frame dict
+    /// written inline in a trace entry's frames list), read in one step: string keys and
+    /// scalar or string values. Returns the value its list will hold, or `None` to have the
+    /// whole outer dict decoded opcode by opcode. Must be equivalent to what `on_append`
+    /// would return for that dict (it is converted where `on_append` would convert it).
+    fn on_flat_item(&mut self, _heap: &mut Heap, _pairs: &[(Value, Value)]) -> Option<Value> {
+        None
+    }
 }
 
 /// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).

@@ -54,6 +54,8 @@ pub(super) struct Machine<'a> {
     /// Scratch of the flat-dict fast path (`flat.rs`): pairs and list items.
     flat_pairs: Vec<(Value, Value)>,
     flat_items: Vec<Value>,
+    /// Pairs of a dict defined inline among a fast-path list's items.
+    flat_item_pairs: Vec<(Value, Value)>,
     /// Stack indices (ascending) of the items the fast path converted that no `APPEND(S)`
     /// has consumed yet; see [`Machine::flat_consumed`].
     flat_pending: Vec<usize>,
@@ -105,6 +107,7 @@ impl<'a> Machine<'a> {
             salvage: false,
             flat_pairs: Vec::new(),
             flat_items: Vec::new(),
+            flat_item_pairs: Vec::new(),
             flat_pending: Vec::new(),
             flat_memo: Vec::new(),
             flat_sentinel: None,

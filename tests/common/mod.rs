@@ -47,6 +47,19 @@ pub fn samples() -> Vec<PathBuf> {
     v
 }
 
+/// One small file per layout of the benchmark (`samples/layouts/*.pickle`: the generator's
+/// shared, protocol-2, fresh, torch, memo and C++ layouts; `gen_samples.py layouts`).
+pub fn layouts() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("samples/layouts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("pickle"))
+        .collect();
+    v.sort();
+    assert_eq!(v.len(), 6, "samples/layouts: one file per layout");
+    v
+}
+
 /// The real snapshots captured on a GPU (`samples/captured/*.pickle`, see
 /// samples/capture/README.md), sorted.
 pub fn captured() -> Vec<PathBuf> {

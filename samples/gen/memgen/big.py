@@ -5,6 +5,17 @@ Layout "shared" (what the Python path produces): one dict per distinct frame sha
 tracebacks, one new list per traceback (20-60 frames), a live block's frames is its alloc
 entry's list, free_requested/free_completed share a list.
 Layout "fresh": the same, but every frame dict (and its strings) is a distinct object.
+Layout "torch": PyTorch's own `_dump_snapshot` memo layout as `py_symbolize` builds it (one
+dict per unique frame, one frames list per captured context shared by the alloc entry, the
+block and the segment, fresh compile_context strings), with the stack depths of a real
+training capture: 12-52 frames per context (calibrated with scripts/opmix against a real
+`_dump_snapshot` file: the same opcodes per trace entry within 10%).
+Layout "memo": every entry carries its own frame dicts whose name and filename are single
+string objects (memo references after their first use): what a script that loads a
+snapshot, rewrites its frames and dumps it again with pickle.dump writes.
+Layout "cpp": the shared layout's graph written by the C++ pickler's byte layout
+(`torch::cuda::_memory_snapshot_pickled`, writers.CppPickler: protocol 2, strings memoized
+by value, a container memoized after it is complete and only when shared).
 
 The object graph is built in memory and written with pickle.dump, so the bytes are exactly
 what CPython's pickler writes (protocol 4: FRAME, MEMOIZE, batched APPENDS/SETITEMS;
@@ -12,6 +23,7 @@ protocol 2: BINPUT/LONG_BINPUT). The number of training steps is calibrated by p
 the partial graph early on, so the file lands within a few percent of the target size.
 """
 
+import os
 import pickle
 import random
 import sys
@@ -85,7 +97,7 @@ def _frame_pool(rng, n_frames=3000):
     return frames
 
 
-def _paths(rng, pool, n_paths=300):
+def _paths(rng, pool, n_paths=300, shortest=20, longest=60):
     """A few hundred call paths (innermost first), 20-60 frames each, sharing roots."""
     n = len(pool)
     roots = [[rng.randrange(n) for _ in range(rng.randint(4, 8))] for _ in range(6)]
@@ -94,9 +106,12 @@ def _paths(rng, pool, n_paths=300):
     for _ in range(n_paths):
         leaf = [rng.randrange(n) for _ in range(rng.randint(4, 30))]
         p = leaf + rng.choice(mids) + rng.choice(roots)
-        while len(p) < 20:
+        if longest < 60:
+            # Shorter stacks (the torch layout): a leaf, then part of a middle and a root.
+            p = p[:rng.randint(shortest, longest)]
+        while len(p) < shortest:
             p.insert(0, rng.randrange(n))
-        paths.append(p[:60])
+        paths.append(p[:longest])
     return paths
 
 
@@ -111,18 +126,29 @@ class BigRun:
         self.layout = layout_kind
         pool = _frame_pool(self.rng)
         self.pool_specs = pool
-        self.paths = _paths(self.rng, pool)
-        if layout_kind == "shared":
+        if layout_kind == "torch":
+            self.paths = _paths(self.rng, pool, shortest=12, longest=52)
+        else:
+            self.paths = _paths(self.rng, pool)
+        if layout_kind in ("shared", "torch", "cpp"):
             dicts = [{"name": fresh(n), "filename": fresh(f), "line": l} for (n, f, l) in pool]
             self.path_frames = [tuple(dicts[i] for i in p) for p in self.paths]
+        elif layout_kind == "memo":
+            # One string object per distinct name and filename: memo references after the first.
+            strs = {}
+            one = lambda t: strs.setdefault(t, fresh(t))
+            self.path_specs = [[(one(pool[i][0]), one(pool[i][1]), pool[i][2]) for i in p]
+                               for p in self.paths]
         else:
             self.path_specs = [[pool[i] for i in p] for p in self.paths]
         self.empty = []
         self.steps_done = 0
 
     def stack(self, path):
-        if self.layout == "shared":
+        if self.layout in ("shared", "torch", "cpp"):
             return list(self.path_frames[path])
+        if self.layout == "memo":
+            return [{"name": n, "filename": f, "line": l} for (n, f, l) in self.path_specs[path]]
         return [{"name": fresh(n), "filename": fresh(f), "line": l} for (n, f, l) in self.path_specs[path]]
 
     def malloc(self, size, path):
@@ -212,11 +238,20 @@ def _pickled_size(obj, protocol):
     return c.n
 
 
-def write_big(path, size_mb, layout="shared", protocol=4, seed=11, log=sys.stderr):
+def write_big(path, size_mb, layout="shared", protocol=4, seed=11, log=sys.stderr, entries=None):
+    """Writes a snapshot of about `size_mb` MiB, or of about `entries` trace entries."""
     target = int(size_mb * MIB)
     run = BigRun(seed, layout)
     run.setup()
     run.step()
+    if entries:
+        # Steps until the trace holds `entries` entries (a step adds the same number each time
+        # but for the sequence-length bucket; stop at the first step past the count).
+        while len(run.dev.trace.buf) < entries:
+            run.step()
+            if run.steps_done % 200 == 0:
+                print("  step %d, %d trace entries" % (run.steps_done, len(run.dev.trace.buf)), file=log)
+        return _write(path, run.graph(), layout, protocol)
     b0 = _pickled_size(run.graph(), protocol)
     n0 = run.steps_done
     # calibrate: pickle the partial graph every 4 steps until it reaches ~2% of the target
@@ -235,7 +270,15 @@ def write_big(path, size_mb, layout="shared", protocol=4, seed=11, log=sys.stder
         run.step()
         if run.steps_done % 200 == 0:
             print("  step %d/%d, %d trace entries" % (run.steps_done, total_steps, len(run.dev.trace.buf)), file=log)
-    obj = run.graph()
+    return _write(path, run.graph(), layout, protocol)
+
+
+def _write(path, obj, layout, protocol):
+    if layout == "cpp":
+        # Calibrated on pickle's size above (within a few percent of the C++ layout's).
+        from .writers import write_cpp_pickle
+        write_cpp_pickle(obj, path)
+        return os.path.getsize(path)
     with open(path, "wb") as f:
         pickle.dump(obj, f, protocol=protocol)
     with open(path, "rb") as f:

@@ -31,7 +31,21 @@ pub(super) struct Builder<'p> {
     pub(super) keys: KeyCache,
     /// Trace entries converted through the fast path.
     pub(super) flat_taken: u64,
+    /// Strings interned by where they lie in the input (direct-mapped on the offset): a
+    /// frame's name and filename memoized once and referenced by millions of frame dicts
+    /// (scripts that rewrite frames and dump again) are decoded and hashed once.
+    pub(super) text_at: Box<[(u64, StrId)]>,
+    /// Frame dicts read by the fast path, by what their pairs hold (key strings' offsets,
+    /// value strings' offsets, integers): dicts rewritten per entry from the same memoized
+    /// strings convert once (direct-mapped; see `hooks.rs`).
+    pub(super) frame_at: Box<[([u64; 6], FrameId)]>,
 }
+
+/// Slots of [`Builder::frame_at`] (a power of two).
+pub(super) const FRAME_AT_SLOTS: usize = 1 << 12;
+
+/// Slots of [`Builder::text_at`] (a power of two).
+pub(super) const TEXT_AT_SLOTS: usize = 1 << 12;
 
 impl<'p> Builder<'p> {
     pub(super) fn new(progress: Option<&'p mut dyn FnMut(u64)>) -> Self {
@@ -55,6 +69,8 @@ impl<'p> Builder<'p> {
             flat: true,
             keys: KeyCache::default(),
             flat_taken: 0,
+            text_at: vec![(u64::MAX, StrId::EMPTY); TEXT_AT_SLOTS].into_boxed_slice(),
+            frame_at: vec![([u64::MAX; 6], FrameId(u32::MAX)); FRAME_AT_SLOTS].into_boxed_slice(),
         }
     }
 }

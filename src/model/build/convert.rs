@@ -95,6 +95,23 @@ impl Builder<'_> {
         id
     }
 
+    /// Interns the string `v` (a frame's name or filename), through [`Builder::text_at`]
+    /// when it lies in the input.
+    fn intern_frame_text(&mut self, heap: &Heap, v: Value, key: &str) -> Result<StrId, String> {
+        if let Value::Str { off, .. } = v {
+            let slot = (off.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize
+                & (super::builder::TEXT_AT_SLOTS - 1);
+            let (at, id) = self.text_at[slot];
+            if at == off {
+                return Ok(id);
+            }
+            let id = self.intern_text(expect_str(heap, v, key)?);
+            self.text_at[slot] = (off, id);
+            return Ok(id);
+        }
+        Ok(self.intern_text(expect_str(heap, v, key)?))
+    }
+
     pub(super) fn convert_frame(
         &mut self,
         heap: &Heap,
@@ -108,9 +125,9 @@ impl Builder<'_> {
         for (k, v) in pairs {
             match heap.str_bytes(*k) {
                 Some(b"filename") => {
-                    frame.filename = self.intern_text(expect_str(heap, *v, "filename")?)
+                    frame.filename = self.intern_frame_text(heap, *v, "filename")?
                 }
-                Some(b"name") => frame.name = self.intern_text(expect_str(heap, *v, "name")?),
+                Some(b"name") => frame.name = self.intern_frame_text(heap, *v, "name")?,
                 Some(b"line") => {
                     frame.line = match *v {
                         Value::Int(i) if i >= 0 => i,

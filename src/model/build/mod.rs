@@ -247,6 +247,7 @@ mod tests {
         let dirs = [
             root.join("samples"),
             root.join("samples/ranks"),
+            root.join("samples/layouts"),
             root.join("samples/captured"),
             root.join("../shared/samples/real"),
         ];
@@ -283,6 +284,26 @@ mod tests {
         }
         assert!(seen >= 20, "only {seen} files found");
         assert!(taken > 10_000, "only {taken} entries took the fast path");
+    }
+
+    #[test]
+    fn every_benchmark_layout_takes_the_fast_path() {
+        // Frame dicts written inline in an entry's frames list (fresh and memo layouts), a
+        // shared list memoized after it is complete (the C++ pickler) and PyTorch's own memo
+        // layout: nearly every trace entry is read by the fast path, and the model is the
+        // general path's.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/layouts");
+        for name in ["shared", "shared_p2", "fresh", "torch", "memo", "cpp"] {
+            let path = dir.join(format!("{name}.pickle"));
+            let bytes = std::fs::read(&path).expect("samples/layouts (gen_samples.py layouts)");
+            let taken = assert_flat_agrees(name, &bytes, false);
+            let events = build_seq(&bytes, true).0.expect("decodes").events.len() as u64;
+            assert!(events >= 400, "{name}: {events} events");
+            assert!(
+                taken * 100 >= events * 95,
+                "{name}: {taken} of {events} by the fast path"
+            );
+        }
     }
 
     /// A protocol-4 pickle written opcode by opcode, counting implicit memo ids.

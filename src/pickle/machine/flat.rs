@@ -14,9 +14,11 @@ use crate::pickle::value::{ObjData, ObjId, Value};
 
 /// Most pairs in a flat dict (a trace entry has 8 to 10).
 const MAX_PAIRS: usize = 32;
-/// Most converted items waiting above the list's MARK that are converted early (see
-/// [`Machine::finish_flat`]); more makes the path decline.
-const MAX_PENDING: usize = 64;
+/// Most unconverted items waiting above the list's MARK that are converted early (see
+/// [`Machine::finish_flat`]); more makes the path decline. Above CPython's batch of 1000:
+/// entries the general loop decoded (after a decline) are then always taken up by the next
+/// entry the path reads, instead of piling up until every later entry of the batch declines.
+const MAX_PENDING: usize = 4096;
 
 /// The error that stops a decode whose fast-path assumption broke (see
 /// [`Machine::flat_consumed`]); decoding again without the fast path gives the answer.
@@ -51,9 +53,15 @@ impl Machine<'_> {
         if !matches!(self.heap.data(list_id), ObjData::List(_)) {
             return None;
         }
+        // A list that is a dict's value (a key below it: `frames`, `blocks`, `history`)
+        // holds frames or blocks, not trace entries; its dicts belong to an outer dict the
+        // general loop is decoding. Not offered, so they cause no back-off.
+        if m >= 2 && matches!(self.stack[m - 2], Value::Str { .. } | Value::Owned(_)) {
+            return None;
+        }
         let saved = (self.heap.memo.len(), self.memo_next);
         self.flat_transient.set(false);
-        let done = match self.parse_flat() {
+        let done = match self.parse_flat(hooks) {
             Some(parsed) => self.finish_flat(hooks, list_id, m, parsed),
             None => None,
         };
@@ -61,8 +69,8 @@ impl Machine<'_> {
             DECLINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.heap.memo.truncate(saved.0);
             self.memo_next = saved.1;
-            // A layout the path does not read (every frame dict defined inline, say) would
-            // pay for a partial read of every entry: back off, 1, 2, 4 ... 1024 dicts.
+            // A layout the path does not read would pay for a partial read of every entry:
+            // back off, 1, 2, 4 ... 1024 dicts.
             if !self.flat_transient.replace(false) {
                 self.flat_skip = self.flat_backoff;
                 self.flat_backoff = (self.flat_backoff * 2).clamp(1, MAX_BACKOFF);
@@ -75,7 +83,7 @@ impl Machine<'_> {
 
     /// Reads the dict's bytes from `pos`, storing its strings in the memo as it goes (and a
     /// placeholder for the dict and the list); `None` on anything outside the flat shape.
-    fn parse_flat(&mut self) -> Option<Parsed> {
+    fn parse_flat<H: Hooks>(&mut self, hooks: &mut H) -> Option<Parsed> {
         let buf = self.buf;
         let lim = self.end.min(self.next_skip).min(buf.len());
         let mut pending = [None; 2];
@@ -126,7 +134,7 @@ impl Machine<'_> {
             }
             p = q;
             match buf.get(p).filter(|_| p < lim) {
-                Some(&op::MARK) => p = self.flat_items_run(p + 1, lim, &pending)?,
+                Some(&op::MARK) => p = self.flat_items_run(hooks, p + 1, lim, &pending)?,
                 Some(&(op::BINGET | op::LONG_BINGET)) => {
                     // One item and APPEND, or an empty list followed by a key reference.
                     let mut item = Value::None;
@@ -138,6 +146,17 @@ impl Machine<'_> {
                 }
                 _ => {}
             }
+            // The C++ pickler memoizes a shared list after it is complete.
+            let mut slot = slot;
+            if slot.is_none() {
+                let (after, q) = self.memo_op(p, lim)?;
+                if let Some(i) = after {
+                    self.memo_put(i, Value::None).ok()?;
+                    pending[1] = Some(i);
+                    slot = Some(i);
+                }
+                p = q;
+            }
             list = Some((self.flat_pairs.len(), slot));
             self.flat_pairs.push((key, Value::None));
         }
@@ -148,15 +167,18 @@ impl Machine<'_> {
         })
     }
 
-    /// The items of a list from `p` to its `APPENDS`, all memo references (a frames list):
-    /// each is copied from its slot as one 16-byte block. Returns the offset after `APPENDS`.
-    fn flat_items_run(
+    /// The items of a list from `p` to its `APPENDS` (a frames list): memo references, each
+    /// copied from its slot as one 16-byte block, and flat dicts defined inline
+    /// ([`Machine::flat_item`]). Returns the offset after `APPENDS`.
+    fn flat_items_run<H: Hooks>(
         &mut self,
+        hooks: &mut H,
         mut p: usize,
         lim: usize,
         pending: &[Option<u64>; 2],
     ) -> Option<usize> {
-        let buf = &self.buf[..lim];
+        let all = self.buf;
+        let buf = &all[..lim];
         let base = self.heap.memo_base;
         let in_chunk = self.defs.is_some();
         loop {
@@ -168,6 +190,10 @@ impl Machine<'_> {
                 op::BINGET => (w[1] as u64, p + 2),
                 op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
                 op::APPENDS => return Some(p + 1),
+                op::EMPTY_DICT => {
+                    p = self.flat_item(hooks, p + 1, lim, pending)?;
+                    continue;
+                }
                 _ => return None,
             };
             if pending[0] == Some(index) || pending[1] == Some(index) {
@@ -198,6 +224,66 @@ impl Machine<'_> {
             self.flat_items.extend_from_slice(slot);
             p = next;
         }
+    }
+
+    /// A flat dict defined inline among a list's items, from `p` just after its `EMPTY_DICT`:
+    /// an optional memo store, MARK, pairs of string keys and scalar or string values,
+    /// SETITEMS, an optional memo store. The hooks convert it ([`Hooks::on_flat_item`]); its
+    /// value joins the items and its memo slot. Until then the slot holds the sentinel, so
+    /// a reference to the dict from inside it declines. Returns the offset after it.
+    fn flat_item<H: Hooks>(
+        &mut self,
+        hooks: &mut H,
+        p: usize,
+        lim: usize,
+        pending: &[Option<u64>; 2],
+    ) -> Option<usize> {
+        let buf = self.buf;
+        let (before, mut p) = self.memo_op(p, lim)?;
+        if let Some(i) = before {
+            let s = self.sentinel();
+            self.memo_put(i, s).ok()?;
+        }
+        if *buf.get(p).filter(|_| p < lim)? != op::MARK {
+            return None;
+        }
+        p += 1;
+        let mut pairs = std::mem::take(&mut self.flat_item_pairs);
+        pairs.clear();
+        let read = loop {
+            let Some(&code) = buf.get(p).filter(|_| p < lim) else {
+                break None;
+            };
+            if code == op::SETITEMS {
+                break Some(p + 1);
+            }
+            if pairs.len() == MAX_PAIRS {
+                break None;
+            }
+            let mut key = Value::None;
+            p = self.flat_scalar(p, lim, pending, &mut key);
+            if p == 0 || !matches!(key, Value::Str { .. }) {
+                break None;
+            }
+            let mut value = Value::None;
+            p = self.flat_scalar(p, lim, pending, &mut value);
+            if p == 0 {
+                break None;
+            }
+            pairs.push((key, value));
+        };
+        let item = read.and_then(|_| hooks.on_flat_item(&mut self.heap, &pairs));
+        self.flat_item_pairs = pairs;
+        let (item, p) = (item?, read?);
+        let (after, p) = self.memo_op(p, lim)?;
+        for i in [before, after].into_iter().flatten() {
+            self.memo_put(i, item).ok()?;
+        }
+        if self.flat_items.len() >= self.limits.max_stack {
+            return None;
+        }
+        self.flat_items.push(item);
+        Some(p)
     }
 
     /// An optional memo opcode at `p`: its slot (implicit ids counted as `MEMOIZE` does).

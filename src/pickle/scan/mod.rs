@@ -124,7 +124,11 @@ mod tests {
     #[test]
     fn skimmed_trace_entries_plan_like_the_opcode_walk() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut dirs = vec![root.join("samples"), root.join("samples/ranks")];
+        let mut dirs = vec![
+            root.join("samples"),
+            root.join("samples/ranks"),
+            root.join("samples/layouts"),
+        ];
         dirs.push(root.join("../shared/samples/real"));
         let mut seen = 0;
         for dir in dirs {
