@@ -63,6 +63,11 @@ pub(super) struct Scanner<'a, 'b> {
     big_mask: u64,
     /// Stack index and memo id of the last open floor found (see [`Scanner::open_floor`]).
     floor_at: Option<(usize, u32)>,
+    /// The bottom entries of the stack known to hold no floor (see [`Scanner::open_floor`]):
+    /// valid while the stack keeps them (a truncation or a memo store below lowers it). In a
+    /// layout without memoized containers (the C++ pickler's) the search is not repeated
+    /// for every trace entry.
+    no_floor_below: usize,
     /// Most entries the stack may hold (bounded by the input size).
     max_stack: usize,
     /// Walk trace entries with [`Scanner::skim_entry`] (off only to test it against the
@@ -115,6 +120,7 @@ pub(super) fn scan_into_with<'b>(
         defined: 0,
         big_mask: 0,
         floor_at: None,
+        no_floor_below: 0,
         max_stack: total / 16 + 65_536,
         skim,
         skim_defs: Vec::new(),
@@ -258,19 +264,26 @@ impl Scanner<'_, '_> {
                 return memo as u64;
             }
         }
-        match self
-            .stack
+        let upto = self.stack.len().min(64);
+        let from = self.no_floor_below.min(upto);
+        match self.stack[from..upto]
             .iter()
-            .take(64)
             .position(|e| e.container && e.memo != NONE && !is_big_tag(e.tag))
         {
             Some(at) => {
+                let at = from + at;
                 let memo = self.stack[at].memo;
                 self.floor_at = Some((at, memo));
                 memo as u64
             }
-            None if self.stack.len() <= 64 => u64::MAX,
-            None => 0,
+            None => {
+                self.no_floor_below = upto;
+                if self.stack.len() <= 64 {
+                    u64::MAX
+                } else {
+                    0
+                }
+            }
         }
     }
 
@@ -348,6 +361,7 @@ impl Scanner<'_, '_> {
             self.consume(i)?;
         }
         self.stack.truncate(m);
+        self.no_floor_below = self.no_floor_below.min(m);
         Some(())
     }
 
@@ -457,6 +471,7 @@ impl Scanner<'_, '_> {
         }
         self.defs.table[self.defined].store(v, Relaxed);
         self.defined += 1;
+        self.no_floor_below = self.no_floor_below.min(top);
         let ent = &mut self.stack[top];
         ent.memo = idx as u32;
         ent.end = self.pos as u64;

@@ -189,9 +189,11 @@ impl Skim<'_> {
     }
 
     /// A frames list at `at`: `]`, a store, then nothing or MARK, references and frame
-    /// dicts, APPENDS. Returns the offset after it; its definition is recorded here.
+    /// dicts, APPENDS, and a store there if none came first (the C++ pickler's). Returns the
+    /// offset after it; its definition is recorded here.
     fn frames_list(&mut self, at: usize) -> Option<usize> {
         let buf = self.buf;
+        let memo_at = self.memo;
         let mut p = self.skip_frames(at + 1);
         let mut end = at + 1;
         let mut id = None;
@@ -241,6 +243,20 @@ impl Skim<'_> {
                 }
             }
             end = p;
+        }
+        if id.is_none() {
+            // The C++ pickler memoizes a shared list after it is complete. Left to the opcode
+            // path when the list defined entries itself (its definition then starts below its
+            // own id, which the table records apart).
+            let k = self.store(end)?;
+            if k > 0 {
+                if self.memo != memo_at {
+                    return None;
+                }
+                id = Some(self.memo);
+                self.memo += 1;
+                end += k;
+            }
         }
         if let Some(id) = id {
             self.defs.push((id, at as u64, (end - at) as u64));
