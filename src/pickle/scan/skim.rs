@@ -188,6 +188,58 @@ impl Skim<'_> {
         Some((p, id))
     }
 
+    /// Whether a reference to `idx` needs nothing: a complete entry below the floor that is
+    /// not a big container.
+    #[inline(always)]
+    fn settled(&self, idx: u64) -> bool {
+        idx < self.floor && self.big >> (idx & 63) & 1 == 0
+    }
+
+    /// The common frame dict at `q` in one straight pass: `}`, MEMOIZE, MARK, three pairs of
+    /// a settled BINGET key and a settled reference or an integer, SETITEMS (a frame whose
+    /// strings were all seen before: what a re-dumped snapshot repeats for every entry).
+    /// Records what [`Skim::dict`] would; `None` (nothing changed) for any other shape.
+    #[inline]
+    fn frame_dict(&mut self, q: usize) -> Option<usize> {
+        let buf = self.buf;
+        if buf.get(q + 1..q + 3)? != [op::MEMOIZE, op::MARK] {
+            return None;
+        }
+        let mut p = q + 3;
+        for _ in 0..3 {
+            match *buf.get(p..p + 2)? {
+                [op::BINGET, k] if self.settled(k as u64) => p += 2,
+                _ => return None,
+            }
+            match *buf.get(p)? {
+                op::BINGET => {
+                    if !self.settled(*buf.get(p + 1)? as u64) {
+                        return None;
+                    }
+                    p += 2;
+                }
+                op::LONG_BINGET => {
+                    let b: [u8; 4] = buf.get(p + 1..p + 5)?.try_into().ok()?;
+                    if !self.settled(u32::from_le_bytes(b) as u64) {
+                        return None;
+                    }
+                    p += 5;
+                }
+                op::BININT1 => p += 2,
+                op::BININT2 => p += 3,
+                op::BININT => p += 5,
+                _ => return None,
+            }
+        }
+        if *buf.get(p)? != op::SETITEMS {
+            return None;
+        }
+        p += 1;
+        self.defs.push((self.memo, q as u64, (p - q) as u64));
+        self.memo += 1;
+        Some(p)
+    }
+
     /// A frames list at `at`: `]`, a store, then nothing or MARK, references and frame
     /// dicts, APPENDS, and a store there if none came first (the C++ pickler's). Returns the
     /// offset after it; its definition is recorded here.
@@ -238,7 +290,12 @@ impl Skim<'_> {
                         let (idx, next) = self.long_binget(p)?;
                         p = self.reference(idx, next)?;
                     }
-                    op::EMPTY_DICT => p = self.dict(p, 2)?.0,
+                    op::EMPTY_DICT => {
+                        p = match self.frame_dict(p) {
+                            Some(q) => q,
+                            None => self.dict(p, 2)?.0,
+                        }
+                    }
                     _ => return None,
                 }
             }
