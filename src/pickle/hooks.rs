@@ -62,6 +62,12 @@ pub trait Hooks {
     fn on_flat_item(&mut self, _heap: &mut Heap, _pairs: &[(Value, Value)]) -> Option<Value> {
         None
     }
+    /// The value [`Hooks::on_flat_item`] returned before for a dict of three pairs that held
+    /// the same [`item_words`], if the hooks remember it; `None` sends the dict through
+    /// `on_flat_item`. Lets the decoder skip building the pairs of a dict it has seen.
+    fn seen_flat_item(&mut self, _words: &[u64; 6]) -> Option<Value> {
+        None
+    }
 }
 
 /// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).
@@ -73,5 +79,42 @@ impl Hooks for NoHooks {
     }
     fn on_setitem(&mut self, _: &mut Heap, _: ObjId, _: Value, v: Value) -> Result<Value, String> {
         Ok(v)
+    }
+}
+
+/// What a dict of three pairs holds, as six words: each key's offset in the input (keys are
+/// strings), each value's offset if a string, else its integer with the top bit set. Two dicts
+/// with equal words hold the same keys and values (equal offsets are the same bytes). `None`
+/// for any other shape (see [`Hooks::seen_flat_item`]).
+pub fn item_words(pairs: &[(Value, Value)]) -> Option<[u64; 6]> {
+    let [(k0, v0), (k1, v1), (k2, v2)] = pairs else {
+        return None;
+    };
+    Some([
+        key_word(*k0)?,
+        value_word(*v0)?,
+        key_word(*k1)?,
+        value_word(*v1)?,
+        key_word(*k2)?,
+        value_word(*v2)?,
+    ])
+}
+
+/// A key's word in [`item_words`].
+#[inline]
+pub fn key_word(v: Value) -> Option<u64> {
+    match v {
+        Value::Str { off, .. } if off >> 62 == 0 => Some(off),
+        _ => None,
+    }
+}
+
+/// A value's word in [`item_words`].
+#[inline]
+pub fn value_word(v: Value) -> Option<u64> {
+    match v {
+        Value::Str { off, .. } if off >> 62 == 0 => Some(off),
+        Value::Int(i) if (0..1 << 62).contains(&i) => Some(i as u64 | 1 << 63),
+        _ => None,
     }
 }

@@ -5,7 +5,7 @@
 use super::builder::Builder;
 use super::kinds::*;
 use crate::model::ids::FrameId;
-use crate::pickle::{Heap, Hooks, ObjData, ObjId, Value};
+use crate::pickle::{item_words, Heap, Hooks, ObjData, ObjId, Value};
 
 impl Hooks for Builder<'_> {
     // Chunks are only skipped through `Skipper`.
@@ -146,34 +146,25 @@ impl Hooks for Builder<'_> {
 
     /// Frame dicts only (what `on_append` would classify as one), converted as it would.
     fn on_flat_item(&mut self, heap: &mut Heap, pairs: &[(Value, Value)]) -> Option<Value> {
-        let key = frame_key(pairs);
-        let slot = key.map(|k| {
-            let mut h = 0u64;
-            for w in k {
-                h = (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            }
-            (h >> 40) as usize & (super::builder::FRAME_AT_SLOTS - 1)
-        });
-        if let (Some(k), Some(slot)) = (key, slot) {
-            let (at, id) = self.frame_at[slot];
-            if at == k {
-                return Some(Value::Ext {
-                    kind: FRAME,
-                    id: id.0,
-                });
-            }
-        }
         let keys = &mut self.keys;
         if classify_by(pairs, |k| keys.key(heap, k)) != Some(FRAME) {
             return None;
         }
         let f = self.convert_frame(heap, pairs).ok()?;
-        if let (Some(k), Some(slot)) = (key, slot) {
-            self.frame_at[slot] = (k, f);
+        if let Some(words) = item_words(pairs) {
+            self.frame_at[frame_slot(&words)] = (words, f);
         }
         Some(Value::Ext {
             kind: FRAME,
             id: f.0,
+        })
+    }
+
+    fn seen_flat_item(&mut self, words: &[u64; 6]) -> Option<Value> {
+        let (at, id) = self.frame_at[frame_slot(words)];
+        (at == *words).then_some(Value::Ext {
+            kind: FRAME,
+            id: id.0,
         })
     }
 
@@ -200,29 +191,11 @@ impl Hooks for Builder<'_> {
     }
 }
 
-/// What a frame dict of three pairs holds, as six words (each key's offset in the input;
-/// each value's offset if a string, else its integer with the top bit set): two dicts
-/// with equal words convert to the same frame, since equal offsets are the same bytes.
-/// `None` for any other shape.
-fn frame_key(pairs: &[(Value, Value)]) -> Option<[u64; 6]> {
-    let [(k0, v0), (k1, v1), (k2, v2)] = pairs else {
-        return None;
-    };
-    let word = |v: &Value| match *v {
-        Value::Str { off, .. } if off >> 62 == 0 => Some(off),
-        Value::Int(i) if (0..1 << 62).contains(&i) => Some(i as u64 | 1 << 63),
-        _ => None,
-    };
-    let key = |v: &Value| match *v {
-        Value::Str { off, .. } => Some(off),
-        _ => None,
-    };
-    Some([
-        key(k0)?,
-        word(v0)?,
-        key(k1)?,
-        word(v1)?,
-        key(k2)?,
-        word(v2)?,
-    ])
+/// The slot of [`Builder::frame_at`] for a frame dict's words.
+fn frame_slot(words: &[u64; 6]) -> usize {
+    let mut h = 0u64;
+    for w in words {
+        h = (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    (h >> 40) as usize & (super::builder::FRAME_AT_SLOTS - 1)
 }

@@ -287,6 +287,67 @@ mod tests {
     }
 
     #[test]
+    fn inline_frame_dicts_seen_again_referring_to_themselves_or_rebinding_agree() {
+        // Entries whose frames lists define frame dicts inline from memoized strings: the
+        // second entry repeats the first one's frame (read from the fast path's cache), the
+        // third's frame names itself as its line (declined: the general path reports it),
+        // the fourth's frame is put again under the id of a string the fifth refers to.
+        let mut p = Pickle::trace();
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let frames = p.str("frames");
+        let (name, filename, line) = (p.str("name"), p.str("filename"), p.str("line"));
+        p.op(b"}");
+        p.memoize();
+        p.op(b"(");
+        let (f, g) = (p.str("f.py"), p.str("g"));
+        p.op(b"u");
+        let frame = |p: &mut Pickle, line_value: &[u8]| {
+            p.op(b"}");
+            p.memoize();
+            p.op(b"(");
+            p.get(name);
+            p.get(g);
+            p.get(filename);
+            p.get(f);
+            p.get(line);
+            p.op(line_value);
+            p.op(b"u");
+        };
+        for (i, line_value) in [&b"K\x07"[..], b"K\x07", b"h\xff", b"M\x01\x01"]
+            .into_iter()
+            .enumerate()
+        {
+            p.entry(&[action, alloc, frames]);
+            p.op(b"]");
+            p.memoize();
+            p.op(b"(");
+            let mut line_value = line_value.to_vec();
+            if i == 2 {
+                // A reference to the frame dict being read.
+                line_value = vec![b'h', p.memo + 1];
+            }
+            frame(&mut p, &line_value);
+            if i == 3 {
+                p.put(g);
+            }
+            p.op(b"eu");
+        }
+        p.entry(&[action, alloc, frames]);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        p.get(g);
+        p.op(b"eu");
+        let body = p.finish();
+        let taken = assert_flat_agrees("inline seen", &body, true);
+        assert!(taken >= 2, "{taken} entries by the fast path");
+        for cut in 0..body.len() {
+            assert_flat_agrees(&format!("inline seen cut at {cut}"), &body[..cut], true);
+        }
+    }
+
+    #[test]
     fn every_benchmark_layout_takes_the_fast_path() {
         // Frame dicts written inline in an entry's frames list (fresh and memo layouts), a
         // shared list memoized after it is complete (the C++ pickler) and PyTorch's own memo

@@ -191,7 +191,10 @@ impl Machine<'_> {
                 op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
                 op::APPENDS => return Some(p + 1),
                 op::EMPTY_DICT => {
-                    p = self.flat_item(hooks, p + 1, lim, pending)?;
+                    p = match self.flat_item_seen(hooks, p + 1, lim, pending) {
+                        Some(q) => q,
+                        None => self.flat_item(hooks, p + 1, lim, pending)?,
+                    };
                     continue;
                 }
                 _ => return None,
@@ -223,6 +226,86 @@ impl Machine<'_> {
             };
             self.flat_items.extend_from_slice(slot);
             p = next;
+        }
+    }
+
+    /// [`Machine::flat_item`] for a dict the hooks have seen ([`Hooks::seen_flat_item`]), in
+    /// one straight pass from `p` just after its `EMPTY_DICT`: MEMOIZE, MARK, three pairs of a
+    /// BINGET key and a memo reference or an integer, SETITEMS: no pairs are built. `None`
+    /// (nothing changed) for any other shape, a reference not at hand, or a dict not seen.
+    fn flat_item_seen<H: Hooks>(
+        &mut self,
+        hooks: &mut H,
+        p: usize,
+        lim: usize,
+        pending: &[Option<u64>; 2],
+    ) -> Option<usize> {
+        let buf = &self.buf[..lim];
+        if buf.get(p..p + 2)? != [op::MEMOIZE, op::MARK] {
+            return None;
+        }
+        let mut q = p + 2;
+        let mut words = [0u64; 6];
+        for pair in 0..3 {
+            let [op::BINGET, k] = *buf.get(q..q + 2)? else {
+                return None;
+            };
+            words[2 * pair] = crate::pickle::key_word(self.settled_ref(k as u64, pending)?)?;
+            q += 2;
+            words[2 * pair + 1] = match *buf.get(q)? {
+                op::BINGET => {
+                    let v = self.settled_ref(*buf.get(q + 1)? as u64, pending)?;
+                    q += 2;
+                    crate::pickle::value_word(v)?
+                }
+                op::LONG_BINGET => {
+                    let b: [u8; 4] = buf.get(q + 1..q + 5)?.try_into().ok()?;
+                    let v = self.settled_ref(u32::from_le_bytes(b) as u64, pending)?;
+                    q += 5;
+                    crate::pickle::value_word(v)?
+                }
+                op::BININT1 => {
+                    let v = *buf.get(q + 1)? as u64;
+                    q += 2;
+                    v | 1 << 63
+                }
+                op::BININT2 => {
+                    let b: [u8; 2] = buf.get(q + 1..q + 3)?.try_into().ok()?;
+                    q += 3;
+                    u16::from_le_bytes(b) as u64 | 1 << 63
+                }
+                _ => return None,
+            };
+        }
+        if *buf.get(q)? != op::SETITEMS || self.flat_items.len() >= self.limits.max_stack {
+            return None;
+        }
+        let item = hooks.seen_flat_item(&words)?;
+        // What flat_item does after reading the dict: its memo slot holds the item.
+        let (slot, _) = self.memo_op(p, lim)?;
+        self.memo_put(slot?, item).ok()?;
+        self.flat_items.push(item);
+        Some(q + 1)
+    }
+
+    /// A memo entry that is neither a container nor pending, from the memo or, in a chunk,
+    /// from the cache of outside definitions; `None` when not at hand.
+    #[inline(always)]
+    fn settled_ref(&self, index: u64, pending: &[Option<u64>; 2]) -> Option<Value> {
+        if pending[0] == Some(index) || pending[1] == Some(index) {
+            return None;
+        }
+        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+        match self.heap.memo.get(rel) {
+            Some(v) if !matches!(v, Value::Obj(_)) => Some(*v),
+            Some(_) => None,
+            None if self.defs.is_some() => {
+                let e = self
+                    .ext_cache
+                    .get((index as usize) & (super::EXT_CACHE - 1))?;
+                (e.0 == index).then_some(e.1)
+            }
+            None => None,
         }
     }
 
