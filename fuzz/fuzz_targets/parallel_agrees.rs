@@ -38,11 +38,16 @@ mod edits;
 mod canonical;
 use canonical::canonical;
 
-const SEEDS: [&[u8]; 4] = [
+/// The samples, and the benchmark layouts that take other paths through both decoders
+/// (samples/layouts: PyTorch's memo layout, frame dicts rewritten per entry, the C++ pickler).
+const SEEDS: [&[u8]; 7] = [
     include_bytes!("../../samples/train_small.pickle"),
     include_bytes!("../../samples/cpp_proto2.pickle"),
     include_bytes!("../../samples/expandable_multi.pickle"),
     include_bytes!("../../samples/retained_graph.pickle"),
+    include_bytes!("../../samples/layouts/torch.pickle"),
+    include_bytes!("../../samples/layouts/memo.pickle"),
+    include_bytes!("../../samples/layouts/cpp.pickle"),
 ];
 
 fuzz_target!(|data: &[u8]| {

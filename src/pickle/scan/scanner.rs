@@ -84,6 +84,9 @@ pub(super) struct Scanner<'a, 'b> {
 
 pub(super) type S<T> = Option<T>;
 
+/// Entries of a trace batch after which pass 1 takes them as appended ([`Scanner::fill_early`]).
+const EARLY_FILL: usize = 256;
+
 /// How far ahead of its position pass 1 wants input that is still arriving.
 pub const WINDOW: usize = 1 << 20;
 
@@ -444,6 +447,19 @@ impl Scanner<'_, '_> {
             o.last_fill_memo = memo;
         }
         self.consume_above(m)
+    }
+
+    /// After a skimmed trace entry: once [`EARLY_FILL`] entries wait above the batch's MARK,
+    /// they are taken as appended now (chunks cut and emitted as at `APPENDS`, which later
+    /// takes only the entries after them). The C++ pickler writes a whole trace as one batch,
+    /// whose `APPENDS` comes last: without this no chunk reached the workers before pass 1
+    /// ended. The cuts are where `APPENDS` would have made them.
+    pub(super) fn fill_early(&mut self) -> S<()> {
+        let m = self.marks.last()?.at;
+        if self.stack.len() - m < EARLY_FILL {
+            return Some(());
+        }
+        self.list_fill(m - 1, m, self.pos, true)
     }
 
     pub(super) fn define(&mut self, idx: u64) -> S<()> {

@@ -52,7 +52,10 @@ impl Scanner<'_, '_> {
                     self.consume_above(m.at)?;
                 }
                 op::EMPTY_DICT
-                    if self.skim && self.in_trace_batch() && self.skim_entry(op_at)? => {}
+                    if self.skim && self.in_trace_batch() && self.skim_entry(op_at)? =>
+                {
+                    self.fill_early()?;
+                }
                 op::EMPTY_DICT => {
                     let tag = if self.stack.is_empty() {
                         T_TOP_DICT
