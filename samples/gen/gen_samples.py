@@ -9,8 +9,8 @@
   python3 samples/gen/gen_samples.py deep --entries 200000 --out PATH [--frames 1000] [--size 4096]
                                           [--extra N --extra-size BYTES]
       write entries that all share one deep stack (memgen/deep.py)
-  python3 samples/gen/gen_samples.py layouts [--entries 400]
-      write one small file per benchmark layout into samples/layouts/ (shared, protocol 2,
+  python3 samples/gen/gen_samples.py layouts [--entries 300]
+      write one small file per benchmark layout (a 2-layer model) into samples/layouts/ (shared, protocol 2,
       fresh, torch, memo, cpp): the parallel and fast-path tests read every layout
 
 See samples/README.md for what each sample contains.
@@ -118,7 +118,7 @@ def main(argv=None):
     bg.add_argument("--seed", type=int, default=11)
     ly = sub.add_parser("layouts", help="write one small file per benchmark layout (samples/layouts)")
     ly.add_argument("--out-dir", default=os.path.join(SAMPLES_DIR, "layouts"))
-    ly.add_argument("--entries", type=int, default=400)
+    ly.add_argument("--entries", type=int, default=300)
     dp = sub.add_parser("deep", help="write entries sharing one deep stack (memgen/deep.py)")
     dp.add_argument("--entries", type=int, default=200000)
     dp.add_argument("--size", type=int, default=4096, help="bytes of each allocation")
@@ -138,7 +138,7 @@ def main(argv=None):
         for name, layout, protocol in LAYOUT_FILES:
             path = os.path.join(args.out_dir, name)
             size = big.write_big(path, 0, layout=layout, protocol=protocol, entries=args.entries,
-                                 log=open(os.devnull, "w"))
+                                 layers=2, log=open(os.devnull, "w"))
             print("%s %d bytes" % (path, size))
         return 0
     if args.cmd == "big":

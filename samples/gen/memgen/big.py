@@ -116,7 +116,7 @@ def _paths(rng, pool, n_paths=300, shortest=20, longest=60):
 
 
 class BigRun:
-    def __init__(self, seed, layout_kind):
+    def __init__(self, seed, layout_kind, layers=16):
         self.rng = random.Random(seed)
         self.clock = Clock(self.rng)
         self.config = AllocatorConfig()
@@ -124,6 +124,7 @@ class BigRun:
         self.dev = self.alloc[0]
         self.dev.trace = DictRing()
         self.layout = layout_kind
+        self.layers = layers
         pool = _frame_pool(self.rng)
         self.pool_specs = pool
         if layout_kind == "torch":
@@ -161,7 +162,7 @@ class BigRun:
 
     def setup(self):
         rng = self.rng
-        self.n_layers = 16
+        self.n_layers = self.layers
         self.params = []
         for i in range(self.n_layers * 7 + 2):
             size = rng.choice([4096 * 4096 * 2, 4096 * 11008 * 2, 4096 * 2, 4096 * 1024 * 2, 32000 * 4096 * 2 // 8])
@@ -238,10 +239,12 @@ def _pickled_size(obj, protocol):
     return c.n
 
 
-def write_big(path, size_mb, layout="shared", protocol=4, seed=11, log=sys.stderr, entries=None):
-    """Writes a snapshot of about `size_mb` MiB, or of about `entries` trace entries."""
+def write_big(path, size_mb, layout="shared", protocol=4, seed=11, log=sys.stderr, entries=None,
+              layers=16):
+    """Writes a snapshot of about `size_mb` MiB, or of about `entries` trace entries, of a
+    model of `layers` layers (7 parameters each)."""
     target = int(size_mb * MIB)
-    run = BigRun(seed, layout)
+    run = BigRun(seed, layout, layers)
     run.setup()
     run.step()
     if entries:
