@@ -10,44 +10,17 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn json(args: &[&str], file: &Path) -> Value {
-    let mut a: Vec<std::ffi::OsString> = args.iter().map(|x| x.into()).collect();
-    a.push("--format".into());
-    a.push("json".into());
-    a.push(file.into());
-    let o = memlens(a);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{args:?} {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn truth(name: &str) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(root().join("samples/truth").join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap()
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
-}
-
 /// Category → (bytes, count, confidence) of device `d`.
 fn categories(args: &[&str], file: &Path, d: usize) -> BTreeMap<String, (u64, u64, String)> {
     let mut a = vec!["categories"];
     a.extend_from_slice(args);
-    let v = json(&a, file);
+    let v = json_report(&a, file);
     let dev = &v["devices"][d];
     let rows = dev["categories"].as_array().unwrap();
-    let total: u64 = rows.iter().map(|r| u(&r["bytes"])).sum();
+    let total: u64 = rows.iter().map(|r| as_u64(&r["bytes"])).sum();
     assert_eq!(
         total,
-        u(&dev["live_requested_bytes"]),
+        as_u64(&dev["live_requested_bytes"]),
         "every byte in one category"
     );
     rows.iter()
@@ -55,8 +28,8 @@ fn categories(args: &[&str], file: &Path, d: usize) -> BTreeMap<String, (u64, u6
             (
                 r["category"].as_str().unwrap().to_string(),
                 (
-                    u(&r["bytes"]),
-                    u(&r["count"]),
+                    as_u64(&r["bytes"]),
+                    as_u64(&r["count"]),
                     r["confidence"].as_str().unwrap().to_string(),
                 ),
             )
@@ -71,7 +44,7 @@ fn bytes(c: &BTreeMap<String, (u64, u64, String)>, k: &str) -> u64 {
 fn rule_of(file: &Path, args: &[&str], category: &str) -> String {
     let mut a = vec!["categories"];
     a.extend_from_slice(args);
-    let v = json(&a, file);
+    let v = json_report(&a, file);
     v["devices"][0]["categories"]
         .as_array()
         .unwrap()
@@ -91,7 +64,7 @@ fn gradients_from_the_autograd_engine_thread() {
         (vec!["--at", "end"], &t["categories_at_end"]),
     ] {
         let c = categories(&args, &p, 0);
-        let want = |k: &str| cats.get(k).map_or(0, u);
+        let want = |k: &str| cats.get(k).map_or(0, as_u64);
         assert_eq!(bytes(&c, "parameters"), want("param"), "{args:?} {c:?}");
         assert_eq!(bytes(&c, "gradients"), want("grad"), "{args:?} {c:?}");
         assert_eq!(
@@ -114,7 +87,7 @@ fn gradients_from_the_autograd_engine_thread() {
         assert_eq!(bytes(&c, "unknown"), 0, "{args:?} {c:?}");
     }
     let c = categories(&["--at", "end"], &p, 0);
-    assert_eq!(c["gradients"].0, u(&t["gradient_bytes_at_end"]));
+    assert_eq!(c["gradients"].0, as_u64(&t["gradient_bytes_at_end"]));
     assert_eq!(c["gradients"].2, "high");
     // The capture: x.grad (256 KiB, made under MmBackward0 on the engine thread) and two cuBLAS
     // workspaces were `unknown`.
@@ -134,7 +107,7 @@ fn gradients_from_the_autograd_engine_thread() {
     };
     let c = categories(&["--at", "end"], &w, 0);
     assert_eq!(c["gradients"], (1692733440, 219, "high".to_string()));
-    let top = json(&["top", "--at", "end"], &w);
+    let top = json_report(&["top", "--at", "end"], &w);
     let m = top["devices"][0]["sites"]
         .as_array()
         .unwrap()
@@ -146,7 +119,7 @@ fn gradients_from_the_autograd_engine_thread() {
                 .ends_with("optimizer.py:76:step")
         })
         .unwrap();
-    assert_eq!(u(&m["bytes"]), c["gradients"].0);
+    assert_eq!(as_u64(&m["bytes"]), c["gradients"].0);
 }
 
 #[test]
@@ -168,7 +141,7 @@ fn optimizer_state_rebuilt_out_of_place_is_state() {
     let c = categories(&["--at", "end"], &sample("train_stacks_all.pickle"), 0);
     assert_eq!(
         c["optimizer_state"].0,
-        u(&t["optimizer_state_bytes_at_end"])
+        as_u64(&t["optimizer_state_bytes_at_end"])
     );
 }
 
@@ -177,9 +150,9 @@ fn a_kv_cache_in_cache_code_is_kv_cache() {
     let t = truth("serve_kv");
     let p = sample("serve_kv.pickle");
     let c = categories(&["--at", "end"], &p, 0);
-    assert_eq!(c["kv_cache"].0, u(&t["kv_cache_bytes_at_end"]));
+    assert_eq!(c["kv_cache"].0, as_u64(&t["kv_cache_bytes_at_end"]));
     assert_eq!(c["kv_cache"].2, "high");
-    assert_eq!(c["parameters"].0, u(&t["parameter_bytes"]));
+    assert_eq!(c["parameters"].0, as_u64(&t["parameter_bytes"]));
     // The real KIVI run: K/V buffers under cache_utils_V2.py:update_new (and the quantizer it
     // calls) were parameters.
     let Some(l) = require_real("LfieLike__SketchKV2__my_snapshot.pickle") else {
@@ -200,7 +173,7 @@ fn inference_outputs_are_outputs() {
     let t = truth("serve_kv");
     let p = sample("serve_kv.pickle");
     let c = categories(&["--at", "end"], &p, 0);
-    assert_eq!(c["outputs"].0, u(&t["outputs_bytes_at_end"]));
+    assert_eq!(c["outputs"].0, as_u64(&t["outputs_bytes_at_end"]));
     assert!(!c.contains_key("activations"), "{c:?}");
     assert!(rule_of(&p, &["--at", "end"], "outputs").contains("without backward"));
     // The capture that keeps every step's logits (kv_cache --leak): those logits are kept
@@ -210,7 +183,7 @@ fn inference_outputs_are_outputs() {
         &std::fs::read(root().join("samples/captured/kv_cache_leak.truth.json")).unwrap(),
     )
     .unwrap()["facts"];
-    let logits = u(&facts["retained_total_bytes_at_snapshot"]);
+    let logits = as_u64(&facts["retained_total_bytes_at_snapshot"]);
     let c = categories(&["--at", "end"], &leak, 0);
     assert!(c["outputs"].0 >= logits, "{c:?} vs {logits}");
     assert!(!c.contains_key("activations"), "{c:?}");
@@ -229,15 +202,15 @@ fn gradients_older_than_the_trace_pair_with_the_parameters() {
     let c = categories(&["--at", "end"], &sample("late_grads.pickle"), 0);
     assert_eq!(
         c["parameters"],
-        (u(&t["parameter_bytes"]), 7, "high".to_string())
+        (as_u64(&t["parameter_bytes"]), 7, "high".to_string())
     );
     assert_eq!(
         c["gradients"],
-        (u(&t["gradient_bytes"]), 7, "low".to_string())
+        (as_u64(&t["gradient_bytes"]), 7, "low".to_string())
     );
     assert_eq!(
         c["optimizer_state"],
-        (u(&t["optimizer_state_bytes"]), 7, "high".to_string())
+        (as_u64(&t["optimizer_state_bytes"]), 7, "high".to_string())
     );
     assert_eq!(c.len(), 3, "{c:?}");
 }

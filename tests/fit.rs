@@ -8,31 +8,9 @@ use serde_json::Value;
 use std::path::Path;
 
 fn fit(args: &[&str], file: &Path) -> Value {
-    let mut a: Vec<std::ffi::OsString> = vec!["fit".into()];
-    a.extend(args.iter().map(|x| x.into()));
-    a.push("--format".into());
-    a.push("json".into());
-    a.push(file.into());
-    let o = memlens(a);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{args:?} {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn truth(name: &str) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(root().join("samples/truth").join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap()
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
+    let mut a = vec!["fit"];
+    a.extend_from_slice(args);
+    json_report(&a, file)
 }
 
 /// `actual` within 5% of `expected` (the bound for the anatomy).
@@ -74,7 +52,7 @@ fn demand(p: &Value) -> u64 {
         "pending_request_bytes",
     ]
     .iter()
-    .map(|k| u(&p[*k]))
+    .map(|k| as_u64(&p[*k]))
     .sum()
 }
 
@@ -83,26 +61,26 @@ fn adam_training_anatomy_matches_its_truth() {
     let t = truth("train_stacks_all");
     let v = fit(&["--at", "end"], &sample("train_stacks_all.pickle"));
     let p = parts(&v, 0);
-    let params = u(&t["parameter_bytes"]);
-    near(u(&p["parameters_bytes"]), params, "parameters");
+    let params = as_u64(&t["parameter_bytes"]);
+    near(as_u64(&p["parameters_bytes"]), params, "parameters");
     near(
-        u(&p["gradients_bytes"]),
-        u(&t["gradient_bytes_at_end"]),
+        as_u64(&p["gradients_bytes"]),
+        as_u64(&t["gradient_bytes_at_end"]),
         "gradients",
     );
     near(
-        u(&p["optimizer_state_bytes"]),
-        u(&t["optimizer_state_bytes_at_end"]),
+        as_u64(&p["optimizer_state_bytes"]),
+        as_u64(&t["optimizer_state_bytes_at_end"]),
         "optimizer state",
     );
     near(
-        u(&p["workspaces_bytes"]),
-        u(&t["workspace_bytes"]),
+        as_u64(&p["workspaces_bytes"]),
+        as_u64(&t["workspace_bytes"]),
         "workspaces",
     );
     let s = &v["devices"][0]["anatomy"]["setup"];
     assert_eq!(s["weight_bytes"], 4, "{s}");
-    assert_eq!(u(&s["parameter_count"]), params / 4);
+    assert_eq!(as_u64(&s["parameter_count"]), params / 4);
     // 4 weight + 4 gradient + 8 state bytes per fp32 parameter.
     assert!((s["static_bytes_per_parameter"].as_f64().unwrap() - 16.0).abs() < 0.5);
     assert_eq!(v["devices"][0]["demand_bytes"], demand(p));
@@ -117,18 +95,18 @@ fn momentum_sgd_older_than_the_trace_matches_its_truth() {
     let v = fit(&["--at", "end"], &sample("late_grads.pickle"));
     let p = parts(&v, 0);
     near(
-        u(&p["parameters_bytes"]),
-        u(&t["parameter_bytes"]),
+        as_u64(&p["parameters_bytes"]),
+        as_u64(&t["parameter_bytes"]),
         "parameters",
     );
     near(
-        u(&p["gradients_bytes"]),
-        u(&t["gradient_bytes"]),
+        as_u64(&p["gradients_bytes"]),
+        as_u64(&t["gradient_bytes"]),
         "gradients",
     );
     near(
-        u(&p["optimizer_state_bytes"]),
-        u(&t["optimizer_state_bytes"]),
+        as_u64(&p["optimizer_state_bytes"]),
+        as_u64(&t["optimizer_state_bytes"]),
         "optimizer state",
     );
     let ratio = v["devices"][0]["anatomy"]["setup"]["optimizer_state_per_parameter_byte"]
@@ -143,13 +121,13 @@ fn adam_loop_anatomy_matches_its_truth() {
     let v = fit(&["--at", "end"], &sample("adam_loop.pickle"));
     let p = parts(&v, 0);
     near(
-        u(&p["parameters_bytes"]),
-        u(&t["parameter_bytes"]),
+        as_u64(&p["parameters_bytes"]),
+        as_u64(&t["parameter_bytes"]),
         "parameters",
     );
     near(
-        u(&p["optimizer_state_bytes"]),
-        u(&t["optimizer_state_bytes"]),
+        as_u64(&p["optimizer_state_bytes"]),
+        as_u64(&t["optimizer_state_bytes"]),
         "optimizer state",
     );
 }
@@ -165,11 +143,11 @@ fn the_capture_at_its_oom_holds_its_parameters_and_the_pending_request() {
     let d = &v["devices"][0];
     assert_eq!(d["moment"], "oom");
     near(
-        u(&parts(&v, 0)["parameters_bytes"]) + u(&parts(&v, 0)["other_bytes"]),
-        u(&t["facts"]["live_param_bytes"]),
+        as_u64(&parts(&v, 0)["parameters_bytes"]) + as_u64(&parts(&v, 0)["other_bytes"]),
+        as_u64(&t["facts"]["live_param_bytes"]),
         "live parameters",
     );
-    assert!(u(&parts(&v, 0)["pending_request_bytes"]) >= 1 << 30);
+    assert!(as_u64(&parts(&v, 0)["pending_request_bytes"]) >= 1 << 30);
     // The per-process limit the OOM implies is the capacity of the plan.
     let plan = &d["plan"];
     assert!(plan.is_object(), "{d}");
@@ -191,7 +169,7 @@ fn savings_are_the_arithmetic_of_the_parts() {
     ] {
         let v = fit(&[], &sample(name));
         for (di, d) in v["devices"].as_array().unwrap().iter().enumerate() {
-            let dem = u(&d["demand_bytes"]);
+            let dem = as_u64(&d["demand_bytes"]);
             assert_eq!(dem, demand(parts(&v, di)), "{name}");
             let fixes = d["fixes"].as_array().unwrap();
             let class = |c: &str| {
@@ -207,32 +185,32 @@ fn savings_are_the_arithmetic_of_the_parts() {
                     class(b["cost"].as_str().unwrap()),
                 );
                 assert!(
-                    ca < cb || (ca == cb && u(&a["saves_bytes"]) >= u(&b["saves_bytes"])),
+                    ca < cb || (ca == cb && as_u64(&a["saves_bytes"]) >= as_u64(&b["saves_bytes"])),
                     "{name}: order {a} {b}"
                 );
             }
             for f in fixes {
-                assert!(u(&f["saves_bytes"]) > 0, "{name}: {f}");
+                assert!(as_u64(&f["saves_bytes"]) > 0, "{name}: {f}");
                 assert_eq!(
-                    u(&f["saves_bytes"]) + u(&f["peak_after_bytes"]),
+                    as_u64(&f["saves_bytes"]) + as_u64(&f["peak_after_bytes"]),
                     dem,
                     "{name}: {f}"
                 );
             }
             let p = parts(&v, di);
-            let state = u(&p["optimizer_state_bytes"]);
+            let state = as_u64(&p["optimizer_state_bytes"]);
             if let Some(f) = fix(&v, di, "offload_optimizer_state") {
-                assert_eq!(u(&f["saves_bytes"]), state, "{name}");
+                assert_eq!(as_u64(&f["saves_bytes"]), state, "{name}");
             }
             if let Some(f) = fix(&v, di, "eight_bit_optimizer") {
-                assert_eq!(u(&f["saves_bytes"]), state - state / 4, "{name}");
+                assert_eq!(as_u64(&f["saves_bytes"]), state - state / 4, "{name}");
             }
             if let Some(f) = fix(&v, di, "gradient_accumulation") {
-                let a = u(&p["activations_bytes"]);
-                let i = u(&p["inputs_bytes"]);
-                let o = u(&p["outputs_bytes"]);
+                let a = as_u64(&p["activations_bytes"]);
+                let i = as_u64(&p["inputs_bytes"]);
+                let o = as_u64(&p["outputs_bytes"]);
                 assert_eq!(
-                    u(&f["saves_bytes"]),
+                    as_u64(&f["saves_bytes"]),
                     (a - a / 2) + (i - i / 2) + (o - o / 2),
                     "{name}"
                 );
@@ -248,25 +226,25 @@ fn the_plan_is_the_shortest_prefix_in_cost_order() {
     let f = sample("train_stacks_all.pickle");
     let v = fit(&[], &f);
     let d = &v["devices"][0];
-    let dem = u(&d["demand_bytes"]);
+    let dem = as_u64(&d["demand_bytes"]);
     // A capacity the demand exceeds by a little: the first fix alone is enough.
     let first = &d["fixes"][0];
-    let cap = ((dem - u(&first["saves_bytes"]) / 2) as f64 / 0.95).ceil() as u64;
+    let cap = ((dem - as_u64(&first["saves_bytes"]) / 2) as f64 / 0.95).ceil() as u64;
     let v = fit(&["--capacity", &cap.to_string()], &f);
     let plan = &v["devices"][0]["plan"];
     assert_eq!(plan["fits_now"], false, "{plan}");
     assert_eq!(plan["fits"], true, "{plan}");
     assert_eq!(plan["steps"].as_array().unwrap().len(), 1, "{plan}");
     assert_eq!(plan["steps"][0]["id"], first["id"]);
-    assert_eq!(u(&plan["margin_bytes"]), (cap as f64 * 0.05) as u64);
+    assert_eq!(as_u64(&plan["margin_bytes"]), (cap as f64 * 0.05) as u64);
     // A capacity nothing reaches: short by what is left above the target.
     let v = fit(&["--capacity", "1MiB"], &f);
     let plan = &v["devices"][0]["plan"];
     assert_eq!(plan["fits"], false);
     let last = plan["steps"].as_array().unwrap().last().unwrap();
     assert_eq!(
-        u(&plan["short_by_bytes"]),
-        u(&last["peak_after_bytes"]) - u(&plan["target_bytes"])
+        as_u64(&plan["short_by_bytes"]),
+        as_u64(&last["peak_after_bytes"]) - as_u64(&plan["target_bytes"])
     );
     // A capacity it already fits.
     let v = fit(&["--capacity", "80GiB"], &f);

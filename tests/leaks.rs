@@ -16,13 +16,6 @@ fn run_json(args: &[&str], file: &Path) -> (i32, serde_json::Value) {
     )
 }
 
-fn truth(name: &str) -> serde_json::Value {
-    serde_json::from_slice(
-        &std::fs::read(root().join("samples/truth").join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap()
-}
-
 #[test]
 fn accumulated_loss_is_a_retained_graph() {
     let t = truth("retained_graph");

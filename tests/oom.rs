@@ -15,13 +15,6 @@ fn oom_json(file: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
     (code, serde_json::from_slice(&o.stdout).unwrap())
 }
 
-fn truth(name: &str) -> serde_json::Value {
-    serde_json::from_slice(
-        &std::fs::read(root().join("samples/truth").join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap()
-}
-
 #[test]
 fn each_cause_gets_its_verdict_and_the_four_numbers() {
     for name in ["frag_oom", "capacity_oom", "outside_oom"] {

@@ -8,22 +8,6 @@ use common::*;
 use serde_json::Value;
 use std::path::Path;
 
-fn json(args: &[&str], file: &Path) -> Value {
-    let mut a: Vec<std::ffi::OsString> = args.iter().map(|x| x.into()).collect();
-    a.push("--format".into());
-    a.push("json".into());
-    a.push(file.into());
-    let o = memlens(a);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{args:?} {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 fn folded(args: &[&str], file: &Path) -> Vec<(Vec<String>, u64)> {
     let mut a: Vec<std::ffi::OsString> = vec!["flame".into(), "--format".into(), "folded".into()];
     a.extend(args.iter().map(|x| x.into()));
@@ -46,17 +30,6 @@ fn folded(args: &[&str], file: &Path) -> Vec<(Vec<String>, u64)> {
         .collect()
 }
 
-fn truth(name: &str) -> Value {
-    serde_json::from_slice(
-        &std::fs::read(root().join("samples/truth").join(format!("{name}.json"))).unwrap(),
-    )
-    .unwrap()
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
-}
-
 fn rows(top: &Value) -> &Vec<Value> {
     top["devices"][0]["sites"].as_array().unwrap()
 }
@@ -66,7 +39,7 @@ fn bytes_at(top: &Value, site: &str, context: Option<&str>) -> u64 {
     rows(top)
         .iter()
         .filter(|r| r["site"] == site && context.map_or(true, |c| r["context"] == c))
-        .map(|r| u(&r["bytes"]))
+        .map(|r| as_u64(&r["bytes"]))
         .sum()
 }
 
@@ -80,7 +53,7 @@ fn a_stack_without_python_frames_is_named_by_its_autograd_node() {
     let p = root().join("samples/captured/stacks_all.pickle");
     // Before: 32.25 MiB (a cuBLAS workspace and x.grad, both on the autograd thread) were
     // `<no frames>`.
-    let top = json(&["top", "--at", "end"], &p);
+    let top = json_report(&["top", "--at", "end"], &p);
     assert!(
         rows(&top).iter().all(|r| r["site"] != "<no frames>"),
         "{top}"
@@ -112,13 +85,13 @@ fn a_stack_without_python_frames_is_named_by_its_autograd_node() {
                 && r["context"] == "at::cuda::setWorkspaceForHandle"
         })
         .unwrap_or_else(|| panic!("{top}"));
-    assert_eq!(u(&fwd["bytes"]), 32 << 20);
+    assert_eq!(as_u64(&fwd["bytes"]), 32 << 20);
     // --frames python: the old answer, a stack of C++ frames alone has no site.
-    let py = json(&["top", "--at", "end", "--frames", "python"], &p);
+    let py = json_report(&["top", "--at", "end", "--frames", "python"], &p);
     assert_eq!(bytes_at(&py, "<no frames>", None), (32 << 20) + (256 << 10));
     assert!(rows(&py).iter().all(|r| r.get("context").is_none()));
     // --frames cpp: C++ sites only, every byte accounted for.
-    let cpp = json(&["top", "--at", "end", "--frames", "cpp"], &p);
+    let cpp = json_report(&["top", "--at", "end", "--frames", "cpp"], &p);
     for r in rows(&cpp) {
         let s = r["site"].as_str().unwrap();
         assert!(!s.contains(".py:"), "{s}");
@@ -133,7 +106,7 @@ fn a_stack_without_python_frames_is_named_by_its_autograd_node() {
 fn engine_sites_and_library_context_on_the_generated_training_step() {
     let t = truth("train_stacks_all");
     let p = sample("train_stacks_all.pickle");
-    let end = json(&["top", "--at", "end", "-n", "100"], &p);
+    let end = json_report(&["top", "--at", "end", "-n", "100"], &p);
     for (node, bytes) in t["gradient_bytes_by_node_at_end"].as_object().unwrap() {
         let site = format!("autograd: {node}");
         let grads: u64 = rows(&end)
@@ -141,9 +114,9 @@ fn engine_sites_and_library_context_on_the_generated_training_step() {
             .filter(|r| {
                 r["site"] == site.as_str() && r["context"] != "at::cuda::setWorkspaceForHandle"
             })
-            .map(|r| u(&r["bytes"]))
+            .map(|r| as_u64(&r["bytes"]))
             .sum();
-        assert_eq!(grads, u(bytes), "{node}: {end}");
+        assert_eq!(grads, as_u64(bytes), "{node}: {end}");
     }
     assert_eq!(
         bytes_at(
@@ -154,7 +127,7 @@ fn engine_sites_and_library_context_on_the_generated_training_step() {
         32 << 20
     );
     // At the peak the einsum lines are user lines, einops beside them, never a site.
-    let peak = json(&["top", "-n", "100"], &p);
+    let peak = json_report(&["top", "-n", "100"], &p);
     for r in rows(&peak) {
         assert!(
             !r["site"].as_str().unwrap().contains("site-packages"),
@@ -165,9 +138,9 @@ fn engine_sites_and_library_context_on_the_generated_training_step() {
         .iter()
         .find(|r| r["site"] == t["einsum_site"] && r["context"] == t["einsum_context"])
         .unwrap_or_else(|| panic!("{peak}"));
-    assert!(u(&einsum["bytes"]) > 0);
+    assert!(as_u64(&einsum["bytes"]) > 0);
     // --keep libraries: the library frame is the site again.
-    let kept = json(&["top", "-n", "100", "--keep", "libraries"], &p);
+    let kept = json_report(&["top", "-n", "100", "--keep", "libraries"], &p);
     assert!(rows(&kept).iter().any(|r| r["site"]
         .as_str()
         .unwrap()
@@ -260,7 +233,7 @@ fn einops_is_context_on_the_real_training_snapshot() {
     };
     // Before: `einops/_backends.py:291:einsum` topped the list with 3.06 GiB (435 allocations)
     // from several user lines.
-    let top = json(&["top", "-n", "1000"], &p);
+    let top = json_report(&["top", "-n", "1000"], &p);
     for r in rows(&top) {
         assert!(
             !r["site"].as_str().unwrap().contains("site-packages"),
@@ -276,11 +249,11 @@ fn einops_is_context_on_the_real_training_snapshot() {
         .as_str()
         .unwrap()
         .ends_with("site-packages/einops/_backends.py:291:einsum"));
-    assert_eq!(u(&first["bytes"]), 2179563520);
-    assert_eq!(u(&first["count"]), 339);
+    assert_eq!(as_u64(&first["bytes"]), 2179563520);
+    assert_eq!(as_u64(&first["count"]), 339);
     // At the end: the gradients are named by the engine's work, none is `<no frames>` but the
     // 226 frameless blocks older than the trace.
-    let end = json(&["top", "--at", "end", "-n", "1000"], &p);
+    let end = json_report(&["top", "--at", "end", "-n", "1000"], &p);
     assert_eq!(
         bytes_at(
             &end,
@@ -303,9 +276,9 @@ fn every_real_stacks_all_file_keeps_its_bytes_across_frame_choices() {
         return;
     };
     for p in files {
-        let all = json(&["top", "-n", "3"], &p);
+        let all = json_report(&["top", "-n", "3"], &p);
         for frames in ["python", "cpp"] {
-            let other = json(&["top", "-n", "3", "--frames", frames], &p);
+            let other = json_report(&["top", "-n", "3", "--frames", frames], &p);
             for (a, b) in all["devices"]
                 .as_array()
                 .unwrap()

@@ -60,6 +60,37 @@ pub fn layouts() -> Vec<PathBuf> {
     v
 }
 
+/// The truth file of generated sample `name` (`samples/truth/NAME.json`: what the sample holds
+/// by construction).
+pub fn truth(name: &str) -> serde_json::Value {
+    serde_json::from_slice(
+        &std::fs::read(root().join("samples/truth").join(format!("{name}.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+/// `v` as a u64, or a panic naming it.
+pub fn as_u64(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))
+}
+
+/// `memlens ARGS --format json FILE`, which must exit 0, parsed.
+pub fn json_report(args: &[&str], file: &Path) -> serde_json::Value {
+    let mut a: Vec<std::ffi::OsString> = args.iter().map(|x| x.into()).collect();
+    a.push("--format".into());
+    a.push("json".into());
+    a.push(file.into());
+    let o = memlens(a);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?} {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// The real snapshots captured on a GPU (`samples/captured/*.pickle`, see
 /// samples/capture/README.md), sorted.
 pub fn captured() -> Vec<PathBuf> {

@@ -491,26 +491,11 @@ impl Machine<'_> {
             ),
             _ => return 0,
         };
-        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
-        let pend = pending[0] == Some(index) || pending[1] == Some(index);
-        if let Some(v) = self.heap.memo.get(rel) {
-            if !matches!(v, Value::Obj(_)) && !pend {
-                *out = *v;
-                return q;
-            }
-        } else if self.defs.is_some() && !pend {
-            // In a chunk: an entry defined outside it, from the cache the general loop fills.
-            if let Some(e) = self
-                .ext_cache
-                .get((index as usize) & (super::EXT_CACHE - 1))
-            {
-                if e.0 == index {
-                    *out = e.1;
-                    return q;
-                }
-            }
+        if let Some(v) = self.settled_ref(index, pending) {
+            *out = v;
+            return q;
         }
-        if pend {
+        if pending[0] == Some(index) || pending[1] == Some(index) {
             return 0;
         }
         match self.flat_ref_slow(index) {

@@ -62,7 +62,7 @@ impl Skim<'_> {
     /// marked on commit unless still open.
     #[inline(always)]
     fn reference(&mut self, idx: u64, next: usize) -> Option<usize> {
-        if idx < self.floor && self.big >> (idx & 63) & 1 == 0 {
+        if self.settled(idx) {
             return Some(next);
         }
         if idx >= self.c0 {
