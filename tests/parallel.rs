@@ -10,12 +10,25 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 fn build(bytes: &[u8], strategy: Strategy, threads: usize, chunk_bytes: usize) -> Snapshot {
+    build_split(bytes, strategy, threads, chunk_bytes, 1)
+}
+
+/// [`build`] with pass 1 split into `regions` regions (as small as the file allows).
+fn build_split(
+    bytes: &[u8],
+    strategy: Strategy,
+    threads: usize,
+    chunk_bytes: usize,
+    regions: usize,
+) -> Snapshot {
     model::build(
         bytes,
         BuildOptions {
             strategy,
             threads,
             chunk_bytes,
+            split_regions: regions,
+            split_bytes: 1,
             ..Default::default()
         },
     )
@@ -39,18 +52,18 @@ fn check(path: &Path) {
     let bytes = input.bytes();
     let reference = build(bytes, Strategy::Sequential, 1, 0);
     let (want_report, want) = (report(&reference), canonical(&reference));
-    for (threads, chunk) in [(1, 1), (3, 1), (2, 4096), (2, 0)] {
-        let got = build(bytes, Strategy::Parallel, threads, chunk);
-        assert_eq!(
-            report(&got),
-            want_report,
-            "{} threads={threads} chunk={chunk}",
+    // Pass 1 split into regions (one per thread) on two of the settings.
+    for (threads, chunk, regions) in [(1, 1, 1), (3, 1, 3), (2, 4096, 2), (2, 0, 1)] {
+        let got = build_split(bytes, Strategy::Parallel, threads, chunk, regions);
+        let what = format!(
+            "{} threads={threads} chunk={chunk} regions={regions}",
             path.display()
         );
+        assert_eq!(report(&got), want_report, "{what}");
         let got = canonical(&got);
-        assert_eq!(got.len(), want.len(), "{}", path.display());
+        assert_eq!(got.len(), want.len(), "{what}");
         for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g, w, "{} threads={threads} chunk={chunk}", path.display());
+            assert_eq!(g, w, "{what}");
         }
     }
 }

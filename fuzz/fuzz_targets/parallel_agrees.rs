@@ -4,7 +4,8 @@
 //! decoder without the fast path (the reference, every opcode through the general loop)
 //! gives: the same error-or-success, and the same snapshot once interned ids are replaced by
 //! what they name. So must the parallel decoder on input that arrives in steps (as from a
-//! decompressing thread), whole or outgrowing its reservation.
+//! decompressing thread), whole or outgrowing its reservation, and with pass 1 split into one
+//! region per thread (torch_batches has batch boundaries where regions start).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -40,7 +41,7 @@ use canonical::canonical;
 
 /// The samples, and the benchmark layouts that take other paths through both decoders
 /// (samples/layouts: PyTorch's memo layout, frame dicts rewritten per entry, the C++ pickler).
-const SEEDS: [&[u8]; 7] = [
+const SEEDS: [&[u8]; 8] = [
     include_bytes!("../../samples/train_small.pickle"),
     include_bytes!("../../samples/cpp_proto2.pickle"),
     include_bytes!("../../samples/expandable_multi.pickle"),
@@ -48,6 +49,7 @@ const SEEDS: [&[u8]; 7] = [
     include_bytes!("../../samples/layouts/torch.pickle"),
     include_bytes!("../../samples/layouts/memo.pickle"),
     include_bytes!("../../samples/layouts/cpp.pickle"),
+    include_bytes!("../../samples/layouts/torch_batches.pickle"),
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -59,6 +61,9 @@ fuzz_target!(|data: &[u8]| {
         threads,
         chunk_bytes,
         no_fast_entries,
+        // Pass 1 split into one region per thread, as small as the input allows.
+        split_regions: threads,
+        split_bytes: 1,
         ..Default::default()
     };
     let want = build(&buf, opts(Strategy::Sequential, 1, 0, true));
@@ -67,6 +72,7 @@ fuzz_target!(|data: &[u8]| {
         (Strategy::Sequential, 1, 0, None),
         (Strategy::Parallel, 2, 64, None),
         (Strategy::Parallel, 2, 4096, None),
+        (Strategy::Parallel, 3, 64, None),
         (Strategy::Parallel, 2, 64, Some(buf.len())),
         (Strategy::Parallel, 2, 64, Some(buf.len() * 2 / 3)),
     ] {

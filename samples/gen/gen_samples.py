@@ -11,7 +11,8 @@
       write entries that all share one deep stack (memgen/deep.py)
   python3 samples/gen/gen_samples.py layouts [--entries 300]
       write one small file per benchmark layout (a 2-layer model) into samples/layouts/ (shared, protocol 2,
-      fresh, torch, memo, cpp): the parallel and fast-path tests read every layout
+      fresh, torch, memo, cpp; and torch_batches, 3,500 entries in several batches, where a split pass 1
+      starts regions): the parallel and fast-path tests read every layout
 
 See samples/README.md for what each sample contains.
 """
@@ -93,14 +94,17 @@ def generate_newer(out_dir=SAMPLES_DIR):
     return written
 
 
-# The benchmark layouts of memgen/big.py, small (samples/layouts): file, layout, protocol.
+# The benchmark layouts of memgen/big.py, small (samples/layouts): file, layout, protocol, and
+# trace entries when not --entries (torch_batches: several batches of 1000 entries, where a split
+# pass 1 can start its regions).
 LAYOUT_FILES = [
-    ("shared.pickle", "shared", 4),
-    ("shared_p2.pickle", "shared", 2),
-    ("fresh.pickle", "fresh", 4),
-    ("torch.pickle", "torch", 4),
-    ("memo.pickle", "memo", 4),
-    ("cpp.pickle", "cpp", 2),
+    ("shared.pickle", "shared", 4, None),
+    ("shared_p2.pickle", "shared", 2, None),
+    ("fresh.pickle", "fresh", 4, None),
+    ("torch.pickle", "torch", 4, None),
+    ("memo.pickle", "memo", 4, None),
+    ("cpp.pickle", "cpp", 2, None),
+    ("torch_batches.pickle", "torch", 4, 3500),
 ]
 
 
@@ -135,9 +139,9 @@ def main(argv=None):
     if args.cmd == "layouts":
         from memgen import big
         os.makedirs(args.out_dir, exist_ok=True)
-        for name, layout, protocol in LAYOUT_FILES:
+        for name, layout, protocol, entries in LAYOUT_FILES:
             path = os.path.join(args.out_dir, name)
-            size = big.write_big(path, 0, layout=layout, protocol=protocol, entries=args.entries,
+            size = big.write_big(path, 0, layout=layout, protocol=protocol, entries=entries or args.entries,
                                  layers=2, log=open(os.devnull, "w"))
             print("%s %d bytes" % (path, size))
         return 0

@@ -48,7 +48,8 @@ pub fn samples() -> Vec<PathBuf> {
 }
 
 /// One small file per layout of the benchmark (`samples/layouts/*.pickle`: the generator's
-/// shared, protocol-2, fresh, torch, memo and C++ layouts; `gen_samples.py layouts`).
+/// shared, protocol-2, fresh, torch, memo and C++ layouts; `gen_samples.py layouts`), and the
+/// torch layout with several batches of trace entries (where a split pass 1 starts regions).
 pub fn layouts() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("samples/layouts"))
         .unwrap()
@@ -56,7 +57,11 @@ pub fn layouts() -> Vec<PathBuf> {
         .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("pickle"))
         .collect();
     v.sort();
-    assert_eq!(v.len(), 6, "samples/layouts: one file per layout");
+    assert_eq!(
+        v.len(),
+        7,
+        "samples/layouts: one file per layout, and torch_batches"
+    );
     v
 }
 

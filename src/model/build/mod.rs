@@ -49,6 +49,11 @@ pub struct BuildOptions<'p> {
     pub strategy: Strategy,
     /// Target bytes per parallel chunk; 0 = 8 MiB (tests use tiny chunks).
     pub chunk_bytes: usize,
+    /// Regions pass 1 of the parallel decoder is split into, each walked by its own thread;
+    /// 0 = one per thread from [`SPLIT_FROM_THREADS`] threads on, else none; 1 = none.
+    pub split_regions: usize,
+    /// Fewest bytes of trace per region of a split pass 1; 0 = 16 MiB (tests use tiny regions).
+    pub split_bytes: usize,
     /// Called with input byte ranges the builder will not read again soon (the caller may
     /// drop them from memory, e.g. `madvise(DONTNEED)` on a file mapping; reading them again
     /// must still work).
@@ -78,6 +83,7 @@ pub fn build_arriving(
     if let Some(chunk) = parallel_chunk(&options, src.capacity()) {
         let more = |n: usize| src.upto(n);
         let first = src.upto(scan::WINDOW);
+        let split = split_options(&options);
         if let Some(snap) = parallel::try_build(
             first,
             Some((&more, src.capacity())),
@@ -85,6 +91,7 @@ pub fn build_arriving(
             chunk,
             &mut options.progress,
             options.release,
+            split,
         ) {
             return Ok(snap);
         }
@@ -92,6 +99,36 @@ pub fn build_arriving(
     options.strategy = Strategy::Sequential;
     build(src.all(), options)
 }
+
+/// How pass 1 splits: [`BuildOptions::split_regions`], else one region per thread from
+/// [`SPLIT_FROM_THREADS`] threads on. MEMLENS_SPLIT_REGIONS=N overrides both (benchmarks;
+/// 1 = no split).
+fn split_options(options: &BuildOptions) -> scan::SplitOptions {
+    let threads = resolved_threads(options);
+    let auto = if threads >= SPLIT_FROM_THREADS {
+        threads
+    } else {
+        1
+    };
+    let regions = std::env::var("MEMLENS_SPLIT_REGIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(match options.split_regions {
+            0 => auto,
+            n => n,
+        });
+    scan::SplitOptions {
+        regions,
+        min_bytes: options.split_bytes,
+    }
+}
+
+/// Threads from which pass 1 is split by default. The split makes pass 1's wall several times
+/// shorter but adds CPU (each helper counts memo entries, a third of a walk, before walking its
+/// region): on `n` cores the decode takes about max(pass 1, all CPU / n), and with pass 1 about
+/// a fifth of the CPU (measured on two cores, docs/performance.md) pass 1 becomes the wall,
+/// and the split pays, from about 6 cores on; on two it is slower.
+pub const SPLIT_FROM_THREADS: usize = 6;
 
 fn resolved_threads(options: &BuildOptions) -> usize {
     match options.threads {
@@ -127,6 +164,7 @@ fn parallel_chunk(options: &BuildOptions, len: usize) -> Option<usize> {
 /// Decodes `buf` (an uncompressed pickle) and builds the snapshot.
 pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildError> {
     if let Some(chunk) = parallel_chunk(&options, buf.len()) {
+        let split = split_options(&options);
         if let Some(snap) = parallel::try_build(
             buf,
             None,
@@ -134,6 +172,7 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
             chunk,
             &mut options.progress,
             options.release,
+            split,
         ) {
             return Ok(snap);
         }

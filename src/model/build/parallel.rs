@@ -42,6 +42,7 @@ pub(crate) fn try_build<'a>(
     chunk_bytes: usize,
     progress: &mut Option<&mut dyn FnMut(u64)>,
     release: Option<&(dyn Fn(usize, usize) + Sync)>,
+    split: scan::SplitOptions,
 ) -> Option<Snapshot> {
     let timing = std::env::var_os("MEMLENS_TIMING").is_some();
     let total = more.map_or(buf.len(), |(_, total)| total.max(buf.len()));
@@ -57,7 +58,7 @@ pub(crate) fn try_build<'a>(
     let mut pre = Vec::new();
     if prescan {
         let t = std::time::Instant::now();
-        scan::scan_into(buf, more, chunk_bytes, &defs, &mut |c| pre.push(c))?;
+        scan::scan_into(buf, more, chunk_bytes, &defs, &mut |c| pre.push(c), split)?;
         if timing {
             eprintln!("prescan: {:.3} s", t.elapsed().as_secs_f64());
         }
@@ -132,21 +133,28 @@ pub(crate) fn try_build<'a>(
         let planned = if prescan {
             Some(())
         } else {
-            scan::scan_into(buf, more, chunk_bytes, defs, &mut |c| {
-                if let Some(r) = release {
-                    let upto = c.end as usize;
-                    r(scanned_to, upto.saturating_sub(scanned_to));
-                    scanned_to = scanned_to.max(upto);
-                }
-                let decoded = {
-                    let mut st = lock(state);
-                    st.chunks.push(c);
-                    st.slots.push(None);
-                    cv.notify_one();
-                    st.decoded
-                };
-                report(decoded);
-            })
+            scan::scan_into(
+                buf,
+                more,
+                chunk_bytes,
+                defs,
+                &mut |c| {
+                    if let Some(r) = release {
+                        let upto = c.end as usize;
+                        r(scanned_to, upto.saturating_sub(scanned_to));
+                        scanned_to = scanned_to.max(upto);
+                    }
+                    let decoded = {
+                        let mut st = lock(state);
+                        st.chunks.push(c);
+                        st.slots.push(None);
+                        cv.notify_one();
+                        st.decoded
+                    };
+                    report(decoded);
+                },
+                split,
+            )
         };
         let chunks = {
             let mut st = lock(state);

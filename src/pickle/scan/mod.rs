@@ -10,16 +10,19 @@
 //! object still being filled, anything malformed), [`scan`] returns `None` and the caller uses
 //! the sequential decoder, which is the reference for every odd input.
 
+mod align;
 mod defs;
 mod plan;
 mod scanner;
 mod skim;
+mod split;
 mod walk;
 
 pub use defs::{Defs, MemoDef};
 pub use plan::{Chunk, Plan, Target};
 use scanner::scan_into_with;
 pub use scanner::{More, WINDOW};
+pub use split::{SplitOptions, MIN_REGION_BYTES};
 
 /// Runs pass 1 over `buf` and returns the whole plan. `chunk_bytes` is the target size of a
 /// chunk. `None`: the layout is not one the parallel path handles (use the sequential decoder).
@@ -31,21 +34,55 @@ pub fn scan(buf: &[u8], chunk_bytes: usize) -> Option<Plan> {
 fn scan_with(buf: &[u8], chunk_bytes: usize, skim: bool) -> Option<Plan> {
     let defs = Defs::for_input(buf.len())?;
     let mut chunks = Vec::new();
-    scan_into_with(buf, None, chunk_bytes, &defs, &mut |c| chunks.push(c), skim)?;
-    Some(Plan { chunks, defs })
+    scan_into_with(
+        buf,
+        None,
+        chunk_bytes,
+        &defs,
+        &mut |c| chunks.push(c),
+        skim,
+        SplitOptions::default(),
+    )?;
+    Some(Plan {
+        chunks,
+        defs,
+        regions_adopted: 0,
+    })
 }
 
 /// Runs pass 1, filling `defs` and handing each chunk to `emit` as soon as it is complete
 /// (every memo definition before its end is then recorded in `defs`). With `more`, `buf` is
-/// the part of the input there so far and pass 1 asks for the rest as it goes.
+/// the part of the input there so far and pass 1 asks for the rest as it goes. With `split`,
+/// helper threads walk regions of the trace beside the calling thread (whole inputs only).
 pub fn scan_into<'b>(
     buf: &'b [u8],
     more: Option<More<'b>>,
     chunk_bytes: usize,
     defs: &Defs,
     emit: &mut dyn FnMut(Chunk),
+    split: SplitOptions,
 ) -> Option<()> {
-    scan_into_with(buf, more, chunk_bytes, defs, emit, true)
+    scan_into_with(buf, more, chunk_bytes, defs, emit, true, split).map(|_| ())
+}
+
+/// [`scan`] with a split pass 1 (tests compare its plan with the whole walk's).
+pub fn scan_split(buf: &[u8], chunk_bytes: usize, split: SplitOptions) -> Option<Plan> {
+    let defs = Defs::for_input(buf.len())?;
+    let mut chunks = Vec::new();
+    let regions_adopted = scan_into_with(
+        buf,
+        None,
+        chunk_bytes,
+        &defs,
+        &mut |c| chunks.push(c),
+        true,
+        split,
+    )?;
+    Some(Plan {
+        chunks,
+        defs,
+        regions_adopted,
+    })
 }
 
 #[cfg(test)]
@@ -77,6 +114,24 @@ mod tests {
         assert!(plan.chunks[0].mark_open);
     }
 
+    /// Two plans' definition tables must be identical, word for word and as read back
+    /// (lengths of 2 MiB and more, and memo bases, live apart).
+    fn assert_defs_agree(name: &str, a: &Defs, b: &Defs) {
+        assert_eq!(a.len(), b.len(), "{name}: memo count");
+        for i in 0..a.len() {
+            let (x, y) = (a.table[i].load(Relaxed), b.table[i].load(Relaxed));
+            // Reference marks matter only on entries still open when referenced; the trace
+            // entry walk and a region skip marking complete ones that the opcode path marks.
+            if (x ^ y) == REF_BIT {
+                assert!(x >> LEN_SHIFT & LEN_MAX != 0, "{name}: memo entry {i} open");
+                continue;
+            }
+            assert_eq!(x, y, "{name}: memo entry {i}: {x:#x} vs {y:#x}");
+            let def = |d: &Defs| d.get(i as u64).map(|d| (d.start, d.len, d.base));
+            assert_eq!(def(a), def(b), "{name}: memo entry {i}");
+        }
+    }
+
     /// Both plans of `buf`, with and without the trace entry walk, must be identical.
     fn assert_skim_agrees(name: &str, buf: &[u8]) {
         for chunk_bytes in [1 << 12, 8 << 20] {
@@ -91,20 +146,7 @@ mod tests {
                     b.is_some()
                 ),
             };
-            assert_eq!(with.defs.len(), without.defs.len(), "{name}: memo count");
-            for i in 0..with.defs.len() {
-                let (a, b) = (
-                    with.defs.table[i].load(Relaxed),
-                    without.defs.table[i].load(Relaxed),
-                );
-                // Reference marks matter only on entries still open when referenced; the
-                // walk skips marking complete ones that the opcode path marks.
-                if (a ^ b) == REF_BIT {
-                    assert!(a >> LEN_SHIFT & LEN_MAX != 0, "{name}: memo entry {i} open");
-                    continue;
-                }
-                assert_eq!(a, b, "{name}: memo entry {i}: {a:#x} vs {b:#x}");
-            }
+            assert_defs_agree(name, &with.defs, &without.defs);
             let key = |c: &Chunk| {
                 (
                     c.start,
@@ -149,6 +191,80 @@ mod tests {
             }
         }
         assert!(seen >= 5, "only {seen} plannable samples found");
+    }
+
+    /// The plan of a split pass 1 must say what the whole walk's says: the same definitions
+    /// (reference marks aside on complete entries, as above) and the same elements in chunks.
+    fn assert_split_agrees(name: &str, buf: &[u8], regions: usize) -> usize {
+        let whole = scan(buf, 1 << 12);
+        let split = scan_split(
+            buf,
+            1 << 12,
+            SplitOptions {
+                regions,
+                min_bytes: 1,
+            },
+        );
+        let (whole, split) = match (whole, split) {
+            (Some(a), Some(b)) => (a, b),
+            (None, None) => return 0,
+            (a, b) => panic!(
+                "{name}: planned whole {}, split {}",
+                a.is_some(),
+                b.is_some()
+            ),
+        };
+        assert_defs_agree(name, &whole.defs, &split.defs);
+        for target in [Target::Trace, Target::Segments] {
+            let items = |p: &Plan| -> u64 {
+                p.chunks
+                    .iter()
+                    .filter(|c| c.target == target)
+                    .map(|c| c.items as u64)
+                    .sum()
+            };
+            assert_eq!(items(&whole), items(&split), "{name}: {target:?} elements");
+        }
+        for pair in split.chunks.windows(2) {
+            assert!(pair[0].end <= pair[1].start, "{name}: chunks overlap");
+            assert!(
+                pair[0].memo_end <= pair[1].memo_base,
+                "{name}: chunk memo ranges"
+            );
+        }
+        split.regions_adopted
+    }
+
+    #[test]
+    fn a_split_pass_1_plans_like_the_whole_walk() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut paths = Vec::new();
+        for dir in ["samples", "samples/layouts", "../shared/samples/real"] {
+            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                continue;
+            };
+            paths.extend(entries.flatten().map(|e| e.path()));
+        }
+        paths.sort();
+        let (mut files, mut adopted) = (0, 0);
+        for path in paths {
+            let Ok(input) = crate::input::read(&path) else {
+                continue;
+            };
+            let name = path.display().to_string();
+            let mut any = 0;
+            for regions in [2, 3, 7] {
+                any += assert_split_agrees(&name, input.bytes(), regions);
+            }
+            files += (any > 0) as usize;
+            adopted += any;
+        }
+        // Regions start at batch boundaries (every 1000 trace entries): the real files have
+        // them, the generated samples mostly do not.
+        assert!(
+            files >= 5 && adopted >= 20,
+            "split regions adopted in {files} files ({adopted} regions)"
+        );
     }
 
     #[test]

@@ -38,4 +38,6 @@ pub struct Plan {
     pub chunks: Vec<Chunk>,
     /// Definitions of referenced memo entries.
     pub defs: Defs,
+    /// Regions of a split pass 1 walked by helper threads and adopted (0 unsplit).
+    pub regions_adopted: usize,
 }

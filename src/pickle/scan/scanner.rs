@@ -5,6 +5,7 @@
 use super::defs::*;
 use super::plan::{Chunk, Target};
 use super::skim::Skim;
+use super::split::{Published, Split, SplitOptions};
 use crate::pickle::ops::op;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -33,7 +34,7 @@ pub(super) struct Mark {
     pub(super) at: usize,
 }
 
-struct Open {
+pub(super) struct Open {
     chunk: Chunk,
     /// Stack index of the list being filled.
     list: usize,
@@ -77,9 +78,53 @@ pub(super) struct Scanner<'a, 'b> {
     skim_defs: Vec<(u64, u64, u64)>,
     /// Scratch list of the entries a skimmed entry refers to among its own.
     skim_refs: Vec<u64>,
-    emit: &'a mut dyn FnMut(Chunk),
-    open: Option<Open>,
+    pub(super) emit: &'a mut dyn FnMut(Chunk),
+    pub(super) open: Option<Open>,
     chunk_bytes: u64,
+    /// The run loop calls [`Scanner::watch`] at this offset: the next refill or region start.
+    pub(super) watch_at: usize,
+    /// The next region start: where the calling thread's scanner adopts a region's walk, or
+    /// where a region's scanner stops (`usize::MAX`: none).
+    pub(super) sync_at: usize,
+    /// This scanner walks one region of a split pass 1 ([`walk_region`]).
+    pub(super) region: bool,
+    /// The split this scanner publishes to and adopts regions from (the calling thread's).
+    pub(super) split: Option<&'a Split<'b>>,
+    /// Region starts published by the split's helpers, and the index of the next one.
+    pub(super) starts: Vec<usize>,
+    pub(super) next_start: usize,
+    /// Ids of the big containers defined, in order.
+    pub(super) big_ids: Vec<u64>,
+    /// How many of `big_ids` the regions were told about, once published.
+    pub(super) big_published: Option<usize>,
+    /// A region's walk stopped where its list ends.
+    pub(super) list_ended: bool,
+    /// Regions adopted (the calling thread's scanner).
+    pub(super) adopted: usize,
+}
+
+/// Where a region of a split pass 1 starts ([`walk_region`]).
+pub(super) struct RegionStart<'s> {
+    /// Offset of its first trace entry (just after a batch's MARK).
+    pub(super) start: usize,
+    /// Where to stop: the next region's start (`usize::MAX`: at the list's end only).
+    pub(super) stop: usize,
+    /// Memo counter at `start`.
+    pub(super) base: u64,
+    /// Ids of the big containers defined before it.
+    pub(super) big: &'s [u64],
+}
+
+/// Where a region's walk stopped.
+pub(super) struct RegionEnd {
+    /// Offset.
+    pub(super) pos: usize,
+    /// Memo counter there.
+    pub(super) memo: u64,
+    /// True when it stopped just past the list's last `APPENDS` (not at the next region).
+    pub(super) list_ended: bool,
+    /// The list's stack entry's end after its last fill in the region, if it was filled.
+    pub(super) list_filled_to: Option<u64>,
 }
 
 pub(super) type S<T> = Option<T>;
@@ -102,39 +147,58 @@ pub(super) fn scan_into_with<'b>(
     defs: &Defs,
     emit: &mut dyn FnMut(Chunk),
     skim: bool,
-) -> Option<()> {
+    split: SplitOptions,
+) -> Option<usize> {
     let total = more.map_or(buf.len(), |(_, total)| total.max(buf.len()));
     if total as u64 > START_MASK {
         return None;
     }
-    let mut s = Scanner {
-        more: more.map(|(f, _)| f),
-        refill_at: if more.is_some() {
-            buf.len().saturating_sub(WINDOW)
-        } else {
-            usize::MAX
-        },
-        buf,
-        pos: 0,
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo_next: 0,
-        defs,
-        defined: 0,
-        big_mask: 0,
-        floor_at: None,
-        no_floor_below: 0,
-        max_stack: total / 16 + 65_536,
-        skim,
-        skim_defs: Vec::new(),
-        skim_refs: Vec::new(),
-        emit,
-        open: None,
-        chunk_bytes: chunk_bytes.max(1) as u64,
-    };
+    super::split::with_split(buf, more.is_none(), chunk_bytes, split, |split| {
+        let mut s = Scanner::new(buf, more, total, chunk_bytes, defs, emit, skim);
+        s.split = split;
+        s.run()?;
+        defs.count.store(s.defined as u64, Relaxed);
+        Some(s.adopted)
+    })
+}
+
+/// Walks one region of a split pass 1 (see [`super::split`]): from `at.start`, with the list
+/// alone on the stack under its batch's MARK and memo counter `at.base`, to `at.stop` or the
+/// list's end. `None`: the region does not walk like that (the calling thread walks it).
+pub(super) fn walk_region(
+    buf: &[u8],
+    chunk_bytes: usize,
+    defs: &Defs,
+    emit: &mut dyn FnMut(Chunk),
+    at: RegionStart,
+) -> Option<RegionEnd> {
+    let mut s = Scanner::new(buf, None, buf.len(), chunk_bytes, defs, emit, true);
+    s.region = true;
+    s.pos = at.start;
+    s.memo_next = at.base;
+    s.defined = usize::try_from(at.base).ok()?;
+    for &id in at.big {
+        s.big_mask |= 1 << (id & 63);
+    }
+    s.stack.push(Ent {
+        start: at.start as u64,
+        end: at.start as u64,
+        memo_at: at.base,
+        memo: NONE,
+        tag: T_TRACE_LIST,
+        container: true,
+    });
+    s.marks.push(Mark { at: 1 });
+    s.sync_at = at.stop;
+    s.rewatch();
     s.run()?;
-    defs.count.store(s.defined as u64, Relaxed);
-    Some(())
+    let list = s.stack.first()?;
+    Some(RegionEnd {
+        pos: s.pos,
+        memo: s.memo_next,
+        list_ended: s.list_ended,
+        list_filled_to: (list.end != at.start as u64).then_some(list.end),
+    })
 }
 
 /// The bytes of a string defined by the opcode at `off`, if it is one.
@@ -158,7 +222,231 @@ fn str_at(buf: &[u8], off: usize) -> Option<&[u8]> {
     buf.get(off + hdr..(off + hdr).checked_add(len)?)
 }
 
-impl Scanner<'_, '_> {
+impl<'a, 'b> Scanner<'a, 'b> {
+    fn new(
+        buf: &'b [u8],
+        more: Option<More<'b>>,
+        total: usize,
+        chunk_bytes: usize,
+        defs: &'a Defs,
+        emit: &'a mut dyn FnMut(Chunk),
+        skim: bool,
+    ) -> Self {
+        let refill_at = if more.is_some() {
+            buf.len().saturating_sub(WINDOW)
+        } else {
+            usize::MAX
+        };
+        Scanner {
+            more: more.map(|(f, _)| f),
+            refill_at,
+            buf,
+            pos: 0,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo_next: 0,
+            defs,
+            defined: 0,
+            big_mask: 0,
+            floor_at: None,
+            no_floor_below: 0,
+            max_stack: total / 16 + 65_536,
+            skim,
+            skim_defs: Vec::new(),
+            skim_refs: Vec::new(),
+            emit,
+            open: None,
+            chunk_bytes: chunk_bytes.max(1) as u64,
+            watch_at: refill_at,
+            sync_at: usize::MAX,
+            region: false,
+            split: None,
+            starts: Vec::new(),
+            next_start: 0,
+            big_ids: Vec::new(),
+            big_published: None,
+            list_ended: false,
+            adopted: 0,
+        }
+    }
+
+    /// The next offset the run loop stops at for [`Scanner::watch`].
+    pub(super) fn rewatch(&mut self) {
+        self.watch_at = self.refill_at.min(self.sync_at);
+    }
+
+    /// At [`Scanner::watch_at`]: refills input still arriving, and at a region start adopts the
+    /// region (the calling thread's scanner) or stops (a region's; `true`).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn watch(&mut self, op_at: usize) -> S<bool> {
+        if op_at >= self.refill_at {
+            self.refill(op_at + 1);
+        }
+        if op_at >= self.sync_at {
+            if self.region {
+                // Where it started from: its list alone under one batch MARK.
+                if op_at == self.sync_at
+                    && self.marks.len() == 1
+                    && self.stack.len() == 1
+                    && self.at_region_start()
+                {
+                    self.close_open();
+                    return Some(true);
+                }
+                // Walked past it: the calling thread will not adopt the next region.
+                self.sync_at = usize::MAX;
+            } else {
+                self.adopt(op_at)?;
+            }
+        }
+        self.rewatch();
+        Some(false)
+    }
+
+    /// A batch just opened on a trace list: the state every region starts in.
+    pub(super) fn at_region_start(&self) -> bool {
+        self.marks.last().is_some_and(|m| m.at == self.stack.len())
+            && self.stack.last().is_some_and(|e| e.tag == T_TRACE_LIST)
+    }
+
+    /// Publishes at the first trace entry when there is a split to publish to (see
+    /// [`Scanner::publish`]); always true, to sit in the run loop's guard.
+    #[inline]
+    pub(super) fn publish_first(&mut self, op_at: usize) -> bool {
+        if self.split.is_some() && self.big_published.is_none() {
+            self.publish(op_at);
+        }
+        true
+    }
+
+    /// At the first trace entry: tells the split's helpers where the trace starts, and learns
+    /// where their regions start.
+    #[cold]
+    pub(super) fn publish(&mut self, op_at: usize) {
+        let Some(split) = self.split else {
+            return;
+        };
+        if self.big_published.is_some() {
+            return;
+        }
+        self.big_published = Some(self.big_ids.len());
+        self.starts = split.publish(Published {
+            start: op_at,
+            memo: self.memo_next,
+            big: self.big_ids.clone(),
+        });
+        self.sync_at = self.starts.first().copied().unwrap_or(usize::MAX);
+        self.rewatch();
+    }
+
+    /// At a region start (`op_at` at or past it): adopts the region's walk when this scanner
+    /// is exactly in the state the region assumed; otherwise walks on (the region is dropped).
+    fn adopt(&mut self, op_at: usize) -> S<()> {
+        let h = self.next_start + 1;
+        let start = self.starts[self.next_start];
+        self.next_start += 1;
+        self.sync_at = self
+            .starts
+            .get(self.next_start)
+            .copied()
+            .unwrap_or(usize::MAX);
+        let split = self.split?;
+        if op_at != start || !self.at_region_start() {
+            if std::env::var_os("MEMLENS_TIMING").is_some() {
+                eprintln!("pass 1: region {h} at {start}: walked past it (at {op_at})");
+            }
+            return Some(());
+        }
+        let t = std::time::Instant::now();
+        let taken = split.take(h);
+        if std::env::var_os("MEMLENS_TIMING").is_some() {
+            eprintln!(
+                "pass 1: waited {:.3} s for region {h}",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        let Some(out) = taken else {
+            if std::env::var_os("MEMLENS_TIMING").is_some() {
+                eprintln!("pass 1: region {h} at {start}: no walk");
+            }
+            return Some(());
+        };
+        // Every memo entry before the region is complete to it: none may be an open container
+        // here (they are only big ones at a batch start of a real trace), and no big container
+        // it was not told about may exist.
+        let fits = out.start == op_at
+            && out.base == self.memo_next
+            && self.defined as u64 == self.memo_next
+            && Some(self.big_ids.len()) == self.big_published
+            && !self
+                .stack
+                .iter()
+                .any(|e| e.container && e.memo != NONE && !is_big_tag(e.tag))
+            && out.memo_end <= self.defs.table.len() as u64;
+        if std::env::var_os("MEMLENS_TIMING").is_some() {
+            eprintln!(
+                "pass 1: region {h} at {op_at}: {} (to {}, memo {}..{}, {} chunks)",
+                if fits { "adopted" } else { "not adopted" },
+                out.end,
+                out.base,
+                out.memo_end,
+                out.chunks.len()
+            );
+        }
+        if !fits {
+            return Some(());
+        }
+        for id in out.base..out.memo_end {
+            let v = out.defs.table[id as usize].load(Relaxed);
+            self.defs.table[id as usize].store(v, Relaxed);
+        }
+        {
+            let theirs = out.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ours = self.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
+            for (&id, &v) in theirs.iter() {
+                if id as u64 >= out.base && (id as u64) < out.memo_end {
+                    ours.insert(id, v);
+                }
+            }
+        }
+        self.close_open();
+        for c in out.chunks {
+            (self.emit)(c);
+        }
+        self.pos = out.end;
+        self.memo_next = out.memo_end;
+        self.defined = usize::try_from(out.memo_end).ok()?;
+        let top = self.stack.len() - 1;
+        if let Some(end) = out.list_filled_to {
+            self.stack[top].end = end;
+        }
+        if out.list_ended {
+            self.marks.pop();
+        }
+        self.floor_at = None;
+        self.adopted += 1;
+        Some(())
+    }
+
+    /// In a region, after an `APPENDS` left no MARK: whether the list ends here (the next
+    /// opcode, past any FRAME, is not the MARK of another batch).
+    pub(super) fn region_list_ends(&mut self) -> S<bool> {
+        if self.stack.len() != 1 {
+            return None;
+        }
+        let mut p = self.pos;
+        while self.buf.get(p) == Some(&op::FRAME) {
+            p += 9;
+        }
+        if self.buf.get(p) == Some(&op::MARK) {
+            return Some(false);
+        }
+        self.list_ended = true;
+        self.close_open();
+        Some(true)
+    }
+
     #[inline]
     pub(super) fn take(&mut self, n: usize) -> S<usize> {
         let at = self.pos;
@@ -189,6 +477,7 @@ impl Scanner<'_, '_> {
         } else {
             self.refill_at = self.buf.len().saturating_sub(WINDOW);
         }
+        self.rewatch();
         self.buf.len() >= want
     }
 
@@ -360,6 +649,11 @@ impl Scanner<'_, '_> {
     }
 
     pub(super) fn consume_above(&mut self, m: usize) -> S<()> {
+        // A region's scanner never takes its list off the stack: what lies below it is not
+        // its to walk.
+        if m == 0 && self.region {
+            return None;
+        }
         for i in m..self.stack.len() {
             self.consume(i)?;
         }
@@ -484,6 +778,7 @@ impl Scanner<'_, '_> {
         if is_big_tag(e.tag) {
             v |= BIG_BIT;
             self.big_mask |= 1 << (idx & 63);
+            self.big_ids.push(idx);
         }
         self.defs.table[self.defined].store(v, Relaxed);
         self.defined += 1;

@@ -9,9 +9,17 @@ impl Scanner<'_, '_> {
     /// plan up.
     pub(super) fn run(&mut self) -> S<()> {
         loop {
-            let op_at = self.pos;
-            if op_at >= self.refill_at {
-                self.refill(op_at + 1);
+            let mut op_at = self.pos;
+            // Refills, region starts; an adopted region moves the position on, maybe to the
+            // next region's start.
+            while op_at >= self.watch_at {
+                if self.watch(op_at)? {
+                    return Some(());
+                }
+                if self.pos == op_at {
+                    break;
+                }
+                op_at = self.pos;
             }
             let code = *self.buf.get(self.pos)?;
             self.pos += 1;
@@ -25,7 +33,7 @@ impl Scanner<'_, '_> {
                     self.u64()?;
                 }
                 op::STOP => {
-                    if !self.marks.is_empty() || self.stack.len() != 1 {
+                    if !self.marks.is_empty() || self.stack.len() != 1 || self.region {
                         return None;
                     }
                     self.consume_above(0)?;
@@ -52,7 +60,10 @@ impl Scanner<'_, '_> {
                     self.consume_above(m.at)?;
                 }
                 op::EMPTY_DICT
-                    if self.skim && self.in_trace_batch() && self.skim_entry(op_at)? =>
+                    if self.skim
+                        && self.in_trace_batch()
+                        && self.publish_first(op_at)
+                        && self.skim_entry(op_at)? =>
                 {
                     self.fill_early()?;
                 }
@@ -96,6 +107,9 @@ impl Scanner<'_, '_> {
                         return None;
                     }
                     self.list_fill(m - 1, m, op_at, true)?;
+                    if self.region && self.marks.is_empty() && self.region_list_ends()? {
+                        return Some(());
+                    }
                 }
                 op::SETITEM => {
                     let n = self.stack.len();
