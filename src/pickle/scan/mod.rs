@@ -13,6 +13,7 @@
 mod align;
 mod defs;
 mod plan;
+mod region;
 mod scanner;
 mod skim;
 mod split;

@@ -5,7 +5,7 @@
 use super::defs::*;
 use super::plan::{Chunk, Target};
 use super::skim::Skim;
-use super::split::{Published, Split, SplitOptions};
+use super::split::{Split, SplitOptions};
 use crate::pickle::ops::op;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -16,7 +16,7 @@ const T_KEY_SEG: u8 = 3;
 const T_KEY_TRACES: u8 = 4;
 const T_TRACES: u8 = 5;
 const T_SEG_LIST: u8 = 6;
-const T_TRACE_LIST: u8 = 7;
+pub(super) const T_TRACE_LIST: u8 = 7;
 
 #[derive(Clone, Copy)]
 pub(super) struct Ent {
@@ -43,7 +43,7 @@ pub(super) struct Open {
 }
 
 /// The top-level dict and the big lists: never decoded on demand.
-fn is_big_tag(tag: u8) -> bool {
+pub(super) fn is_big_tag(tag: u8) -> bool {
     matches!(tag, T_TOP_DICT | T_TRACES | T_SEG_LIST | T_TRACE_LIST)
 }
 
@@ -57,13 +57,13 @@ pub(super) struct Scanner<'a, 'b> {
     pub(super) stack: Vec<Ent>,
     pub(super) marks: Vec<Mark>,
     pub(super) memo_next: u64,
-    defs: &'a Defs,
-    defined: usize,
+    pub(super) defs: &'a Defs,
+    pub(super) defined: usize,
     /// One bit per big container's memo id modulo 64 (see [`is_big_tag`]): a reference
     /// whose bit is set takes the checked path.
-    big_mask: u64,
+    pub(super) big_mask: u64,
     /// Stack index and memo id of the last open floor found (see [`Scanner::open_floor`]).
-    floor_at: Option<(usize, u32)>,
+    pub(super) floor_at: Option<(usize, u32)>,
     /// The bottom entries of the stack known to hold no floor (see [`Scanner::open_floor`]):
     /// valid while the stack keeps them (a truncation or a memo store below lowers it). In a
     /// layout without memoized containers (the C++ pickler's) the search is not repeated
@@ -86,7 +86,7 @@ pub(super) struct Scanner<'a, 'b> {
     /// The next region start: where the calling thread's scanner adopts a region's walk, or
     /// where a region's scanner stops (`usize::MAX`: none).
     pub(super) sync_at: usize,
-    /// This scanner walks one region of a split pass 1 ([`walk_region`]).
+    /// This scanner walks one region of a split pass 1 ([`super::region::walk_region`]).
     pub(super) region: bool,
     /// The split this scanner publishes to and adopts regions from (the calling thread's).
     pub(super) split: Option<&'a Split<'b>>,
@@ -101,30 +101,6 @@ pub(super) struct Scanner<'a, 'b> {
     pub(super) list_ended: bool,
     /// Regions adopted (the calling thread's scanner).
     pub(super) adopted: usize,
-}
-
-/// Where a region of a split pass 1 starts ([`walk_region`]).
-pub(super) struct RegionStart<'s> {
-    /// Offset of its first trace entry (just after a batch's MARK).
-    pub(super) start: usize,
-    /// Where to stop: the next region's start (`usize::MAX`: at the list's end only).
-    pub(super) stop: usize,
-    /// Memo counter at `start`.
-    pub(super) base: u64,
-    /// Ids of the big containers defined before it.
-    pub(super) big: &'s [u64],
-}
-
-/// Where a region's walk stopped.
-pub(super) struct RegionEnd {
-    /// Offset.
-    pub(super) pos: usize,
-    /// Memo counter there.
-    pub(super) memo: u64,
-    /// True when it stopped just past the list's last `APPENDS` (not at the next region).
-    pub(super) list_ended: bool,
-    /// The list's stack entry's end after its last fill in the region, if it was filled.
-    pub(super) list_filled_to: Option<u64>,
 }
 
 pub(super) type S<T> = Option<T>;
@@ -162,45 +138,6 @@ pub(super) fn scan_into_with<'b>(
     })
 }
 
-/// Walks one region of a split pass 1 (see [`super::split`]): from `at.start`, with the list
-/// alone on the stack under its batch's MARK and memo counter `at.base`, to `at.stop` or the
-/// list's end. `None`: the region does not walk like that (the calling thread walks it).
-pub(super) fn walk_region(
-    buf: &[u8],
-    chunk_bytes: usize,
-    defs: &Defs,
-    emit: &mut dyn FnMut(Chunk),
-    at: RegionStart,
-) -> Option<RegionEnd> {
-    let mut s = Scanner::new(buf, None, buf.len(), chunk_bytes, defs, emit, true);
-    s.region = true;
-    s.pos = at.start;
-    s.memo_next = at.base;
-    s.defined = usize::try_from(at.base).ok()?;
-    for &id in at.big {
-        s.big_mask |= 1 << (id & 63);
-    }
-    s.stack.push(Ent {
-        start: at.start as u64,
-        end: at.start as u64,
-        memo_at: at.base,
-        memo: NONE,
-        tag: T_TRACE_LIST,
-        container: true,
-    });
-    s.marks.push(Mark { at: 1 });
-    s.sync_at = at.stop;
-    s.rewatch();
-    s.run()?;
-    let list = s.stack.first()?;
-    Some(RegionEnd {
-        pos: s.pos,
-        memo: s.memo_next,
-        list_ended: s.list_ended,
-        list_filled_to: (list.end != at.start as u64).then_some(list.end),
-    })
-}
-
 /// The bytes of a string defined by the opcode at `off`, if it is one.
 fn str_at(buf: &[u8], off: usize) -> Option<&[u8]> {
     let code = *buf.get(off)?;
@@ -223,7 +160,8 @@ fn str_at(buf: &[u8], off: usize) -> Option<&[u8]> {
 }
 
 impl<'a, 'b> Scanner<'a, 'b> {
-    fn new(
+    /// A scanner at the start of `buf` (a region's is moved to its start by [`super::region`]).
+    pub(super) fn new(
         buf: &'b [u8],
         more: Option<More<'b>>,
         total: usize,
@@ -268,183 +206,6 @@ impl<'a, 'b> Scanner<'a, 'b> {
             list_ended: false,
             adopted: 0,
         }
-    }
-
-    /// The next offset the run loop stops at for [`Scanner::watch`].
-    pub(super) fn rewatch(&mut self) {
-        self.watch_at = self.refill_at.min(self.sync_at);
-    }
-
-    /// At [`Scanner::watch_at`]: refills input still arriving, and at a region start adopts the
-    /// region (the calling thread's scanner) or stops (a region's; `true`).
-    #[cold]
-    #[inline(never)]
-    pub(super) fn watch(&mut self, op_at: usize) -> S<bool> {
-        if op_at >= self.refill_at {
-            self.refill(op_at + 1);
-        }
-        if op_at >= self.sync_at {
-            if self.region {
-                // Where it started from: its list alone under one batch MARK.
-                if op_at == self.sync_at
-                    && self.marks.len() == 1
-                    && self.stack.len() == 1
-                    && self.at_region_start()
-                {
-                    self.close_open();
-                    return Some(true);
-                }
-                // Walked past it: the calling thread will not adopt the next region.
-                self.sync_at = usize::MAX;
-            } else {
-                self.adopt(op_at)?;
-            }
-        }
-        self.rewatch();
-        Some(false)
-    }
-
-    /// A batch just opened on a trace list: the state every region starts in.
-    pub(super) fn at_region_start(&self) -> bool {
-        self.marks.last().is_some_and(|m| m.at == self.stack.len())
-            && self.stack.last().is_some_and(|e| e.tag == T_TRACE_LIST)
-    }
-
-    /// Publishes at the first trace entry when there is a split to publish to (see
-    /// [`Scanner::publish`]); always true, to sit in the run loop's guard.
-    #[inline]
-    pub(super) fn publish_first(&mut self, op_at: usize) -> bool {
-        if self.split.is_some() && self.big_published.is_none() {
-            self.publish(op_at);
-        }
-        true
-    }
-
-    /// At the first trace entry: tells the split's helpers where the trace starts, and learns
-    /// where their regions start.
-    #[cold]
-    pub(super) fn publish(&mut self, op_at: usize) {
-        let Some(split) = self.split else {
-            return;
-        };
-        if self.big_published.is_some() {
-            return;
-        }
-        self.big_published = Some(self.big_ids.len());
-        self.starts = split.publish(Published {
-            start: op_at,
-            memo: self.memo_next,
-            big: self.big_ids.clone(),
-        });
-        self.sync_at = self.starts.first().copied().unwrap_or(usize::MAX);
-        self.rewatch();
-    }
-
-    /// At a region start (`op_at` at or past it): adopts the region's walk when this scanner
-    /// is exactly in the state the region assumed; otherwise walks on (the region is dropped).
-    fn adopt(&mut self, op_at: usize) -> S<()> {
-        let h = self.next_start + 1;
-        let start = self.starts[self.next_start];
-        self.next_start += 1;
-        self.sync_at = self
-            .starts
-            .get(self.next_start)
-            .copied()
-            .unwrap_or(usize::MAX);
-        let split = self.split?;
-        if op_at != start || !self.at_region_start() {
-            if std::env::var_os("MEMLENS_TIMING").is_some() {
-                eprintln!("pass 1: region {h} at {start}: walked past it (at {op_at})");
-            }
-            return Some(());
-        }
-        let t = std::time::Instant::now();
-        let taken = split.take(h);
-        if std::env::var_os("MEMLENS_TIMING").is_some() {
-            eprintln!(
-                "pass 1: waited {:.3} s for region {h}",
-                t.elapsed().as_secs_f64()
-            );
-        }
-        let Some(out) = taken else {
-            if std::env::var_os("MEMLENS_TIMING").is_some() {
-                eprintln!("pass 1: region {h} at {start}: no walk");
-            }
-            return Some(());
-        };
-        // Every memo entry before the region is complete to it: none may be an open container
-        // here (they are only big ones at a batch start of a real trace), and no big container
-        // it was not told about may exist.
-        let fits = out.start == op_at
-            && out.base == self.memo_next
-            && self.defined as u64 == self.memo_next
-            && Some(self.big_ids.len()) == self.big_published
-            && !self
-                .stack
-                .iter()
-                .any(|e| e.container && e.memo != NONE && !is_big_tag(e.tag))
-            && out.memo_end <= self.defs.table.len() as u64;
-        if std::env::var_os("MEMLENS_TIMING").is_some() {
-            eprintln!(
-                "pass 1: region {h} at {op_at}: {} (to {}, memo {}..{}, {} chunks)",
-                if fits { "adopted" } else { "not adopted" },
-                out.end,
-                out.base,
-                out.memo_end,
-                out.chunks.len()
-            );
-        }
-        if !fits {
-            return Some(());
-        }
-        for id in out.base..out.memo_end {
-            let v = out.defs.table[id as usize].load(Relaxed);
-            self.defs.table[id as usize].store(v, Relaxed);
-        }
-        {
-            let theirs = out.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
-            let mut ours = self.defs.extra.lock().unwrap_or_else(|e| e.into_inner());
-            for (&id, &v) in theirs.iter() {
-                if id as u64 >= out.base && (id as u64) < out.memo_end {
-                    ours.insert(id, v);
-                }
-            }
-        }
-        self.close_open();
-        for c in out.chunks {
-            (self.emit)(c);
-        }
-        self.pos = out.end;
-        self.memo_next = out.memo_end;
-        self.defined = usize::try_from(out.memo_end).ok()?;
-        let top = self.stack.len() - 1;
-        if let Some(end) = out.list_filled_to {
-            self.stack[top].end = end;
-        }
-        if out.list_ended {
-            self.marks.pop();
-        }
-        self.floor_at = None;
-        self.adopted += 1;
-        Some(())
-    }
-
-    /// In a region, after an `APPENDS` left no MARK: whether the list ends here (the next
-    /// opcode, past any FRAME, is not the MARK of another batch).
-    pub(super) fn region_list_ends(&mut self) -> S<bool> {
-        if self.stack.len() != 1 {
-            return None;
-        }
-        let mut p = self.pos;
-        while self.buf.get(p) == Some(&op::FRAME) {
-            p += 9;
-        }
-        if self.buf.get(p) == Some(&op::MARK) {
-            return Some(false);
-        }
-        self.list_ended = true;
-        self.close_open();
-        Some(true)
     }
 
     #[inline]

@@ -28,7 +28,7 @@
 use super::align;
 use super::defs::{Defs, BIG_BIT};
 use super::plan::Chunk;
-use super::scanner;
+use super::region;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -255,12 +255,12 @@ impl<'b> Split<'b> {
         }
         let mut chunks = Vec::new();
         let mut emit = |c: Chunk| chunks.push(c);
-        let end = scanner::walk_region(
+        let end = region::walk_region(
             self.buf,
             self.chunk_bytes,
             &defs,
             &mut emit,
-            scanner::RegionStart {
+            region::RegionStart {
                 start,
                 stop,
                 base,
