@@ -2,6 +2,10 @@
 //! that two snapshots whose ids are numbered differently (the parallel and the sequential
 //! decoder, a salvaged and a whole decode) compare equal exactly when their content does.
 //!
+//! A stack is spelled out once, on a `stack #n` line before the first record that holds it
+//! (numbered in order of first use, so the numbering depends on content, not on ids); records
+//! then name it `#n`. Spelling it out on every record made this the slowest part of the tests.
+//!
 //! Each record is written with `{:?}` of the whole struct once its ids are blanked, so a field
 //! added to a segment, block, event, frame, device, annotation or warning is compared without
 //! touching this file; a field added to [`Snapshot`] itself stops the exhaustive destructuring
@@ -12,6 +16,7 @@
 #![allow(dead_code)]
 
 use memlens::model::{Frame, Snapshot, StackId, StrId, StreamId, TraceEvent};
+use std::collections::HashMap;
 
 /// A stack spelled out: `<absent>` when its holder had no `frames` key, else every frame
 /// (innermost first) as `{:?}` of the frame with its strings blanked, then those strings.
@@ -37,6 +42,11 @@ pub fn canonical_stack(s: &Snapshot, id: StackId) -> String {
 
 /// One trace event spelled out (its stack, stream and strings resolved).
 pub fn canonical_event(s: &Snapshot, e: &TraceEvent) -> String {
+    event_with_stack(s, e, &canonical_stack(s, e.stack))
+}
+
+/// [`canonical_event`] with its stack already spelled (or named).
+fn event_with_stack(s: &Snapshot, e: &TraceEvent, stack: &str) -> String {
     let plain = TraceEvent {
         stack: StackId::EMPTY,
         stream: StreamId::DEFAULT,
@@ -49,8 +59,43 @@ pub fn canonical_event(s: &Snapshot, e: &TraceEvent) -> String {
         s.event_stream(e),
         s.strings.get(e.compile_context),
         s.strings.get(e.user_metadata),
-        canonical_stack(s, e.stack)
+        stack
     )
+}
+
+/// Names stacks by content for [`canonical`]: `#n` in order of first use, with a
+/// `stack #n [...]` line pushed the first time a content is seen.
+struct StackNames {
+    by_id: HashMap<StackId, String>,
+    by_content: HashMap<String, usize>,
+}
+
+impl StackNames {
+    fn new() -> Self {
+        StackNames {
+            by_id: HashMap::new(),
+            by_content: HashMap::new(),
+        }
+    }
+
+    /// The name of stack `id` (`<absent>` when not recorded), defining it in `out` if new.
+    fn name(&mut self, s: &Snapshot, id: StackId, out: &mut Vec<String>) -> String {
+        if !id.is_recorded() {
+            return "<absent>".into();
+        }
+        if let Some(n) = self.by_id.get(&id) {
+            return n.clone();
+        }
+        let content = canonical_stack(s, id);
+        let next = self.by_content.len();
+        let n = *self.by_content.entry(content.clone()).or_insert_with(|| {
+            out.push(format!("stack #{next} {content}"));
+            next
+        });
+        let name = format!("#{n}");
+        self.by_id.insert(id, name.clone());
+        name
+    }
 }
 
 /// Everything the snapshot says, one line per record, ids resolved; the last line gives the
@@ -72,24 +117,22 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
         warnings,
     } = s;
     let mut out = vec![format!("layout {layout:?}")];
+    let mut names = StackNames::new();
     for (i, seg) in segments.iter().enumerate() {
+        let stack = names.name(s, seg.stack, &mut out);
         let mut plain = seg.clone();
         plain.stack = StackId::EMPTY;
-        out.push(format!(
-            "segment {i} {plain:?} stack={}",
-            canonical_stack(s, seg.stack)
-        ));
+        out.push(format!("segment {i} {plain:?} stack={}", stack));
     }
     for (i, b) in blocks.iter().enumerate() {
+        let stack = names.name(s, b.stack, &mut out);
         let mut plain = *b;
         plain.stack = StackId::EMPTY;
-        out.push(format!(
-            "block {i} {plain:?} stack={}",
-            canonical_stack(s, b.stack)
-        ));
+        out.push(format!("block {i} {plain:?} stack={}", stack));
     }
     for (i, e) in events.iter().enumerate() {
-        out.push(format!("event {i} {}", canonical_event(s, e)));
+        let stack = names.name(s, e.stack, &mut out);
+        out.push(format!("event {i} {}", event_with_stack(s, e, &stack)));
     }
     out.extend(devices.iter().map(|d| format!("device {d:?}")));
     out.push(format!("allocator_settings {allocator_settings:?}"));
@@ -100,15 +143,14 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
             h.segments_recorded, h.trace_recorded
         ));
         for (i, seg) in h.segments.iter().enumerate() {
+            let stack = names.name(s, seg.stack, &mut out);
             let mut plain = seg.clone();
             plain.stack = StackId::EMPTY;
-            out.push(format!(
-                "host_segment {i} {plain:?} stack={}",
-                canonical_stack(s, seg.stack)
-            ));
+            out.push(format!("host_segment {i} {plain:?} stack={}", stack));
         }
         for (i, e) in h.events.iter().enumerate() {
-            out.push(format!("host_event {i} {}", canonical_event(s, e)));
+            let stack = names.name(s, e.stack, &mut out);
+            out.push(format!("host_event {i} {}", event_with_stack(s, e, &stack)));
         }
     }
     out.extend(warnings.iter().map(|w| format!("warning {w:?}")));
