@@ -140,32 +140,52 @@ impl Default for Stacks {
     }
 }
 
-fn hash_frames(frames: &[FrameId]) -> u64 {
+/// The hash of the stack `items` spell through `frame`; `None` when one spells no frame.
+fn hash_frames<T>(items: &[T], frame: &impl Fn(&T) -> Option<FrameId>) -> Option<u64> {
     let mut h = rustc_hash::FxHasher::default();
-    frames.len().hash(&mut h);
-    for f in frames {
-        f.0.hash(&mut h);
+    items.len().hash(&mut h);
+    for f in items {
+        frame(f)?.0.hash(&mut h);
     }
-    h.finish()
+    Some(h.finish())
 }
 
 impl Stacks {
     /// The id of the stack `frames`, adding it when new.
     pub fn intern(&mut self, frames: &[FrameId]) -> StackId {
-        let h = hash_frames(frames);
+        match self.intern_mapped(frames, |f| Some(*f)) {
+            Some(id) => id,
+            None => unreachable!("every frame id spells a frame"),
+        }
+    }
+
+    /// [`Stacks::intern`] of the stack `items` spell through `frame`, without first copying
+    /// them into a list of frame ids (the decoder's converted values: one pass fewer);
+    /// `None` (nothing added) when an item spells no frame.
+    #[inline]
+    pub fn intern_mapped<T>(
+        &mut self,
+        items: &[T],
+        frame: impl Fn(&T) -> Option<FrameId>,
+    ) -> Option<StackId> {
+        let h = hash_frames(items, &frame)?;
         let mut cur = self.index.get(&h).copied().unwrap_or(NO_NEXT);
         while cur != NO_NEXT {
-            if self.get(StackId(cur)) == frames {
-                return StackId(cur);
+            let have = self.get(StackId(cur));
+            if have.len() == items.len()
+                && have.iter().zip(items).all(|(a, b)| Some(*a) == frame(b))
+            {
+                return Some(StackId(cur));
             }
             cur = self.next[cur as usize];
         }
         let id = self.next.len() as u32;
-        self.frames.extend_from_slice(frames);
+        self.frames
+            .extend(items.iter().map(|f| frame(f).unwrap_or(FrameId(u32::MAX))));
         self.starts.push(self.frames.len());
         let prev = self.index.insert(h, id).unwrap_or(NO_NEXT);
         self.next.push(prev);
-        StackId(id)
+        Some(StackId(id))
     }
 
     /// The frames of `id`, innermost first; empty for `StackId::ABSENT`.

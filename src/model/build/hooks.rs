@@ -120,17 +120,11 @@ impl Hooks for Builder<'_> {
             if !key_is(heap, pairs[at].0, b"frames") {
                 return None;
             }
-            let mut scratch = std::mem::take(&mut self.scratch);
-            scratch.clear();
-            let all_frames = items.iter().all(|v| match *v {
-                Value::Ext { kind: FRAME, id } => {
-                    scratch.push(FrameId(id));
-                    true
-                }
-                _ => false,
+            // Frame ids read straight from the values; an item that is not a frame: `None`.
+            let sid = self.stacks.intern_mapped(items, |v| match *v {
+                Value::Ext { kind: FRAME, id } => Some(FrameId(id)),
+                _ => None,
             });
-            let sid = all_frames.then(|| self.stacks.intern(&scratch));
-            self.scratch = scratch;
             stack = Value::Ext {
                 kind: STACK,
                 id: sid?.0,

@@ -41,6 +41,49 @@ struct Parsed {
     list: Option<(usize, Option<u64>)>,
 }
 
+/// The references to settled memo slots (not a container, not `pending`) from `p` in `buf`,
+/// each slot copied onto `items` as one 16-byte block, up to `max` items; in a chunk
+/// (`outside` is its cache of outside definitions, [`super::EXT_CACHE`] slots) also those
+/// found there. Returns the offset of the first other opcode. Kept out of line: inside the
+/// decoder's loop its few values lived on the stack and every item reloaded them.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn settled_refs_run(
+    buf: &[u8],
+    mut p: usize,
+    memo: &[Value],
+    base: u64,
+    outside: Option<&[(u64, Value)]>,
+    pending: [Option<u64>; 2],
+    items: &mut Vec<Value>,
+    max: usize,
+) -> usize {
+    while items.len() < max {
+        let Some(w) = buf.get(p..).and_then(|r| r.first_chunk::<5>()) else {
+            break;
+        };
+        let (index, next) = match w[0] {
+            op::BINGET => (w[1] as u64, p + 2),
+            op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
+            _ => break,
+        };
+        if pending[0] == Some(index) || pending[1] == Some(index) {
+            break;
+        }
+        let rel = index.wrapping_sub(base) as usize;
+        match memo.get(rel..rel.wrapping_add(1)) {
+            Some(slot) if !matches!(slot[0], Value::Obj(_)) => items.extend_from_slice(slot),
+            None => match outside.and_then(|c| c.get((index as usize) & (super::EXT_CACHE - 1))) {
+                Some(e) if e.0 == index => items.extend_from_slice(std::slice::from_ref(&e.1)),
+                _ => break,
+            },
+            _ => break,
+        }
+        p = next;
+    }
+    p
+}
+
 impl Machine<'_> {
     /// Tries the fast path at an `EMPTY_DICT` (already consumed); `Some(value)` when the dict
     /// was read and converted, with `pos` after it.
@@ -83,6 +126,8 @@ impl Machine<'_> {
 
     /// Reads the dict's bytes from `pos`, storing its strings in the memo as it goes (and a
     /// placeholder for the dict and the list); `None` on anything outside the flat shape.
+    /// Out of line: inside the decoder's loop its values lived on the stack.
+    #[inline(never)]
     fn parse_flat<H: Hooks>(&mut self, hooks: &mut H) -> Option<Parsed> {
         let buf = self.buf;
         let lim = self.end.min(self.next_skip).min(buf.len());
@@ -181,8 +226,25 @@ impl Machine<'_> {
         let buf = &all[..lim];
         let base = self.heap.memo_base;
         let in_chunk = self.defs.is_some();
+        let max = self.limits.max_stack;
+        let (pending0, pending1) = (pending[0], pending[1]);
         loop {
-            if p + 5 > buf.len() || self.flat_items.len() >= self.limits.max_stack {
+            // Runs of references to settled memo slots (nearly every item of a shared-frames
+            // layout) in a loop of their own; anything else is read by the step below, from
+            // its start. Frame dicts written inline (item after item) skip the call.
+            if matches!(buf.get(p), Some(&(op::BINGET | op::LONG_BINGET))) {
+                p = settled_refs_run(
+                    buf,
+                    p,
+                    &self.heap.memo,
+                    base,
+                    in_chunk.then_some(&self.ext_cache[..]),
+                    [pending0, pending1],
+                    &mut self.flat_items,
+                    max,
+                );
+            }
+            if p + 5 > buf.len() || self.flat_items.len() >= max {
                 return None;
             }
             let w: &[u8; 5] = buf[p..p + 5].try_into().ok()?;
@@ -409,12 +471,18 @@ impl Machine<'_> {
         if p + 10 > lim {
             return 0;
         }
-        let w: [u8; 10] = match buf[p..p + 10].try_into() {
+        // A reference into the input, not a copy of the window on the stack.
+        let w: &[u8; 10] = match buf[p..p + 10].try_into() {
             Ok(w) => w,
             Err(_) => return 0,
         };
         let (v, q) = match w[0] {
-            op::BINGET | op::LONG_BINGET => return self.flat_ref(p, lim, pending, out),
+            // The window already holds the id: no second read of the opcode.
+            op::BINGET => return self.flat_ref_at(w[1] as u64, p + 2, pending, out),
+            op::LONG_BINGET => {
+                let index = u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64;
+                return self.flat_ref_at(index, p + 5, pending, out);
+            }
             op::SHORT_BINUNICODE => {
                 let n = w[1] as usize;
                 if p + 2 + n > lim {
@@ -491,6 +559,18 @@ impl Machine<'_> {
             ),
             _ => return 0,
         };
+        self.flat_ref_at(index, q, pending, out)
+    }
+
+    /// [`Machine::flat_ref`] once the reference is read: memo id `index`, `q` after it.
+    #[inline(always)]
+    fn flat_ref_at(
+        &self,
+        index: u64,
+        q: usize,
+        pending: &[Option<u64>; 2],
+        out: &mut Value,
+    ) -> usize {
         if let Some(v) = self.settled_ref(index, pending) {
             *out = v;
             return q;
