@@ -26,6 +26,25 @@ pub(super) struct Skim<'a> {
     pub(super) local_refs: Vec<u64>,
 }
 
+/// The end of the run of memo references from `p` to complete entries below `floor` that are
+/// not big containers (`big`: one bit per id modulo 64): the offset of the first other
+/// opcode. Out of line: inside [`Skim::dict`] its values lived on the stack.
+#[inline(never)]
+fn settled_run(buf: &[u8], mut p: usize, floor: u64, big: u64) -> usize {
+    while let Some(rest) = buf.get(p..) {
+        let (idx, next) = match *rest {
+            [op::LONG_BINGET, a, b, c, d, ..] => (u32::from_le_bytes([a, b, c, d]) as u64, p + 5),
+            [op::BINGET, a, ..] => (a as u64, p + 2),
+            _ => break,
+        };
+        if idx >= floor || big >> (idx & 63) & 1 != 0 {
+            break;
+        }
+        p = next;
+    }
+    p
+}
+
 impl Skim<'_> {
     /// Skips protocol 4 FRAME opcodes.
     #[inline(always)]
@@ -259,22 +278,11 @@ impl Skim<'_> {
         }
         if buf.get(p) == Some(&op::MARK) {
             p += 1;
-            let (floor, big) = (self.floor, self.big);
             loop {
-                // Runs of references to complete entries below the floor: the common case,
-                // kept tight.
-                while let Some(rest) = buf.get(p..) {
-                    let (idx, next) = match *rest {
-                        [op::LONG_BINGET, a, b, c, d, ..] => {
-                            (u32::from_le_bytes([a, b, c, d]) as u64, p + 5)
-                        }
-                        [op::BINGET, a, ..] => (a as u64, p + 2),
-                        _ => break,
-                    };
-                    if idx >= floor || big >> (idx & 63) & 1 != 0 {
-                        break;
-                    }
-                    p = next;
+                // Runs of references to complete entries below the floor: the common case.
+                // (Frame dicts written inline, item after item, skip the call.)
+                if matches!(buf.get(p), Some(&(op::BINGET | op::LONG_BINGET))) {
+                    p = settled_run(buf, p, self.floor, self.big);
                 }
                 match *buf.get(p)? {
                     op::APPENDS => {
