@@ -235,10 +235,32 @@ impl Builder<'_> {
                     }
                     action = Some(a);
                 }
-                Key::Addr => e.addr = expect_u64(heap, v, "addr")?,
-                Key::Size => e.size = expect_size(heap, v, "size")?,
-                Key::Stream => e.stream = self.intern_stream(expect_u64(heap, v, "stream")?)?,
-                Key::TimeUs => e.time_us = expect_i64(heap, v, "time_us")?,
+                // The common case (an int) inline; the readers take everything else.
+                Key::Addr => {
+                    e.addr = match v {
+                        Value::Int(i) => i as u64,
+                        _ => expect_u64(heap, v, "addr")?,
+                    }
+                }
+                Key::Size => {
+                    e.size = match v {
+                        Value::Int(i) if i >= 0 => i as u64,
+                        _ => expect_size(heap, v, "size")?,
+                    }
+                }
+                Key::Stream => {
+                    let stream = match v {
+                        Value::Int(i) => i as u64,
+                        _ => expect_u64(heap, v, "stream")?,
+                    };
+                    e.stream = self.intern_stream(stream)?;
+                }
+                Key::TimeUs => {
+                    e.time_us = match v {
+                        Value::Int(i) => i,
+                        _ => expect_i64(heap, v, "time_us")?,
+                    }
+                }
                 Key::Frames => e.stack = self.convert_stack(heap, v, "frames")?,
                 Key::DeviceFree => device_free = Some(expect_u64(heap, v, "device_free")?),
                 Key::CompileContext => {
