@@ -67,21 +67,37 @@ fn settled_refs_run(
             op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
             _ => break,
         };
-        if pending[0] == Some(index) || pending[1] == Some(index) {
-            break;
-        }
-        let rel = index.wrapping_sub(base) as usize;
-        match memo.get(rel..rel.wrapping_add(1)) {
-            Some(slot) if !matches!(slot[0], Value::Obj(_)) => items.extend_from_slice(slot),
-            None => match outside.and_then(|c| c.get((index as usize) & (super::EXT_CACHE - 1))) {
-                Some(e) if e.0 == index => items.extend_from_slice(std::slice::from_ref(&e.1)),
-                _ => break,
-            },
-            _ => break,
+        match settled_slot(memo, base, outside, pending, index) {
+            Some(v) => items.extend_from_slice(std::slice::from_ref(v)),
+            None => break,
         }
         p = next;
     }
     p
+}
+
+/// The value of memo entry `index` when it is neither a container nor `pending`: from `memo`
+/// (entry `base` first) or, in a chunk, from `outside`, its cache of outside definitions
+/// ([`super::EXT_CACHE`] slots); `None` when not at hand.
+#[inline(always)]
+fn settled_slot<'m>(
+    memo: &'m [Value],
+    base: u64,
+    outside: Option<&'m [(u64, Value)]>,
+    pending: [Option<u64>; 2],
+    index: u64,
+) -> Option<&'m Value> {
+    if pending[0] == Some(index) || pending[1] == Some(index) {
+        return None;
+    }
+    match memo.get(index.wrapping_sub(base) as usize) {
+        Some(v) if !matches!(v, Value::Obj(_)) => Some(v),
+        Some(_) => None,
+        None => {
+            let e = outside?.get((index as usize) & (super::EXT_CACHE - 1))?;
+            (e.0 == index).then_some(&e.1)
+        }
+    }
 }
 
 impl Machine<'_> {
@@ -227,7 +243,6 @@ impl Machine<'_> {
         let base = self.heap.memo_base;
         let in_chunk = self.defs.is_some();
         let max = self.limits.max_stack;
-        let (pending0, pending1) = (pending[0], pending[1]);
         loop {
             // Runs of references to settled memo slots (nearly every item of a shared-frames
             // layout) in a loop of their own; anything else is read by the step below, from
@@ -239,7 +254,7 @@ impl Machine<'_> {
                     &self.heap.memo,
                     base,
                     in_chunk.then_some(&self.ext_cache[..]),
-                    [pending0, pending1],
+                    *pending,
                     &mut self.flat_items,
                     max,
                 );
@@ -354,21 +369,15 @@ impl Machine<'_> {
     /// from the cache of outside definitions; `None` when not at hand.
     #[inline(always)]
     fn settled_ref(&self, index: u64, pending: &[Option<u64>; 2]) -> Option<Value> {
-        if pending[0] == Some(index) || pending[1] == Some(index) {
-            return None;
-        }
-        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
-        match self.heap.memo.get(rel) {
-            Some(v) if !matches!(v, Value::Obj(_)) => Some(*v),
-            Some(_) => None,
-            None if self.defs.is_some() => {
-                let e = self
-                    .ext_cache
-                    .get((index as usize) & (super::EXT_CACHE - 1))?;
-                (e.0 == index).then_some(e.1)
-            }
-            None => None,
-        }
+        let outside = self.defs.is_some().then_some(&self.ext_cache[..]);
+        settled_slot(
+            &self.heap.memo,
+            self.heap.memo_base,
+            outside,
+            *pending,
+            index,
+        )
+        .copied()
     }
 
     /// A flat dict defined inline among a list's items, from `p` just after its `EMPTY_DICT`:
