@@ -18,6 +18,7 @@ use super::value::{Heap, ObjData, ObjId, Value};
 
 mod dispatch;
 pub mod flat;
+mod item_cache;
 #[cfg(test)]
 mod tests;
 
@@ -70,6 +71,9 @@ pub(super) struct Machine<'a> {
     /// Set when the fast path declined only because a reference was not resolved yet (a
     /// definition outside a chunk not decoded so far): such a decline is no reason to back off.
     flat_transient: std::cell::Cell<bool>,
+    /// Frame dicts written inline, by their bytes (`machine/item_cache.rs`); told of every
+    /// memo change that could alter what one means.
+    item_cache: item_cache::ItemCache,
 }
 
 pub(super) const EXT_CACHE: usize = 1 << 14;
@@ -114,6 +118,7 @@ impl<'a> Machine<'a> {
             flat_skip: 0,
             flat_backoff: 0,
             flat_transient: std::cell::Cell::new(false),
+            item_cache: item_cache::ItemCache::new(),
         }
     }
 
@@ -187,7 +192,7 @@ impl<'a> Machine<'a> {
     fn memo_store(&mut self, index: u64, v: Value) {
         let rel = index.wrapping_sub(self.heap.memo_base) as usize;
         if index >= self.heap.memo_base && rel < self.heap.memo.len() {
-            self.heap.memo[rel] = v;
+            self.overwrite_memo(rel, v);
         } else if let Some(slot) = self.heap.sparse_memo.get_mut(&index) {
             *slot = v;
         }
@@ -359,13 +364,26 @@ impl<'a> Machine<'a> {
         })
     }
 
+    /// Replaces the memo entry at `rel` (from `memo_base`). A string or integer there may be
+    /// named by a frame dict the item cache knows: the cache is told. (Entries past the
+    /// memo's range, in `sparse_memo`, are never named by one.)
+    #[inline]
+    fn overwrite_memo(&mut self, rel: usize, v: Value) {
+        let slot = &mut self.heap.memo[rel];
+        if matches!(slot, Value::Str { .. } | Value::Int(_)) {
+            self.item_cache
+                .forget_from(self.heap.memo_base + rel as u64);
+        }
+        *slot = v;
+    }
+
     fn memo_put(&mut self, index: u64, v: Value) -> R<()> {
         let memo_len = self.heap.memo.len() as u64;
         let base = self.heap.memo_base;
         if index >= base && index - base == memo_len {
             self.heap.memo.push(v);
         } else if index >= base && index - base < memo_len {
-            self.heap.memo[(index - base) as usize] = v;
+            self.overwrite_memo((index - base) as usize, v);
         } else {
             if self.heap.sparse_memo.len() as u64 >= (self.buf.len() as u64) / 2 + 1024 {
                 return self.err("too many memo entries");

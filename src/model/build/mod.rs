@@ -387,6 +387,84 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_dict_known_by_its_bytes_follows_its_strings_when_rebound() {
+        // The same frame dict bytes in every entry: read through the memo, then recognised
+        // by its bytes (the item cache). The third entry's own frame rebinds the id of the
+        // file name the others refer to (`f`, a string put again under its id); from then
+        // on the same bytes name the new file, and the cached answer must not be used.
+        // The strings first, in a list under a key the model does not read.
+        let mut p = Pickle {
+            b: vec![0x80, 4],
+            memo: 0,
+        };
+        p.op(b"}");
+        p.memoize();
+        p.str("strings");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        let action = p.str("action");
+        let alloc = p.str("alloc");
+        let frames = p.str("frames");
+        let (name, filename, line) = (p.str("name"), p.str("filename"), p.str("line"));
+        let (f, g) = (p.str("f.py"), p.str("g"));
+        p.op(b"es");
+        p.str("device_traces");
+        p.op(b"]");
+        p.memoize();
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        let frame = |p: &mut Pickle, file: &dyn Fn(&mut Pickle)| {
+            p.op(b"}");
+            p.memoize();
+            p.op(b"(");
+            p.get(name);
+            p.get(g);
+            p.get(filename);
+            file(p);
+            p.get(line);
+            p.op(b"K\x07");
+            p.op(b"u");
+        };
+        for i in 0..7 {
+            p.entry(&[action, alloc, frames]);
+            p.op(b"]");
+            p.memoize();
+            p.op(b"(");
+            if i == 3 {
+                frame(&mut p, &|p| {
+                    p.op(b"\x8c\x04h.py");
+                    p.put(f);
+                });
+            }
+            frame(&mut p, &|p| p.get(f));
+            frame(&mut p, &|p| p.get(f));
+            p.op(b"eu");
+        }
+        let body = p.finish();
+        let taken = assert_flat_agrees("rebound", &body, true);
+        assert!(taken >= 6, "{taken} entries by the fast path");
+        let snapshot = build_seq(&body, true).0.expect("decodes");
+        let files: Vec<String> = snapshot
+            .events
+            .iter()
+            .map(|e| {
+                let stack = snapshot.stacks.get(e.stack);
+                let files = stack.iter().map(|&f| snapshot.frames.get(f).filename);
+                let files: Vec<&str> = files.map(|s| snapshot.strings.get(s)).collect();
+                files.join(",")
+            })
+            .collect();
+        let mut want = vec!["f.py,f.py"; 3];
+        want.extend(["h.py,h.py,h.py", "h.py,h.py", "h.py,h.py", "h.py,h.py"]);
+        assert_eq!(files, want);
+        for cut in 0..body.len() {
+            assert_flat_agrees(&format!("rebound cut at {cut}"), &body[..cut], true);
+        }
+    }
+
+    #[test]
     fn every_benchmark_layout_takes_the_fast_path() {
         // Frame dicts written inline in an entry's frames list (fresh and memo layouts), a
         // shared list memoized after it is complete (the C++ pickler) and PyTorch's own memo

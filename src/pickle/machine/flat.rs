@@ -126,7 +126,11 @@ impl Machine<'_> {
         };
         if done.is_none() {
             DECLINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.heap.memo.truncate(saved.0);
+            if self.heap.memo.len() > saved.0 {
+                self.heap.memo.truncate(saved.0);
+                self.item_cache
+                    .forget_from(self.heap.memo_base + saved.0 as u64);
+            }
             self.memo_next = saved.1;
             // A layout the path does not read would pay for a partial read of every entry:
             // back off, 1, 2, 4 ... 1024 dicts.
@@ -268,7 +272,7 @@ impl Machine<'_> {
                 op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
                 op::APPENDS => return Some(p + 1),
                 op::EMPTY_DICT => {
-                    p = match self.flat_item_seen(hooks, p + 1, lim, pending) {
+                    p = match self.flat_item_cached(hooks, p + 1, lim, pending) {
                         Some(q) => q,
                         None => self.flat_item(hooks, p + 1, lim, pending)?,
                     };
@@ -363,6 +367,80 @@ impl Machine<'_> {
         self.memo_put(slot?, item).ok()?;
         self.flat_items.push(item);
         Some(q + 1)
+    }
+
+    /// [`Machine::flat_item_seen`] with the item cache in front: a dict of that shape whose
+    /// bytes were seen before (in this epoch, see `item_cache.rs`) takes the item recorded
+    /// for them, without reading the memo; one not seen is read by `flat_item_seen`, and
+    /// recorded when every entry it names lies inside the memo's range or before it.
+    fn flat_item_cached<H: Hooks>(
+        &mut self,
+        hooks: &mut H,
+        p: usize,
+        lim: usize,
+        pending: &[Option<u64>; 2],
+    ) -> Option<usize> {
+        let Some(w) = self
+            .buf
+            .get(p..lim.min(self.buf.len()))
+            .and_then(|r| r.first_chunk::<26>())
+        else {
+            return self.flat_item_seen(hooks, p, lim, pending);
+        };
+        if w[..2] != [op::MEMOIZE, op::MARK] {
+            return None;
+        }
+        // The shape flat_item_seen reads, and the highest memo id named.
+        let mut q = 2;
+        let mut top = 0u64;
+        for _ in 0..3 {
+            if w[q] != op::BINGET {
+                return None;
+            }
+            top = top.max(w[q + 1] as u64);
+            q += 2;
+            q += match w[q] {
+                op::BINGET => {
+                    top = top.max(w[q + 1] as u64);
+                    2
+                }
+                op::LONG_BINGET => {
+                    let i = u32::from_le_bytes([w[q + 1], w[q + 2], w[q + 3], w[q + 4]]);
+                    top = top.max(i as u64);
+                    5
+                }
+                op::BININT1 => 2,
+                op::BININT2 => 3,
+                _ => return None,
+            };
+        }
+        if w[q] != op::SETITEMS {
+            return None;
+        }
+        let window = w[2..].first_chunk::<24>()?;
+        let key = super::item_cache::dict_key(window, q - 2);
+        if let Some(item) = self.item_cache.get(&key) {
+            if self.flat_items.len() >= self.limits.max_stack {
+                return None;
+            }
+            // Its MEMOIZE: the next memo entry (a push, unless ids are counted explicitly).
+            if self.memo_next.is_none() {
+                let index = self.heap.memo_base + self.heap.memo.len() as u64;
+                self.heap.memo.push(item);
+                self.heap.note_memoized(item, index);
+            } else {
+                let (slot, _) = self.memo_op(p, lim)?;
+                self.memo_put(slot?, item).ok()?;
+            }
+            self.flat_items.push(item);
+            return Some(p + q + 1);
+        }
+        let known = self.heap.memo_base + self.heap.memo.len() as u64;
+        let end = self.flat_item_seen(hooks, p, lim, pending)?;
+        if top < known {
+            self.item_cache.insert(key, *self.flat_items.last()?, top);
+        }
+        Some(end)
     }
 
     /// A memo entry that is neither a container nor pending, from the memo or, in a chunk,
