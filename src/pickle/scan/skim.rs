@@ -214,10 +214,19 @@ impl Skim<'_> {
         idx < self.floor && self.big >> (idx & 63) & 1 == 0
     }
 
+    /// A reference from a frame dict's straight pass: whether it needs nothing more than
+    /// what [`Skim::reference`] records (a settled entry costs a comparison; another, the
+    /// table or the walk's own references, as `reference` does).
+    #[inline(always)]
+    fn frame_ref(&mut self, idx: u64) -> bool {
+        self.settled(idx) || self.reference(idx, 0).is_some()
+    }
+
     /// The common frame dict at `q` in one straight pass: `}`, MEMOIZE, MARK, three pairs of
-    /// a settled BINGET key and a settled reference or an integer, SETITEMS (a frame whose
-    /// strings were all seen before: what a re-dumped snapshot repeats for every entry).
-    /// Records what [`Skim::dict`] would; `None` (nothing changed) for any other shape.
+    /// a BINGET key and a reference or an integer, SETITEMS (a frame whose strings were all
+    /// seen before: what a re-dumped snapshot repeats for every entry). Records what
+    /// [`Skim::dict`] would; `None` for any other shape, with nothing changed but the marks
+    /// of references (which `dict` makes again).
     #[inline]
     fn frame_dict(&mut self, q: usize) -> Option<usize> {
         let buf = self.buf;
@@ -227,19 +236,19 @@ impl Skim<'_> {
         let mut p = q + 3;
         for _ in 0..3 {
             match *buf.get(p..p + 2)? {
-                [op::BINGET, k] if self.settled(k as u64) => p += 2,
+                [op::BINGET, k] if self.frame_ref(k as u64) => p += 2,
                 _ => return None,
             }
             match *buf.get(p)? {
                 op::BINGET => {
-                    if !self.settled(*buf.get(p + 1)? as u64) {
+                    if !self.frame_ref(*buf.get(p + 1)? as u64) {
                         return None;
                     }
                     p += 2;
                 }
                 op::LONG_BINGET => {
                     let b: [u8; 4] = buf.get(p + 1..p + 5)?.try_into().ok()?;
-                    if !self.settled(u32::from_le_bytes(b) as u64) {
+                    if !self.frame_ref(u32::from_le_bytes(b) as u64) {
                         return None;
                     }
                     p += 5;
