@@ -76,6 +76,35 @@ fn settled_refs_run(
     p
 }
 
+/// The length of a frame dict value read by [`Machine::flat_item_seen`], by its opcode (a
+/// memo reference or a small integer); 0 for any other opcode.
+const FRAME_VALUE_LEN: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[op::BINGET as usize] = 2;
+    t[op::LONG_BINGET as usize] = 5;
+    t[op::BININT1 as usize] = 2;
+    t[op::BININT2 as usize] = 3;
+    t
+};
+
+/// The highest memo id the pairs of a frame dict of the straight shape name (`pairs`: from
+/// after its MARK up to its SETITEMS).
+fn highest_id_named(pairs: &[u8]) -> u64 {
+    let (mut top, mut q) = (0u64, 0);
+    while let Some(&code) = pairs.get(q) {
+        let id = match code {
+            op::BINGET => pairs.get(q + 1).map_or(0, |&i| i as u64),
+            op::LONG_BINGET => pairs
+                .get(q + 1..q + 5)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64),
+            _ => 0,
+        };
+        top = top.max(id);
+        q += FRAME_VALUE_LEN[code as usize].max(1) as usize;
+    }
+    top
+}
+
 /// The value of memo entry `index` when it is neither a container nor `pending`: from `memo`
 /// (entry `base` first) or, in a chunk, from `outside`, its cache of outside definitions
 /// ([`super::EXT_CACHE`] slots); `None` when not at hand.
@@ -390,29 +419,17 @@ impl Machine<'_> {
         if w[..2] != [op::MEMOIZE, op::MARK] {
             return None;
         }
-        // The shape flat_item_seen reads, and the highest memo id named.
+        // The shape flat_item_seen reads: each value's length from a table of its opcode.
         let mut q = 2;
-        let mut top = 0u64;
         for _ in 0..3 {
             if w[q] != op::BINGET {
                 return None;
             }
-            top = top.max(w[q + 1] as u64);
-            q += 2;
-            q += match w[q] {
-                op::BINGET => {
-                    top = top.max(w[q + 1] as u64);
-                    2
-                }
-                op::LONG_BINGET => {
-                    let i = u32::from_le_bytes([w[q + 1], w[q + 2], w[q + 3], w[q + 4]]);
-                    top = top.max(i as u64);
-                    5
-                }
-                op::BININT1 => 2,
-                op::BININT2 => 3,
-                _ => return None,
-            };
+            let len = FRAME_VALUE_LEN[w[q + 2] as usize] as usize;
+            if len == 0 {
+                return None;
+            }
+            q += 2 + len;
         }
         if w[q] != op::SETITEMS {
             return None;
@@ -437,6 +454,7 @@ impl Machine<'_> {
         }
         let known = self.heap.memo_base + self.heap.memo.len() as u64;
         let end = self.flat_item_seen(hooks, p, lim, pending)?;
+        let top = highest_id_named(&w[2..q]);
         if top < known {
             self.item_cache.insert(key, *self.flat_items.last()?, top);
         }
