@@ -386,12 +386,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_frame_dict_known_by_its_bytes_follows_its_strings_when_rebound() {
-        // The same frame dict bytes in every entry: read through the memo, then recognised
-        // by its bytes (the item cache). The third entry's own frame rebinds the id of the
-        // file name the others refer to (`f`, a string put again under its id); from then
-        // on the same bytes name the new file, and the cached answer must not be used.
+    /// Seven trace entries whose frames lists repeat the same frame dict bytes (memo
+    /// references to `name`, `g`, `filename`, `f.py`, `line` and 7); with `rebind`, the fourth
+    /// entry first has a frame of its own that puts a new string, `h.py`, under `f.py`'s id.
+    fn repeated_frame_trace(rebind: bool) -> Vec<u8> {
         // The strings first, in a list under a key the model does not read.
         let mut p = Pickle {
             b: vec![0x80, 4],
@@ -432,7 +430,7 @@ mod tests {
             p.op(b"]");
             p.memoize();
             p.op(b"(");
-            if i == 3 {
+            if i == 3 && rebind {
                 frame(&mut p, &|p| {
                     p.op(b"\x8c\x04h.py");
                     p.put(f);
@@ -442,25 +440,61 @@ mod tests {
             frame(&mut p, &|p| p.get(f));
             p.op(b"eu");
         }
-        let body = p.finish();
+        p.finish()
+    }
+
+    /// Each event's frames' file names, joined.
+    fn frame_files(snapshot: &Snapshot) -> Vec<String> {
+        let files = |e: &crate::model::TraceEvent| {
+            let stack = snapshot.stacks.get(e.stack).iter();
+            let names = stack.map(|&f| snapshot.strings.get(snapshot.frames.get(f).filename));
+            names.collect::<Vec<_>>().join(",")
+        };
+        snapshot.events.iter().map(files).collect()
+    }
+
+    #[test]
+    fn a_frame_dict_known_by_its_bytes_follows_its_strings_when_rebound() {
+        // The same frame dict bytes in every entry: read through the memo, then recognised
+        // by its bytes (the item cache). The fourth entry's own frame rebinds the id of the
+        // file name the others refer to; from then on the same bytes name the new file, and
+        // the cached answer must not be used.
+        let body = repeated_frame_trace(true);
         let taken = assert_flat_agrees("rebound", &body, true);
         assert!(taken >= 6, "{taken} entries by the fast path");
         let snapshot = build_seq(&body, true).0.expect("decodes");
-        let files: Vec<String> = snapshot
-            .events
-            .iter()
-            .map(|e| {
-                let stack = snapshot.stacks.get(e.stack);
-                let files = stack.iter().map(|&f| snapshot.frames.get(f).filename);
-                let files: Vec<&str> = files.map(|s| snapshot.strings.get(s)).collect();
-                files.join(",")
-            })
-            .collect();
         let mut want = vec!["f.py,f.py"; 3];
         want.extend(["h.py,h.py,h.py", "h.py,h.py", "h.py,h.py", "h.py,h.py"]);
-        assert_eq!(files, want);
+        assert_eq!(frame_files(&snapshot), want);
         for cut in 0..body.len() {
             assert_flat_agrees(&format!("rebound cut at {cut}"), &body[..cut], true);
+        }
+        // The two-pass decoder does not plan a file that puts an id again, so a chunk's
+        // cache can rely on outside definitions not changing.
+        let split = crate::pickle::scan::SplitOptions {
+            regions: 1,
+            min_bytes: 1,
+        };
+        assert!(parallel::try_build(&body, None, 2, 64, &mut None, None, split).is_none());
+    }
+
+    #[test]
+    fn frame_dicts_known_by_their_bytes_agree_across_chunks() {
+        // Without the rebinding, the two-pass decoder with chunks cut everywhere (each
+        // chunk's machine keeps a cache of its own; the strings are outside definitions
+        // there) builds what the general path builds.
+        let body = repeated_frame_trace(false);
+        let snapshot = build_seq(&body, false).0.expect("decodes");
+        assert_eq!(frame_files(&snapshot), vec!["f.py,f.py"; 7]);
+        let general = canonical(&snapshot);
+        for chunk in [32, 64, 128, 256] {
+            let split = crate::pickle::scan::SplitOptions {
+                regions: 1,
+                min_bytes: 1,
+            };
+            let parallel = parallel::try_build(&body, None, 2, chunk, &mut None, None, split)
+                .unwrap_or_else(|| panic!("chunks of {chunk} bytes: no plan"));
+            assert_eq!(canonical(&parallel), general, "chunks of {chunk} bytes");
         }
     }
 
