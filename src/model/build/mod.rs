@@ -391,10 +391,7 @@ mod tests {
     /// entry first has a frame of its own that puts a new string, `h.py`, under `f.py`'s id.
     fn repeated_frame_trace(rebind: bool) -> Vec<u8> {
         // The strings first, in a list under a key the model does not read.
-        let mut p = Pickle {
-            b: vec![0x80, 4],
-            memo: 0,
-        };
+        let mut p = Pickle::new();
         p.op(b"}");
         p.memoize();
         p.str("strings");
@@ -407,12 +404,7 @@ mod tests {
         let (name, filename, line) = (p.str("name"), p.str("filename"), p.str("line"));
         let (f, g) = (p.str("f.py"), p.str("g"));
         p.op(b"es");
-        p.str("device_traces");
-        p.op(b"]");
-        p.memoize();
-        p.op(b"]");
-        p.memoize();
-        p.op(b"(");
+        p.open_traces();
         let frame = |p: &mut Pickle, file: &dyn Fn(&mut Pickle)| {
             p.op(b"}");
             p.memoize();
@@ -527,19 +519,27 @@ mod tests {
     impl Pickle {
         /// `{"device_traces": [[` with the entries' MARK open; [`Pickle::finish`] closes it.
         fn trace() -> Pickle {
-            let mut p = Pickle {
-                b: vec![0x80, 4],
-                memo: 0,
-            };
+            let mut p = Pickle::new();
             p.op(b"}");
             p.memoize();
-            p.str("device_traces");
-            p.op(b"]");
-            p.memoize();
-            p.op(b"]");
-            p.memoize();
-            p.op(b"(");
+            p.open_traces();
             p
+        }
+        /// The protocol header alone.
+        fn new() -> Pickle {
+            Pickle {
+                b: vec![0x80, 4],
+                memo: 0,
+            }
+        }
+        /// The key `device_traces` and `[[` with the entries' MARK open, inside an open dict.
+        fn open_traces(&mut self) {
+            self.str("device_traces");
+            self.op(b"]");
+            self.memoize();
+            self.op(b"]");
+            self.memoize();
+            self.op(b"(");
         }
         /// Closes what [`Pickle::trace`] opened and returns the pickle.
         fn finish(mut self) -> Vec<u8> {

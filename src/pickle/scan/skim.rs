@@ -216,7 +216,9 @@ impl Skim<'_> {
 
     /// A reference from a frame dict's straight pass: whether it needs nothing more than
     /// what [`Skim::reference`] records (a settled entry costs a comparison; another, the
-    /// table or the walk's own references, as `reference` does).
+    /// table or the walk's own references, as `reference` does). `reference` tests
+    /// `settled` too, but calling it alone costs 22 M more instructions on the memo layout
+    /// (100k entries, two threads): the test stated here stays the one inlined.
     #[inline(always)]
     fn frame_ref(&mut self, idx: u64) -> bool {
         self.settled(idx) || self.reference(idx, 0).is_some()
