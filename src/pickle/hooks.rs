@@ -45,12 +45,13 @@ pub trait Hooks {
     /// index and items `list` gives (its value in `pairs` is a placeholder). Returns the
     /// dict's value and the list's (`Value::None` without a list), or `None` to have the
     /// dict decoded opcode by opcode instead. Must be equivalent to what `on_setitem` and
-    /// `on_append` would do with that dict.
+    /// `on_append` would do with that dict, and the list's value must depend on its items
+    /// alone: the decoder may hand it back for a list of the same items ([`FlatList::Known`]).
     fn on_flat(
         &mut self,
         _heap: &mut Heap,
         _pairs: &mut [(Value, Value)],
-        _list: Option<(usize, &[Value])>,
+        _list: Option<(usize, FlatList<'_>)>,
     ) -> Option<(Value, Value)> {
         None
     }
@@ -68,6 +69,16 @@ pub trait Hooks {
     fn seen_flat_item(&mut self, _words: &[u64; 6]) -> Option<Value> {
         None
     }
+}
+
+/// The list of a dict read by [`Hooks::on_flat`].
+#[derive(Clone, Copy, Debug)]
+pub enum FlatList<'a> {
+    /// Its items, read one by one.
+    Items(&'a [Value]),
+    /// The value `on_flat` returned before for a list of the same items: the list's bytes
+    /// named the same memo entries, which have not changed since.
+    Known(Value),
 }
 
 /// Hooks that convert nothing: the decoder then builds a plain value tree (tests, small inputs).

@@ -17,8 +17,10 @@ use super::scan::{Chunk, Defs};
 use super::value::{Heap, ObjData, ObjId, Value};
 
 mod dispatch;
+mod epoch;
 pub mod flat;
 mod item_cache;
+mod list_cache;
 #[cfg(test)]
 mod tests;
 
@@ -74,6 +76,14 @@ pub(super) struct Machine<'a> {
     /// Frame dicts written inline, by their bytes (`machine/item_cache.rs`); told of every
     /// memo change that could alter what one means.
     item_cache: item_cache::ItemCache,
+    /// Frames lists of memo references, by their bytes (`machine/list_cache.rs`); told of
+    /// every memo change that could alter what one means.
+    list_cache: list_cache::ListCache,
+    /// The value the list cache gave for the list of the dict being read, if it did.
+    flat_known: Option<Value>,
+    /// The list of the dict being read, to record in the list cache once the hooks have
+    /// converted it: the hash of its run of references and where the run lies.
+    flat_record: Option<(u64, usize, usize)>,
 }
 
 pub(super) const EXT_CACHE: usize = 1 << 14;
@@ -119,6 +129,9 @@ impl<'a> Machine<'a> {
             flat_backoff: 0,
             flat_transient: std::cell::Cell::new(false),
             item_cache: item_cache::ItemCache::new(),
+            list_cache: list_cache::ListCache::new(),
+            flat_known: None,
+            flat_record: None,
         }
     }
 
@@ -365,14 +378,20 @@ impl<'a> Machine<'a> {
     }
 
     /// Replaces the memo entry at `rel` (from `memo_base`). A string or integer there may be
-    /// named by a frame dict the item cache knows: the cache is told. (Entries past the
-    /// memo's range, in `sparse_memo`, are never named by one.)
+    /// named by a frame dict the item cache knows, a converted handle by a list the list
+    /// cache knows: the cache is told. (Entries past the memo's range, in `sparse_memo`, are
+    /// never named by either.)
     #[inline]
     fn overwrite_memo(&mut self, rel: usize, v: Value) {
         let slot = &mut self.heap.memo[rel];
-        if matches!(slot, Value::Str { .. } | Value::Int(_)) {
-            self.item_cache
-                .forget_from(self.heap.memo_base + rel as u64);
+        match slot {
+            Value::Str { .. } | Value::Int(_) => self
+                .item_cache
+                .forget_from(self.heap.memo_base + rel as u64),
+            Value::Ext { .. } => self
+                .list_cache
+                .forget_from(self.heap.memo_base + rel as u64),
+            _ => {}
         }
         *slot = v;
     }

@@ -17,6 +17,6 @@ pub mod write;
 
 pub use decode::{decode, decode_chunk, decode_planned, decode_salvage};
 pub use error::DecodeError;
-pub use hooks::{item_words, key_word, value_word, Hooks, NoHooks};
+pub use hooks::{item_words, key_word, value_word, FlatList, Hooks, NoHooks};
 pub use limits::Limits;
 pub use value::{Heap, ListData, ObjData, ObjId, Value};

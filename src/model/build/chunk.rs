@@ -7,7 +7,7 @@ use super::kinds::*;
 use crate::model::ids::{FrameId, StackId, StrId, StreamId};
 use crate::model::intern::{Frame, Frames, Stacks, Strings};
 use crate::model::snapshot::*;
-use crate::pickle::{self, Heap, Hooks, ListData, ObjData, ObjId, Value};
+use crate::pickle::{self, FlatList, Heap, Hooks, ListData, ObjData, ObjId, Value};
 use std::collections::BTreeMap;
 
 /// What a worker produced for one chunk: its own interning tables and converted items.
@@ -149,7 +149,7 @@ impl Hooks for Skipper<'_, '_> {
         &mut self,
         heap: &mut Heap,
         pairs: &mut [(Value, Value)],
-        list: Option<(usize, &[Value])>,
+        list: Option<(usize, FlatList<'_>)>,
     ) -> Option<(Value, Value)> {
         self.b.on_flat(heap, pairs, list)
     }

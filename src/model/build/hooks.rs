@@ -5,7 +5,7 @@
 use super::builder::Builder;
 use super::kinds::*;
 use crate::model::ids::FrameId;
-use crate::pickle::{item_words, Heap, Hooks, ObjData, ObjId, Value};
+use crate::pickle::{item_words, FlatList, Heap, Hooks, ObjData, ObjId, Value};
 
 impl Hooks for Builder<'_> {
     // Chunks are only skipped through `Skipper`.
@@ -109,7 +109,7 @@ impl Hooks for Builder<'_> {
         &mut self,
         heap: &mut Heap,
         pairs: &mut [(Value, Value)],
-        list: Option<(usize, &[Value])>,
+        list: Option<(usize, FlatList<'_>)>,
     ) -> Option<(Value, Value)> {
         let keys = &mut self.keys;
         if classify_by(pairs, |k| keys.key(heap, k)) != Some(EVENT) {
@@ -120,14 +120,20 @@ impl Hooks for Builder<'_> {
             if !key_is(heap, pairs[at].0, b"frames") {
                 return None;
             }
-            // Frame ids read straight from the values; an item that is not a frame: `None`.
-            let sid = self.stacks.intern_mapped(items, |v| match *v {
-                Value::Ext { kind: FRAME, id } => Some(FrameId(id)),
-                _ => None,
-            });
-            stack = Value::Ext {
-                kind: STACK,
-                id: sid?.0,
+            stack = match items {
+                // Frame ids read straight from the values; an item that is not a frame: `None`.
+                FlatList::Items(items) => {
+                    let sid = self.stacks.intern_mapped(items, |v| match *v {
+                        Value::Ext { kind: FRAME, id } => Some(FrameId(id)),
+                        _ => None,
+                    });
+                    Value::Ext {
+                        kind: STACK,
+                        id: sid?.0,
+                    }
+                }
+                // What the arm above returned for these items before.
+                FlatList::Known(stack) => stack,
             };
             pairs[at].1 = stack;
         }

@@ -390,21 +390,12 @@ mod tests {
     /// references to `name`, `g`, `filename`, `f.py`, `line` and 7); with `rebind`, the fourth
     /// entry first has a frame of its own that puts a new string, `h.py`, under `f.py`'s id.
     fn repeated_frame_trace(rebind: bool) -> Vec<u8> {
-        // The strings first, in a list under a key the model does not read.
-        let mut p = Pickle::new();
-        p.op(b"}");
-        p.memoize();
-        p.str("strings");
-        p.op(b"]");
-        p.memoize();
-        p.op(b"(");
-        let action = p.str("action");
-        let alloc = p.str("alloc");
-        let frames = p.str("frames");
-        let (name, filename, line) = (p.str("name"), p.str("filename"), p.str("line"));
-        let (f, g) = (p.str("f.py"), p.str("g"));
-        p.op(b"es");
-        p.open_traces();
+        let (mut p, ids) = Pickle::strings_then_trace(&[
+            "action", "alloc", "frames", "name", "filename", "line", "f.py", "g",
+        ]);
+        let [action, alloc, frames, name, filename, line, f, g] = ids[..] else {
+            unreachable!()
+        };
         let frame = |p: &mut Pickle, file: &dyn Fn(&mut Pickle)| {
             p.op(b"}");
             p.memoize();
@@ -435,6 +426,107 @@ mod tests {
         p.finish()
     }
 
+    /// A trace whose first entry defines two frame dicts inline (f.py, g.py) and whose later
+    /// entries' frames lists are the same run of references to them. With `rebind`, the
+    /// fourth entry's own frame dict (h.py) is put at the first one's id.
+    fn repeated_list_trace(rebind: bool) -> Vec<u8> {
+        let (mut p, ids) = Pickle::strings_then_trace(&[
+            "action", "alloc", "frames", "name", "filename", "line", "f.py", "g.py", "h.py",
+        ]);
+        let [action, alloc, frames, name, filename, line, f, g, h] = ids[..] else {
+            unreachable!()
+        };
+        let frame = |p: &mut Pickle, file: u8, put: Option<u8>| {
+            p.op(b"}");
+            let id = p.memoize();
+            p.op(b"(");
+            p.get(name);
+            p.get(file);
+            p.get(filename);
+            p.get(file);
+            p.get(line);
+            p.op(b"K\x07");
+            p.op(b"u");
+            if let Some(at) = put {
+                p.put(at);
+            }
+            id
+        };
+        p.entry(&[action, alloc, frames]);
+        p.op(b"]");
+        p.memoize();
+        p.op(b"(");
+        let (a, b) = (frame(&mut p, f, None), frame(&mut p, g, None));
+        p.op(b"eu");
+        for i in 0..7 {
+            p.entry(&[action, alloc, frames]);
+            p.op(b"]");
+            p.memoize();
+            p.op(b"(");
+            if i == 3 && rebind {
+                frame(&mut p, h, Some(a));
+            } else {
+                p.get(a);
+            }
+            p.get(b);
+            p.op(b"eu");
+        }
+        p.finish()
+    }
+
+    #[test]
+    fn a_frames_list_known_by_its_bytes_follows_its_frames_when_rebound() {
+        // The same run of references in every entry after the first: converted once, then
+        // recognised by its bytes (the list cache). The fifth entry puts a new frame at the
+        // first frame's id; from then on the same bytes name the new frame, and the cached
+        // stack must not be used.
+        let mut want = vec!["f.py,g.py"; 4];
+        want.extend(["h.py,g.py"; 4]);
+        assert_rebound_agrees("rebound list", &repeated_list_trace(true), 7, want);
+    }
+
+    #[test]
+    fn frames_lists_known_by_their_bytes_agree_across_chunks() {
+        // Without the rebinding: the frame dicts are outside definitions of every chunk but
+        // the first, each chunk's machine keeps a cache of its own.
+        let body = repeated_list_trace(false);
+        assert_chunks_agree(&body, &[16, 32, 64, 128], vec!["f.py,g.py"; 8]);
+    }
+
+    /// `body` decoded by the general path has these frame files per entry, and the two-pass
+    /// decoder with chunks of each size builds the same.
+    fn assert_chunks_agree(body: &[u8], chunk_sizes: &[usize], want: Vec<&str>) {
+        let snapshot = build_seq(body, false).0.expect("decodes");
+        assert_eq!(frame_files(&snapshot), want);
+        let general = canonical(&snapshot);
+        for &chunk in chunk_sizes {
+            let parallel = parallel::try_build(body, None, 2, chunk, &mut None, None, ONE_REGION)
+                .unwrap_or_else(|| panic!("chunks of {chunk} bytes: no plan"));
+            assert_eq!(canonical(&parallel), general, "chunks of {chunk} bytes");
+        }
+    }
+
+    /// Pass 1 unsplit, however small the file.
+    const ONE_REGION: crate::pickle::scan::SplitOptions = crate::pickle::scan::SplitOptions {
+        regions: 1,
+        min_bytes: 1,
+    };
+
+    /// A file that puts an id again: the fast path (`taken` entries at least) agrees with the
+    /// general path on it and on every cut of it, the frame files per entry are `want`, and
+    /// the two-pass decoder does not plan it, so a chunk's caches can rely on outside
+    /// definitions not changing.
+    fn assert_rebound_agrees(name: &str, body: &[u8], taken: u64, want: Vec<&str>) {
+        let fast = assert_flat_agrees(name, body, true);
+        assert!(fast >= taken, "{name}: {fast} entries by the fast path");
+        let snapshot = build_seq(body, true).0.expect("decodes");
+        assert_eq!(frame_files(&snapshot), want);
+        for cut in 0..body.len() {
+            assert_flat_agrees(&format!("{name} cut at {cut}"), &body[..cut], true);
+        }
+        assert!(parallel::try_build(body, None, 2, 64, &mut None, None, ONE_REGION).is_none());
+    }
+
     /// Each event's frames' file names, joined.
     fn frame_files(snapshot: &Snapshot) -> Vec<String> {
         let files = |e: &crate::model::TraceEvent| {
@@ -451,23 +543,9 @@ mod tests {
         // by its bytes (the item cache). The fourth entry's own frame rebinds the id of the
         // file name the others refer to; from then on the same bytes name the new file, and
         // the cached answer must not be used.
-        let body = repeated_frame_trace(true);
-        let taken = assert_flat_agrees("rebound", &body, true);
-        assert!(taken >= 6, "{taken} entries by the fast path");
-        let snapshot = build_seq(&body, true).0.expect("decodes");
         let mut want = vec!["f.py,f.py"; 3];
         want.extend(["h.py,h.py,h.py", "h.py,h.py", "h.py,h.py", "h.py,h.py"]);
-        assert_eq!(frame_files(&snapshot), want);
-        for cut in 0..body.len() {
-            assert_flat_agrees(&format!("rebound cut at {cut}"), &body[..cut], true);
-        }
-        // The two-pass decoder does not plan a file that puts an id again, so a chunk's
-        // cache can rely on outside definitions not changing.
-        let split = crate::pickle::scan::SplitOptions {
-            regions: 1,
-            min_bytes: 1,
-        };
-        assert!(parallel::try_build(&body, None, 2, 64, &mut None, None, split).is_none());
+        assert_rebound_agrees("rebound", &repeated_frame_trace(true), 6, want);
     }
 
     #[test]
@@ -476,18 +554,7 @@ mod tests {
         // chunk's machine keeps a cache of its own; the strings are outside definitions
         // there) builds what the general path builds.
         let body = repeated_frame_trace(false);
-        let snapshot = build_seq(&body, false).0.expect("decodes");
-        assert_eq!(frame_files(&snapshot), vec!["f.py,f.py"; 7]);
-        let general = canonical(&snapshot);
-        for chunk in [32, 64, 128, 256] {
-            let split = crate::pickle::scan::SplitOptions {
-                regions: 1,
-                min_bytes: 1,
-            };
-            let parallel = parallel::try_build(&body, None, 2, chunk, &mut None, None, split)
-                .unwrap_or_else(|| panic!("chunks of {chunk} bytes: no plan"));
-            assert_eq!(canonical(&parallel), general, "chunks of {chunk} bytes");
-        }
+        assert_chunks_agree(&body, &[32, 64, 128, 256], vec!["f.py,f.py"; 7]);
     }
 
     #[test]
@@ -524,6 +591,21 @@ mod tests {
             p.memoize();
             p.open_traces();
             p
+        }
+        /// `{"strings": [...], "device_traces": [[` with the entries' MARK open: `strings`
+        /// memoized first, in a list under a key the model does not read; their memo ids.
+        fn strings_then_trace(strings: &[&str]) -> (Pickle, Vec<u8>) {
+            let mut p = Pickle::new();
+            p.op(b"}");
+            p.memoize();
+            p.str("strings");
+            p.op(b"]");
+            p.memoize();
+            p.op(b"(");
+            let ids = strings.iter().map(|s| p.str(s)).collect();
+            p.op(b"es");
+            p.open_traces();
+            (p, ids)
         }
         /// The protocol header alone.
         fn new() -> Pickle {

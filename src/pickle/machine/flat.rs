@@ -10,6 +10,7 @@
 
 use super::super::ops::op;
 use super::{Hooks, Machine};
+use crate::pickle::hooks::FlatList;
 use crate::pickle::value::{ObjData, ObjId, Value};
 
 /// Most pairs in a flat dict (a trace entry has 8 to 10).
@@ -157,8 +158,9 @@ impl Machine<'_> {
             DECLINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if self.heap.memo.len() > saved.0 {
                 self.heap.memo.truncate(saved.0);
-                self.item_cache
-                    .forget_from(self.heap.memo_base + saved.0 as u64);
+                let from = self.heap.memo_base + saved.0 as u64;
+                self.item_cache.forget_from(from);
+                self.list_cache.forget_from(from);
             }
             self.memo_next = saved.1;
             // A layout the path does not read would pay for a partial read of every entry:
@@ -181,6 +183,8 @@ impl Machine<'_> {
         let buf = self.buf;
         let lim = self.end.min(self.next_skip).min(buf.len());
         let mut pending = [None; 2];
+        self.flat_known = None;
+        self.flat_record = None;
         let (dict_slot, mut p) = self.memo_op(self.pos, lim)?;
         if let Some(i) = dict_slot {
             self.memo_put(i, Value::None).ok()?;
@@ -228,7 +232,7 @@ impl Machine<'_> {
             }
             p = q;
             match buf.get(p).filter(|_| p < lim) {
-                Some(&op::MARK) => p = self.flat_items_run(hooks, p + 1, lim, &pending)?,
+                Some(&op::MARK) => p = self.flat_list(hooks, p + 1, lim, &pending)?,
                 Some(&(op::BINGET | op::LONG_BINGET)) => {
                     // One item and APPEND, or an empty list followed by a key reference.
                     let mut item = Value::None;
@@ -259,6 +263,47 @@ impl Machine<'_> {
             dict_slot,
             list,
         })
+    }
+
+    /// [`Machine::flat_items_run`] with the list cache in front: a run of memo references
+    /// whose bytes were seen before (in this epoch, see `list_cache.rs`) sets `flat_known`
+    /// to the value the hooks gave for it, without reading the memo; a run not seen whose
+    /// references are all settled sets `flat_record`, for [`Machine::finish_flat`] to record.
+    fn flat_list<H: Hooks>(
+        &mut self,
+        hooks: &mut H,
+        p: usize,
+        lim: usize,
+        pending: &[Option<u64>; 2],
+    ) -> Option<usize> {
+        if !self.list_cache.in_use() {
+            return self.flat_items_run(hooks, p, lim, pending);
+        }
+        let Some((end, hash)) = super::list_cache::ref_run(self.buf, p, lim) else {
+            return self.flat_items_run(hooks, p, lim, pending);
+        };
+        if let Some(v) = self.list_cache.get(hash, &self.buf[p..end]) {
+            self.flat_known = Some(v);
+            return Some(end + 1);
+        }
+        let q = settled_refs_run(
+            &self.buf[..lim],
+            p,
+            &self.heap.memo,
+            self.heap.memo_base,
+            self.defs.is_some().then_some(&self.ext_cache[..]),
+            *pending,
+            &mut self.flat_items,
+            self.limits.max_stack,
+        );
+        if q != end {
+            return self.flat_items_run(hooks, q, lim, pending);
+        }
+        if self.flat_items.len() >= self.limits.max_stack {
+            return None;
+        }
+        self.flat_record = Some((hash, p, end));
+        Some(end + 1)
     }
 
     /// The items of a list from `p` to its `APPENDS` (a frames list): memo references, each
@@ -727,8 +772,20 @@ impl Machine<'_> {
         if self.stack.len() >= self.limits.max_stack {
             return None;
         }
-        let list = parsed.list.map(|(at, _)| (at, &self.flat_items[..]));
+        let items = match self.flat_known {
+            Some(v) => FlatList::Known(v),
+            None => FlatList::Items(&self.flat_items),
+        };
+        let list = parsed.list.map(|(at, _)| (at, items));
         let (value, list_value) = hooks.on_flat(&mut self.heap, &mut self.flat_pairs, list)?;
+        if let Some((hash, start, end)) = self.flat_record.take() {
+            // Every id the run names was read from the memo's range or from before it.
+            let run = &self.buf[start..end];
+            let top = super::list_cache::highest_id_named(run);
+            if top < self.heap.memo_base + self.heap.memo.len() as u64 {
+                self.list_cache.insert(hash, run, list_value, top);
+            }
+        }
         if let Some(i) = parsed.dict_slot {
             let s = self.sentinel();
             self.memo_store(i, s);

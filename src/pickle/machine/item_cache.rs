@@ -15,6 +15,7 @@
 //!
 //! [`Machine::flat_item_seen`]: super::Machine
 
+use super::epoch::Epoch;
 use crate::pickle::value::Value;
 
 /// Most dicts kept: past this, new ones are not added (6 MiB of slots at the most).
@@ -40,11 +41,8 @@ pub(super) struct ItemCache {
     slots: Vec<Slot>,
     /// Slots in use.
     used: usize,
-    /// Answers added before the last change to the memo are not used.
-    epoch: u64,
-    /// One more than the highest memo id a current answer names (0: none): changes to
-    /// entries at or above it alter no answer.
-    names_below: u64,
+    /// Which answers still hold.
+    epoch: Epoch,
 }
 
 impl ItemCache {
@@ -53,8 +51,7 @@ impl ItemCache {
         ItemCache {
             slots: Vec::new(),
             used: 0,
-            epoch: 1,
-            names_below: 0,
+            epoch: Epoch::new(),
         }
     }
 
@@ -62,10 +59,7 @@ impl ItemCache {
     /// when an answer may name it, every answer is forgotten.
     #[inline]
     pub(super) fn forget_from(&mut self, index: u64) {
-        if index < self.names_below {
-            self.epoch += 1;
-            self.names_below = 0;
-        }
+        self.epoch.forget_from(index);
     }
 
     /// The item recorded for these bytes in the current epoch.
@@ -79,7 +73,7 @@ impl ItemCache {
         loop {
             let s = &self.slots[i];
             if s.key == *key {
-                return (s.epoch == self.epoch).then_some(s.item);
+                return (s.epoch == self.epoch.current()).then_some(s.item);
             }
             if s.key[2] == 0 {
                 return None;
@@ -91,7 +85,7 @@ impl ItemCache {
     /// Records `item` for these bytes in the current epoch (replacing an older answer);
     /// `top` is the highest memo id the bytes name.
     pub(super) fn insert(&mut self, key: [u64; 3], item: Value, top: u64) {
-        self.names_below = self.names_below.max(top.saturating_add(1));
+        self.epoch.names(top);
         if (self.used + 1) * 2 > self.slots.len() {
             if self.used >= MAX_ENTRIES {
                 // Full: an older answer may still be refreshed in place, below.
@@ -107,7 +101,7 @@ impl ItemCache {
         loop {
             let s = &mut self.slots[i];
             if s.key == key {
-                s.epoch = self.epoch;
+                s.epoch = self.epoch.current();
                 s.item = item;
                 return;
             }
@@ -117,7 +111,7 @@ impl ItemCache {
                 }
                 *s = Slot {
                     key,
-                    epoch: self.epoch,
+                    epoch: self.epoch.current(),
                     item,
                 };
                 self.used += 1;
@@ -133,7 +127,7 @@ impl ItemCache {
         let old = std::mem::replace(&mut self.slots, vec![EMPTY; cap]);
         self.used = 0;
         for s in old {
-            if s.key[2] != 0 && s.epoch == self.epoch {
+            if s.key[2] != 0 && s.epoch == self.epoch.current() {
                 let mask = cap - 1;
                 let mut i = slot_of(&s.key) & mask;
                 while self.slots[i].key[2] != 0 {
