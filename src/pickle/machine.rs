@@ -138,6 +138,15 @@ impl<'a> Machine<'a> {
     /// Decodes the definition of memo entry `index` (outside the ranges decoded here) and
     /// returns its value; the memo then holds it for later references.
     fn resolve_external<H: Hooks>(&mut self, hooks: &mut H, index: u64) -> R<Option<Value>> {
+        // Only an entry stored before this point of the file: the sequential decoder refuses
+        // a reference to one defined later, and so must a chunk (pass 1 records definitions
+        // from all over the file).
+        let counter = self
+            .memo_next
+            .unwrap_or(self.heap.memo_base + self.heap.memo.len() as u64);
+        if index >= counter {
+            return Ok(None);
+        }
         let Some(def) = self.defs.and_then(|d| d.get(index)) else {
             return Ok(None);
         };

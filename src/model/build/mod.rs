@@ -527,6 +527,62 @@ mod tests {
         assert!(parallel::try_build(body, None, 2, 64, &mut None, None, ONE_REGION).is_none());
     }
 
+    #[test]
+    fn a_frames_list_naming_an_entry_defined_later_is_refused_by_both_decoders() {
+        // No container but the big ones memoized while open (as the C++ pickler writes),
+        // and a first trace entry whose frames list names the frame dict the second entry
+        // defines; its `extra` value an integer, or an empty tuple (which pass 1's skim
+        // leaves to the opcode walk). The sequential decoder refuses the reference; pass 1
+        // must give the plan up, and the two-pass decoder must not read the later definition.
+        for extra in [&b"K\x01"[..], b")"] {
+            let body = forward_frame_reference(extra);
+            assert!(crate::pickle::scan::scan(&body, 16).is_none());
+            let sequential = build_seq(&body, false).0;
+            assert!(
+                sequential
+                    .as_ref()
+                    .is_err_and(|e| e.contains("memo reference 8")),
+                "{:?}",
+                sequential.map(|s| s.events.len())
+            );
+            for chunk in [16, 32, 64, 4096] {
+                let parallel =
+                    parallel::try_build(&body, None, 2, chunk, &mut None, None, ONE_REGION);
+                assert!(
+                    parallel.is_none(),
+                    "chunks of {chunk} bytes: the two-pass decoder read {} entries",
+                    parallel.map_or(0, |s| s.events.len())
+                );
+            }
+        }
+    }
+
+    /// Two trace entries, the first one's frames list naming (as memo id 8) the frame dict
+    /// the second defines; `extra` is the first one's `extra` value.
+    fn forward_frame_reference(extra: &[u8]) -> Vec<u8> {
+        let mut p = Pickle::trace();
+        p.op(b"}(");
+        let (action, alloc) = (p.str("action"), p.str("alloc"));
+        p.str("extra");
+        p.op(extra);
+        let frames = p.str("frames");
+        p.op(b"](");
+        p.get(8);
+        p.get(8);
+        p.op(b"eu}(");
+        for key in [action, alloc, frames] {
+            p.get(key);
+        }
+        p.op(b"](}");
+        assert_eq!(p.memoize(), 8);
+        p.op(b"(");
+        for s in ["name", "g", "filename", "f.py", "line"] {
+            p.str(s);
+        }
+        p.op(b"K\x07ueu");
+        p.finish()
+    }
+
     /// Each event's frames' file names, joined.
     fn frame_files(snapshot: &Snapshot) -> Vec<String> {
         let files = |e: &crate::model::TraceEvent| {

@@ -689,8 +689,9 @@ impl<'a, 'b> Scanner<'a, 'b> {
         }
         // Entries below the open floor are complete, so they cannot be filled later and
         // need no reference mark (the table stays untouched: these are the millions of frame
-        // references). Anything else takes the checked path.
-        let (floor, big) = (self.open_floor(), self.big_mask);
+        // references). Anything else takes the checked path, and so does an entry not defined
+        // yet (with no floor open, the floor is above every id).
+        let (floor, big) = (self.open_floor().min(self.defined as u64), self.big_mask);
         let buf = self.buf;
         let mut p = op_at;
         let end = loop {
