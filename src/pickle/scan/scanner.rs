@@ -303,8 +303,10 @@ impl<'a, 'b> Scanner<'a, 'b> {
     /// memo entry below it that is not big is complete, so referencing it needs no mark.
     ///
     /// Defined entries on the stack have increasing memo ids from the bottom (only the top is
-    /// ever defined), so the first one found is the lowest; 0 (no floor) when it is not among
-    /// the bottom entries.
+    /// ever defined), so the first one found is the lowest; `u64::MAX` when there is none.
+    /// The entries searched once are not searched again (see `no_floor_below`), so a deep
+    /// stack of entries waiting for their `APPENDS` (the C++ pickler's one batch per list)
+    /// costs a look at each new one.
     fn open_floor(&mut self) -> u64 {
         // The entry found last time is still the floor while it is on the stack: entries
         // below it change only after the stack shrinks past it, and memo ids are unique.
@@ -317,7 +319,7 @@ impl<'a, 'b> Scanner<'a, 'b> {
                 return memo as u64;
             }
         }
-        let upto = self.stack.len().min(64);
+        let upto = self.stack.len();
         let from = self.no_floor_below.min(upto);
         match self.stack[from..upto]
             .iter()
@@ -327,15 +329,12 @@ impl<'a, 'b> Scanner<'a, 'b> {
                 let at = from + at;
                 let memo = self.stack[at].memo;
                 self.floor_at = Some((at, memo));
+                self.no_floor_below = at;
                 memo as u64
             }
             None => {
                 self.no_floor_below = upto;
-                if self.stack.len() <= 64 {
-                    u64::MAX
-                } else {
-                    0
-                }
+                u64::MAX
             }
         }
     }
