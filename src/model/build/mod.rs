@@ -557,6 +557,58 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_chunk_decodes_on_demand_only_entries_stored_before_the_point_it_reads() {
+        // The plan of a valid file (the first entry defines frame y and names it, the second
+        // defines frame x), used to decode the first entry's chunk of the same bytes with y's
+        // reference turned into x's: pass 1's table knows where x is defined, but x comes
+        // later in the file, so the chunk must refuse the reference as the sequential
+        // decoder does, not decode x's definition.
+        let (mut p, ids) = Pickle::strings_then_trace(&[
+            "action", "alloc", "frames", "name", "filename", "line", "f.py", "g.py",
+        ]);
+        let [action, alloc, frames, name, filename, line, f, g] = ids[..] else {
+            unreachable!()
+        };
+        let frame = |p: &mut Pickle, file: u8| {
+            p.op(b"}");
+            let id = p.memoize();
+            p.op(b"(");
+            for r in [name, file, filename, file, line] {
+                p.get(r);
+            }
+            p.op(b"K\x07u");
+            id
+        };
+        let entry_with_frames = |p: &mut Pickle, file: u8| {
+            p.entry(&[action, alloc, frames]);
+            p.op(b"]");
+            p.memoize();
+            p.op(b"(");
+            let id = frame(p, file);
+            p.get(id);
+            let named_at = p.b.len() - 1;
+            p.op(b"eu");
+            (id, named_at)
+        };
+        let (_, named_at) = entry_with_frames(&mut p, f);
+        let (x, _) = entry_with_frames(&mut p, g);
+        let valid = p.finish();
+        let plan = crate::pickle::scan::scan(&valid, 16).expect("planned");
+        let first = plan
+            .chunks
+            .iter()
+            .find(|c| (c.start..c.end).contains(&(named_at as u64)))
+            .expect("a chunk holds the first entry");
+        assert!(chunk::build_chunk(&valid, first, &plan.defs).is_some());
+        let mut hostile = valid.clone();
+        hostile[named_at] = x;
+        assert!(chunk::build_chunk(&hostile, first, &plan.defs).is_none());
+        assert!(build_seq(&hostile, false)
+            .0
+            .is_err_and(|e| e.contains(&format!("memo reference {x}"))));
+    }
+
     /// Two trace entries, the first one's frames list naming (as memo id 8) the frame dict
     /// the second defines; `extra` is the first one's `extra` value.
     fn forward_frame_reference(extra: &[u8]) -> Vec<u8> {
