@@ -428,7 +428,7 @@ mod tests {
 
     /// A trace whose first entry defines two frame dicts inline (f.py, g.py) and whose later
     /// entries' frames lists are the same run of references to them. With `rebind`, the
-    /// fourth entry's own frame dict (h.py) is put at the first one's id.
+    /// fifth entry's own frame dict (h.py) is put at the first one's id.
     fn repeated_list_trace(rebind: bool) -> Vec<u8> {
         let (mut p, ids) = Pickle::strings_then_trace(&[
             "action", "alloc", "frames", "name", "filename", "line", "f.py", "g.py", "h.py",
