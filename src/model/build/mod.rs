@@ -437,20 +437,7 @@ mod tests {
             unreachable!()
         };
         let frame = |p: &mut Pickle, file: u8, put: Option<u8>| {
-            p.op(b"}");
-            let id = p.memoize();
-            p.op(b"(");
-            p.get(name);
-            p.get(file);
-            p.get(filename);
-            p.get(file);
-            p.get(line);
-            p.op(b"K\x07");
-            p.op(b"u");
-            if let Some(at) = put {
-                p.put(at);
-            }
-            id
+            p.frame_of_refs([name, filename, line], file, put)
         };
         p.entry(&[action, alloc, frames]);
         p.op(b"]");
@@ -570,16 +557,7 @@ mod tests {
         let [action, alloc, frames, name, filename, line, f, g] = ids[..] else {
             unreachable!()
         };
-        let frame = |p: &mut Pickle, file: u8| {
-            p.op(b"}");
-            let id = p.memoize();
-            p.op(b"(");
-            for r in [name, file, filename, file, line] {
-                p.get(r);
-            }
-            p.op(b"K\x07u");
-            id
-        };
+        let frame = |p: &mut Pickle, file: u8| p.frame_of_refs([name, filename, line], file, None);
         let entry_with_frames = |p: &mut Pickle, file: u8| {
             p.entry(&[action, alloc, frames]);
             p.op(b"]");
@@ -714,6 +692,23 @@ mod tests {
             p.op(b"es");
             p.open_traces();
             (p, ids)
+        }
+        /// A frame dict of memo references, memoized: `keys` are the ids of `name`,
+        /// `filename` and `line`, `file` the id of the string both name and file name are,
+        /// the line 7; then put at `put`, if given. Returns its memo id.
+        fn frame_of_refs(&mut self, keys: [u8; 3], file: u8, put: Option<u8>) -> u8 {
+            let [name, filename, line] = keys;
+            self.op(b"}");
+            let id = self.memoize();
+            self.op(b"(");
+            for r in [name, file, filename, file, line] {
+                self.get(r);
+            }
+            self.op(b"K\x07u");
+            if let Some(at) = put {
+                self.put(at);
+            }
+            id
         }
         /// The protocol header alone.
         fn new() -> Pickle {

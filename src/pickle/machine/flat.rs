@@ -88,9 +88,9 @@ const FRAME_VALUE_LEN: [u8; 256] = {
     t
 };
 
-/// The highest memo id the pairs of a frame dict of the straight shape name (`pairs`: from
-/// after its MARK up to its SETITEMS).
-fn highest_id_named(pairs: &[u8]) -> u64 {
+/// The highest memo id named by `pairs`: the pairs of a frame dict of the straight shape (from
+/// after its MARK up to its SETITEMS), or a run of memo references (a frames list's).
+pub(super) fn highest_id_named(pairs: &[u8]) -> u64 {
     let (mut top, mut q) = (0u64, 0);
     while let Some(&code) = pairs.get(q) {
         let id = match code {
@@ -781,7 +781,7 @@ impl Machine<'_> {
         if let Some((hash, start, end)) = self.flat_record.take() {
             // Every id the run names was read from the memo's range or from before it.
             let run = &self.buf[start..end];
-            let top = super::list_cache::highest_id_named(run);
+            let top = highest_id_named(run);
             if top < self.heap.memo_base + self.heap.memo.len() as u64 {
                 self.list_cache.insert(hash, run, list_value, top);
             }

@@ -196,26 +196,6 @@ pub(super) fn ref_run(buf: &[u8], p: usize, lim: usize) -> Option<(usize, u64)> 
     }
 }
 
-/// The highest memo id a run of references (as [`ref_run`] accepted it) names.
-pub(super) fn highest_id_named(run: &[u8]) -> u64 {
-    let mut top = 0;
-    let mut q = 0;
-    while q < run.len() {
-        let id = match run[q] {
-            op::BINGET => {
-                q += 2;
-                run[q - 1] as u64
-            }
-            _ => {
-                q += 5;
-                u32::from_le_bytes([run[q - 4], run[q - 3], run[q - 2], run[q - 1]]) as u64
-            }
-        };
-        top = top.max(id);
-    }
-    top
-}
-
 /// A hash of `bytes`, eight at a time.
 #[inline]
 fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -235,6 +215,7 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::flat::highest_id_named;
     use super::*;
 
     fn stack(id: u32) -> Value {

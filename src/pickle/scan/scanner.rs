@@ -303,7 +303,8 @@ impl<'a, 'b> Scanner<'a, 'b> {
     /// memo entry below it that is not big is complete, so referencing it needs no mark.
     ///
     /// Defined entries on the stack have increasing memo ids from the bottom (only the top is
-    /// ever defined), so the first one found is the lowest; `u64::MAX` when there is none.
+    /// ever defined), so the first one found is the lowest; when there is none, the ids
+    /// defined so far (an entry not defined yet is never settled).
     /// The entries searched once are not searched again (see `no_floor_below`), so a deep
     /// stack of entries waiting for their `APPENDS` (the C++ pickler's one batch per list)
     /// costs a look at each new one.
@@ -334,7 +335,7 @@ impl<'a, 'b> Scanner<'a, 'b> {
             }
             None => {
                 self.no_floor_below = upto;
-                u64::MAX
+                self.defined as u64
             }
         }
     }
@@ -619,7 +620,8 @@ impl<'a, 'b> Scanner<'a, 'b> {
         if c0 != self.defined as u64 || self.stack.len() + 1 >= self.max_stack {
             return Some(false);
         }
-        let floor = self.open_floor().min(c0);
+        // c0 is the ids defined so far (checked above): the floor is never above it.
+        let floor = self.open_floor();
         let mut w = Skim {
             buf: self.buf,
             table: &self.defs.table,
@@ -689,8 +691,8 @@ impl<'a, 'b> Scanner<'a, 'b> {
         // Entries below the open floor are complete, so they cannot be filled later and
         // need no reference mark (the table stays untouched: these are the millions of frame
         // references). Anything else takes the checked path, and so does an entry not defined
-        // yet (with no floor open, the floor is above every id).
-        let (floor, big) = (self.open_floor().min(self.defined as u64), self.big_mask);
+        // yet (the floor is never above the ids defined).
+        let (floor, big) = (self.open_floor(), self.big_mask);
         let buf = self.buf;
         let mut p = op_at;
         let end = loop {
