@@ -8,6 +8,7 @@ pub mod bands;
 pub mod frames;
 pub mod state;
 pub mod tree;
+pub mod window;
 
 use super::categories::{self, CategoriesReport, CategoryOptions};
 use super::frag::{self, DeviceFrag, FragOptions};
@@ -322,7 +323,7 @@ fn moments(
 
 /// The state, fragmentation, top rows and flame of one moment (`r` absent: the final state
 /// of a device without a trace).
-fn moment_view(
+pub(super) fn moment_view(
     snap: &Snapshot,
     r: Option<&DeviceReplay>,
     dev: &crate::model::Device,

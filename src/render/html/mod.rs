@@ -22,17 +22,61 @@ pub struct Embedded<'a> {
     pub report: &'a PageReport,
 }
 
-/// Writes the page of `report`, `title` naming the snapshot.
+/// The static page's policy: nothing may be requested at all.
+const CSP_STATIC: &str =
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:";
+/// The served page's policy: requests only to the server that served it.
+const CSP_SERVED: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'";
+
+/// What a page served by `memlens serve` knows of its server: the files it serves and which
+/// one this page is. The token is not written here: the page reads it from its own URL.
+#[derive(Serialize)]
+pub struct Served<'a> {
+    /// Every file served, as given, in the order of the command line.
+    pub files: &'a [String],
+    /// The index in `files` of the file this page shows.
+    pub file: usize,
+}
+
+/// Writes the page of `report`, `title` naming the snapshot: the static, self-contained page.
 pub fn write(out: &mut dyn Write, title: &str, report: &PageReport) -> Result<()> {
+    write_page(out, title, report, None)
+}
+
+/// Writes the page `memlens serve` serves for `report`: the same page, which asks its server
+/// for each window it zooms to (`served`), under a policy that lets it reach that server only.
+pub fn write_served(
+    out: &mut dyn Write,
+    title: &str,
+    report: &PageReport,
+    served: &Served,
+) -> Result<()> {
+    write_page(out, title, report, Some(served))
+}
+
+fn write_page(
+    out: &mut dyn Write,
+    title: &str,
+    report: &PageReport,
+    served: Option<&Served>,
+) -> Result<()> {
     let data = serde_json::to_string(&Embedded {
         file: title,
         report,
     })?;
+    let serve = serde_json::to_string(&served)?;
+    let csp = if served.is_some() {
+        CSP_SERVED
+    } else {
+        CSP_STATIC
+    };
     let mut rest = TEMPLATE;
     for (marker, what) in [
+        ("{{CSP}}", Part::Raw(csp)),
         ("{{TITLE}}", Part::Text(title)),
         ("{{STYLE}}", Part::Raw(STYLE)),
         ("{{DATA}}", Part::Json(&data)),
+        ("{{SERVE}}", Part::Json(&serve)),
         ("{{SCRIPT}}", Part::Raw(SCRIPT)),
     ] {
         let (before, after) = rest

@@ -1,0 +1,165 @@
+//! The page's timeline for one window of one device, at the detail of the pixels that show
+//! it: what `memlens serve` answers when the page zooms (`/api/window`). The window's samples
+//! are per-column extremes while it holds more events than columns, and every event when it
+//! holds fewer; its bands are chosen for the window (every allocation made or freed in a
+//! window of few events gets one), and its frames and stacks travel with it.
+
+use super::bands::{self, BandOptions, Bands};
+use super::{MomentView, PageOptions};
+use super::frames::{FrameInfo, FrameTable};
+use crate::model::Snapshot;
+use crate::replay::{self, DeviceReplay, Moment, Window};
+use serde::Serialize;
+
+/// What the page asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowRequest {
+    /// Device index.
+    pub device: u32,
+    /// First state shown (-1: before the first event).
+    pub first: i64,
+    /// Last state shown.
+    pub last: i64,
+    /// Plot columns (device pixels) the window is drawn on: the downsampling's buckets.
+    pub columns: usize,
+}
+
+/// The timeline of one window, with the frames of its bands.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WindowView {
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Device index.
+    pub device: u32,
+    /// The window, clamped to the trace.
+    pub window: Window,
+    /// The peak of live requested bytes inside the window.
+    pub peak: Moment,
+    /// Live requested bytes at that peak.
+    pub peak_bytes: u64,
+    /// The largest reserved bytes inside the window.
+    pub max_reserved_bytes: u64,
+    /// The stacked bands.
+    #[serde(flatten)]
+    pub bands: Bands,
+    /// Frames of the bands' stacks (indices are this response's own).
+    pub frames: Vec<FrameInfo>,
+    /// Stacks as indices into `frames`, innermost first.
+    pub stacks: Vec<Vec<u32>>,
+}
+
+/// Most columns a request may ask for.
+pub const MAX_COLUMNS: usize = 16_384;
+
+/// The window `req` of `snap`, or why it cannot be shown (unknown device, a window outside
+/// the trace, no columns).
+pub fn window(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    req: &WindowRequest,
+) -> Result<WindowView, String> {
+    let r = replays
+        .iter()
+        .find(|r| r.device == req.device)
+        .ok_or_else(|| format!("device {} has no trace", req.device))?;
+    if req.columns == 0 || req.columns > MAX_COLUMNS {
+        return Err(format!("columns must be 1..={MAX_COLUMNS}"));
+    }
+    let full = r.full_window();
+    if req.first > req.last {
+        return Err(format!("first {} is after last {}", req.first, req.last));
+    }
+    let w = Window {
+        first: req.first.max(full.first),
+        last: req.last.min(full.last),
+    };
+    if w.first > w.last {
+        return Err(format!(
+            "window {}..{} is outside the trace ({}..{})",
+            req.first, req.last, full.first, full.last
+        ));
+    }
+    let dev = snap
+        .devices
+        .iter()
+        .find(|d| d.id == req.device)
+        .expect("a replayed device is a device of the snapshot");
+    let trace = snap.device_trace(dev);
+    let mut table = FrameTable::default();
+    let opts = BandOptions {
+        buckets: req.columns,
+        ..BandOptions::default()
+    };
+    let bands = bands::bands(snap, r, trace, w, opts, &mut table);
+    let peak_at = r.peak_in(w);
+    let max_reserved_bytes = (w.first..=w.last)
+        .map(|i| r.reserved_at(i))
+        .max()
+        .unwrap_or(0);
+    let (frames, stacks) = table.into_parts();
+    Ok(WindowView {
+        schema_version: crate::analyze::SCHEMA_VERSION,
+        device: req.device,
+        window: w,
+        peak: replay::moment(trace, peak_at),
+        peak_bytes: r.live_at(peak_at),
+        max_reserved_bytes,
+        bands,
+        frames,
+        stacks,
+    })
+}
+
+/// One moment of one device, as the page's state, top and flame sections show it, with its
+/// own frames and stacks: what `memlens serve` answers for `/api/moment`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MomentPage {
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Device index.
+    pub device: u32,
+    /// The moment.
+    pub moment: MomentView,
+    /// Frames of its stacks (indices are this response's own).
+    pub frames: Vec<FrameInfo>,
+    /// Stacks as indices into `frames`, innermost first.
+    pub stacks: Vec<Vec<u32>>,
+}
+
+/// The state after event `at` of `device` (named `name` on the page), or why it cannot be
+/// shown (unknown device, an event outside the trace).
+pub fn moment(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    device: u32,
+    at: i64,
+    name: &str,
+    opts: &PageOptions,
+) -> Result<MomentPage, String> {
+    let r = replays
+        .iter()
+        .find(|r| r.device == device)
+        .ok_or_else(|| format!("device {device} has no trace"))?;
+    let full = r.full_window();
+    if !full.contains(at) {
+        return Err(format!(
+            "event {at} is outside the trace ({}..{})",
+            full.first, full.last
+        ));
+    }
+    let dev = snap
+        .devices
+        .iter()
+        .find(|d| d.id == device)
+        .expect("a replayed device is a device of the snapshot");
+    let mut table = FrameTable::default();
+    let moment = super::moment_view(snap, Some(r), dev, name.to_string(), at, opts, &mut table)?;
+    let (frames, stacks) = table.into_parts();
+    Ok(MomentPage {
+        schema_version: crate::analyze::SCHEMA_VERSION,
+        device,
+        moment,
+        frames,
+        stacks,
+    })
+}
