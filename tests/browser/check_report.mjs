@@ -83,16 +83,16 @@ try {
   const probe = !out.ready ? { band: null, query: null } : await page.evaluate(() => {
     const data = JSON.parse(document.getElementById("memlens-data").textContent);
     const dp = data.devices.find((d) => d.device === window.memlens.device);
-    // The band covering the most area (bytes x events): one a person can point at. The
-    // largest by bytes alone may live for a sliver of a long trace.
-    let band = null, bestArea = -1;
+    // The band covering the most area (bytes x events) among those painted alone (a band
+    // under a pixel tall is part of a stratum): one a person can point at. The largest by
+    // bytes alone may live for a sliver of a long trace.
+    let band = null;
     if (dp && dp.timeline) {
       const t = dp.timeline, last = t.window.last;
-      t.bands.forEach((b, i) => {
-        const span = Math.max(1, Math.min(b.free_event == null ? last : b.free_event, last) - Math.max(b.alloc_event, t.window.first));
-        const area = b.size * span;
-        if (area > bestArea) { band = i; bestArea = area; }
-      });
+      const area = (b) => b.size * Math.max(1, Math.min(b.free_event == null ? last : b.free_event, last) - Math.max(b.alloc_event, t.window.first));
+      const order = t.bands.map((b, i) => i).sort((x, y) => area(t.bands[y]) - area(t.bands[x]));
+      band = order.find((i) => window.memlens.bandPoint(i) !== null);
+      if (band === undefined) band = null;
     }
     // a frame holding part of the flame's total (columns in pre-order), else the root's first callee
     const tree = dp && dp.moments[0] ? dp.moments[0].flame.all : null;

@@ -222,9 +222,12 @@ pub fn bands(
     }
 }
 
-/// The allocations drawn as bands: the `n` largest by bytes (the spikes that make a peak)
-/// and the `n` largest by bytes × events alive inside the window (what the eye sees on a long
-/// trace, where the largest temporaries are slivers), taken alternately until there are `n`.
+/// The allocations drawn as bands, `n` at most, taken in turn from three rankings until
+/// there are `n`: the largest by bytes (the spikes that make a peak), the largest by bytes ×
+/// events alive inside the window (what the eye sees on a long trace, where the largest
+/// temporaries are slivers), and the largest of those made or freed inside the window (what
+/// a zoomed window is about, ranked only in windows of at most `4 n` events; on a window of
+/// fewer events than `n` they all get one).
 fn chosen(r: &DeviceReplay, w: Window, mut candidates: Vec<usize>, n: usize) -> Vec<usize> {
     if candidates.len() <= n {
         return candidates;
@@ -234,21 +237,40 @@ fn chosen(r: &DeviceReplay, w: Window, mut candidates: Vec<usize>, n: usize) -> 
         let span = (a.end.min(w.last + 1) - a.start.max(w.first)).max(1) as u128;
         a.size as u128 * span
     };
+    let size = |i: usize| r.allocations[i].size as u128;
     let top = |candidates: &mut Vec<usize>, key: &dyn Fn(usize) -> u128| -> Vec<usize> {
         let cmp = |x: &usize, y: &usize| key(*y).cmp(&key(*x)).then(x.cmp(y));
-        candidates.select_nth_unstable_by(n - 1, cmp);
-        let mut best = candidates[..n].to_vec();
+        let k = n.min(candidates.len());
+        if k == 0 {
+            return Vec::new();
+        }
+        candidates.select_nth_unstable_by(k - 1, cmp);
+        let mut best = candidates[..k].to_vec();
         best.sort_unstable_by(cmp);
         best
     };
-    let by_size = top(&mut candidates, &|i| r.allocations[i].size as u128);
+    let zoomed = (w.last - w.first + 1) as u128 <= 4 * n as u128;
+    let mut inside: Vec<usize> = candidates
+        .iter()
+        .filter(|_| zoomed)
+        .copied()
+        .filter(|&i| {
+            let a = &r.allocations[i];
+            w.contains(a.start) || (a.end != NEVER && w.contains(a.end))
+        })
+        .collect();
+    let by_inside = top(&mut inside, &size);
+    let by_size = top(&mut candidates, &size);
     let by_area = top(&mut candidates, &area);
     let mut out = Vec::with_capacity(n);
     let mut seen = rustc_hash::FxHashSet::default();
-    for (s, a) in by_size.into_iter().zip(by_area) {
-        for i in [s, a] {
-            if out.len() < n && seen.insert(i) {
-                out.push(i);
+    let longest = by_size.len().max(by_area.len()).max(by_inside.len());
+    for k in 0..longest {
+        for list in [&by_size, &by_area, &by_inside] {
+            if let Some(&i) = list.get(k) {
+                if out.len() < n && seen.insert(i) {
+                    out.push(i);
+                }
             }
         }
     }

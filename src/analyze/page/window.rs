@@ -5,9 +5,9 @@
 //! window of few events gets one), and its frames and stacks travel with it.
 
 use super::bands::{self, BandOptions, Bands};
-use super::{MomentView, PageOptions};
 use super::frames::{FrameInfo, FrameTable};
-use crate::model::Snapshot;
+use super::{MomentView, PageOptions};
+use crate::model::{Action, Snapshot};
 use crate::replay::{self, DeviceReplay, Moment, Window};
 use serde::Serialize;
 
@@ -42,10 +42,28 @@ pub struct WindowView {
     /// The stacked bands.
     #[serde(flatten)]
     pub bands: Bands,
-    /// Frames of the bands' stacks (indices are this response's own).
+    /// Every trace event of the window, once it holds no more events than columns (absent
+    /// otherwise): what the page names when the cursor is over an event's column.
+    pub every_event: Option<WindowEvents>,
+    /// Frames of the bands' and events' stacks (indices are this response's own).
     pub frames: Vec<FrameInfo>,
     /// Stacks as indices into `frames`, innermost first.
     pub stacks: Vec<Vec<u32>>,
+}
+
+/// The trace events of a window, as columns.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct WindowEvents {
+    /// Event index.
+    pub index: Vec<i64>,
+    /// What happened (`alloc`, `free_requested`, `free_completed`, `segment_alloc`, ...).
+    pub action: Vec<Action>,
+    /// Block or segment address (`device_free` for an `oom`).
+    pub address: Vec<u64>,
+    /// Bytes: requested for blocks, the segment's for segment events.
+    pub size: Vec<u64>,
+    /// Stack index into the response's `stacks`.
+    pub stack: Vec<u32>,
 }
 
 /// Most columns a request may ask for.
@@ -96,6 +114,19 @@ pub fn window(
         .map(|i| r.reserved_at(i))
         .max()
         .unwrap_or(0);
+    let held = (w.last - w.first.max(0) + 1).max(0) as usize;
+    let every_event = (held <= req.columns).then(|| {
+        let mut ev = WindowEvents::default();
+        for i in w.first.max(0)..=w.last {
+            let e = &trace[i as usize];
+            ev.index.push(i);
+            ev.action.push(e.action);
+            ev.address.push(e.addr);
+            ev.size.push(e.size);
+            ev.stack.push(table.stack(snap, e.stack));
+        }
+        ev
+    });
     let (frames, stacks) = table.into_parts();
     Ok(WindowView {
         schema_version: crate::analyze::SCHEMA_VERSION,
@@ -105,6 +136,7 @@ pub fn window(
         peak_bytes: r.live_at(peak_at),
         max_reserved_bytes,
         bands,
+        every_event,
         frames,
         stacks,
     })

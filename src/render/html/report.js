@@ -13,6 +13,9 @@
     moment: null,
     flameMatch: null,
     readyMs: null,
+    // The plot after every draw: CSS pixels of #timeline-plot, the bytes at its top edge, the
+    // events at its left and right edges (event e spans [e, e + 1) in x).
+    plot: null,
   });
   const started = performance.now();
 
@@ -159,6 +162,9 @@
 
   // ---------------------------------------------------------------- data
   const DATA = JSON.parse(document.getElementById("memlens-data").textContent);
+  // A page served by `memlens serve`: the files served and which one this is (null: static).
+  const SERVE = (function () { const e = document.getElementById("memlens-serve"); return e ? JSON.parse(e.textContent) : null; })();
+  const TOKEN = SERVE ? new URLSearchParams(location.search).get("token") : null;
   const S = { dev: 0, moment: 0, showCpp: true, showTorch: true, pinned: null, tl: null };
   const tooltip = el("div", { id: "tooltip", role: "tooltip", hidden: true });
 
@@ -191,6 +197,7 @@
     if (n === "peak") return "Peak";
     if (n === "end") return devPage().timeline ? "End of trace" : "Final state";
     if (n === "at") return "--at moment";
+    if (n === "window peak") return "Peak of the window shown";
     if (n.startsWith("oom:")) return "OOM " + n.slice(4);
     return n;
   }
@@ -319,22 +326,49 @@
   }
 
   // 3. timeline
-  function buildTimeline(dp) {
-    const tl = dp.timeline;
+  //
+  // Four stacked canvases: back (phases, grid, axes), #timeline-plot (the live bytes alone,
+  // painted pixel by pixel), marks (reserved line, peak, OOMs, moment, pinned outline) and
+  // over (hover, drag). The plot is painted per device-pixel column from one sample: the
+  // highest live bytes among the samples whose state overlaps the column (the samples keep
+  // every bucket's maximum, so spikes are never lost). In that column the bands live at the
+  // sample are stacked in allocation order with their boundaries rounded to whole rows, so
+  // they tile the column exactly: a band under a pixel tall still holds its bytes. Runs of
+  // such bands are painted as one stratum in the colour of their largest site (hover names
+  // them), and the aggregate band of every other allocation goes on top. The painted height
+  // of a column is therefore its live bytes, whatever the zoom.
+  function tlSource(tl) {
     const smp = tl.samples;
     const n = smp.event_index.length;
     const sx = new Float64Array(n + 1);
     for (let i = 0; i < n; i++) sx[i] = smp.event_index[i];
     sx[n] = n ? smp.event_index[n - 1] + 1 : 0;
-    let origin = null;
-    for (const t of smp.time_us) if (t != null) { origin = t; break; }
-    const bands = tl.bands.map((b) => {
+    const bands = tl.bands.map((b, i) => {
       const k = b.base.length / 2;
       const segS = new Int32Array(k + 1), segB = new Float64Array(k);
       for (let j = 0; j < k; j++) { segS[j] = b.base[2 * j]; segB[j] = b.base[2 * j + 1]; }
       segS[k] = b.last_sample + 1;
-      return { b: b, segS: segS, segB: segB, color: siteColor(b.site) };
+      const color = siteColor(b.site);
+      return { b: b, segS: segS, segB: segB, color: color, rgba: packColor(color, i % 2 ? 0.9 : 1) };
     });
+    return { tl: tl, smp: smp, n: n, sx: sx, bands: bands, events: tl.every_event || null };
+  }
+  function packColor(hexColor, shade) { // "#rrggbb" → ABGR word for ImageData, darkened by `shade`
+    const v = parseInt(hexColor.slice(1), 16);
+    const r = Math.round(((v >> 16) & 255) * shade), g = Math.round(((v >> 8) & 255) * shade), b = Math.round((v & 255) * shade);
+    return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
+  }
+  function paleColor(word) { // the same colour mixed half with white (others while a band is pinned)
+    const r = word & 255, g = (word >> 8) & 255, b = (word >> 16) & 255;
+    const m = (c) => Math.round((c + 255) / 2);
+    return ((255 << 24) | (m(b) << 16) | (m(g) << 8) | m(r)) >>> 0;
+  }
+  const OTHER_RGBA = packColor("#c3c8cf", 1);
+  function buildTimeline(dp) {
+    const tl = dp.timeline;
+    const src = tlSource(tl);
+    let origin = null;
+    for (const t of tl.samples.time_us) if (t != null) { origin = t; break; }
     // Phases (annotations) and steps (leaks), laid out in lanes.
     const items = tl.phases.map((p) => ({ name: p.name, first: p.first_event, last: p.last_event, kind: "phase", start_us: p.start_us, end_us: p.end_us }));
     const lk = (DATA.leaks.devices || []).find((d) => d.device === dp.device);
@@ -355,8 +389,14 @@
     const lanes = Math.min(laneEnd.length, 4);
     let shade = 0;
     for (const it of items) if (it.lane === 0) it.shade = shade++ % 2;
-    return { dp: dp, tl: tl, smp: smp, n: n, sx: sx, origin: origin, bands: bands, phases: items, lanes: lanes,
-      x0: sx[0], x1: sx[n], hover: null, drag: null, geo: null };
+    const T = { dp: dp, full: src, origin: origin, phases: items, lanes: lanes, hover: null, drag: null, geo: null, seq: 0,
+      lo: src.sx[0], hi: src.sx[src.n] };
+    useSource(T, src);
+    T.x0 = T.lo; T.x1 = T.hi;
+    return T;
+  }
+  function useSource(T, src) {
+    T.src = src; T.tl = src.tl; T.smp = src.smp; T.n = src.n; T.sx = src.sx; T.bands = src.bands;
   }
 
   function renderTimeline() {
@@ -365,6 +405,7 @@
     S.tl = null;
     ML.drawn.timeline_bands = 0;
     ML.view = { first: null, last: null };
+    ML.plot = null;
     if (!dp || !dp.timeline || !dp.timeline.samples.event_index.length) {
       const msgs = dp ? absentFor(dp.device).filter((a) => a.code === "no_trace") : [];
       fill(s, heading("Active memory timeline"),
@@ -373,27 +414,30 @@
     }
     const T = (S.tl = buildTimeline(dp));
     const tl = dp.timeline;
-    const base = el("canvas", { class: "tl-base" });
+    const back = el("canvas", { class: "tl-back" });
+    const plot = el("canvas", { class: "tl-layer", id: "timeline-plot" });
+    const marks = el("canvas", { class: "tl-layer" });
     const over = el("canvas", { class: "tl-over", "aria-label": "active memory timeline" });
-    const wrap = el("div", { class: "tl-wrap" }, base, over);
-    T.base = base; T.over = over; T.wrap = wrap;
+    const wrap = el("div", { class: "tl-wrap" }, back, plot, marks, over);
+    T.back = back; T.plot = plot; T.marks = marks; T.over = over; T.wrap = wrap;
     const peak = el("span", { class: "peak-figure", "data-testid": "peak-bytes", "data-bytes": String(tl.peak_bytes), title: fmtInt(tl.peak_bytes) + " bytes" }, fmtBytes(tl.peak_bytes));
     const pinned = el("aside", { id: "pinned", class: "pinned" });
     T.pinnedEl = pinned;
+    T.detailEl = el("span", { class: "muted", "data-testid": "timeline-detail" });
     const legend = el("div", { class: "legend" },
-      el("span", null, el("i", { class: "sw sw-bands" }), "allocations, coloured by site (" + (tl.other_allocations ? fmtInt(tl.bands.length) + " largest by bytes and by bytes × lifetime" : "all " + fmtInt(tl.bands.length)) + ")"),
+      el("span", null, el("i", { class: "sw sw-bands" }), "allocations, coloured by site (" + (tl.other_allocations ? fmtInt(tl.bands.length) + " largest by bytes and by bytes × lifetime" : "all " + fmtInt(tl.bands.length)) + "; those under a pixel tall merge into strata)"),
       el("span", null, el("i", { class: "sw sw-other" }), "other allocations (" + fmtInt(tl.other_allocations) + (tl.other_allocations ? ", each ≤ " + fmtBytes(tl.largest_other_bytes) : "") + ")"),
       el("span", null, el("i", { class: "sw sw-reserved" }), "reserved"),
       el("span", null, el("i", { class: "sw sw-peak" }), "peak"),
       tl.oom_events.length ? el("span", null, el("i", { class: "sw sw-oom" }), "OOM") : null,
       T.phases.length ? el("span", null, el("i", { class: "sw sw-phase" }), "phases / steps") : null,
       el("span", null, el("i", { class: "sw sw-moment" }), "moment shown below"));
-    fill(s, 
+    fill(s,
       heading("Active memory timeline", "cuda:" + dp.device + " · " + fmtInt(tl.events) + (tl.events === 1 ? " event" : " events") + " · window " + tl.window.first + "…" + tl.window.last),
       el("div", { class: "figures" },
         el("span", null, "Peak ", peak, " at event " + fmtInt(tl.peak.event_index)),
         el("span", null, "max reserved ", el("b", null, fmtBytes(tl.max_reserved_bytes))),
-        el("span", null, fmtInt(tl.samples.event_index.length) + " samples"),
+        T.detailEl,
         el("span", { class: "hint" }, "drag to zoom · double-click to reset · click a band to pin it (Esc unpins)"),
         el("button", { class: "btn", onclick: () => { resetZoom(); } }, "Reset zoom")),
       el("div", { class: "tl-grid" }, wrap, pinned),
@@ -406,15 +450,65 @@
     drawTimeline();
   }
 
+  // Zoom: the static page shows its samples larger; a served page asks its server for the
+  // window at the detail of its columns (every event once the window holds fewer events than
+  // columns). Either way the URL's #window=FIRST-LAST names what is shown.
   function resetZoom() {
     const T = S.tl;
-    if (!T) return;
-    T.x0 = T.sx[0]; T.x1 = T.sx[T.n];
-    drawTimeline();
+    if (!T) return Promise.resolve(false);
+    return zoomTo(T.lo, T.hi - 1);
+  }
+  function zoomTo(first, last) {
+    const T = S.tl;
+    if (!T) return Promise.resolve(false);
+    first = Math.max(T.lo, Math.min(Math.floor(first), T.hi - 1));
+    last = Math.max(first, Math.min(Math.floor(last), T.hi - 1));
+    T.x0 = first; T.x1 = last + 1;
+    const whole = first === T.lo && last === T.hi - 1;
+    setHash(whole ? null : first + "-" + last);
+    const seq = ++T.seq;
+    if (!SERVE || whole) {
+      if (T.src !== T.full) { const pinned = pinnedBand(); useSource(T, T.full); repin(pinned); }
+      drawTimeline();
+      if (SERVE && whole) followWindow(T, null);
+      return Promise.resolve(true);
+    }
+    drawTimeline(); // the samples at hand, larger, while the window is fetched
+    const g = T.geo, dpr = window.devicePixelRatio || 1;
+    const columns = Math.max(1, Math.round((g.right - g.left) * dpr));
+    T.detailEl.textContent = "fetching events " + fmtInt(first) + "…" + fmtInt(last) + "…";
+    return api("window", { device: T.dp.device, first: first, last: last, columns: columns }).then((w) => {
+      if (seq !== T.seq || S.tl !== T) return false;
+      const remap = adoptStacks(w.frames, w.stacks);
+      for (const b of w.bands) b.stack = remap(b.stack);
+      if (w.every_event) w.every_event.stack = w.every_event.stack.map(remap);
+      const pinned = pinnedBand();
+      useSource(T, tlSource(w));
+      repin(pinned);
+      drawTimeline();
+      followWindow(T, w);
+      return true;
+    });
+  }
+  function repin(b) { // the pinned allocation again, in a new set of bands
+    if (!b) return;
+    const i = S.tl.bands.findIndex((B) => B.b.address === b.address && B.b.alloc_event === b.alloc_event);
+    S.pinned = i >= 0 ? i : null;
+    ML.pinned = S.pinned;
+  }
+  function setHash(w) {
+    try {
+      const url = location.pathname + location.search + (w ? "#window=" + w : "");
+      history.replaceState(null, "", url);
+    } catch (_) { /* file:// pages may refuse; the view is still right */ }
+  }
+  function hashWindow() {
+    const m = /^#window=(-?\d+)-(-?\d+)$/.exec(location.hash || "");
+    return m ? [Number(m[1]), Number(m[2])] : null;
   }
 
   function tlGeometry(T) {
-    const W = Math.max(320, T.wrap.clientWidth || 800);
+    const W = Math.max(320, Math.floor(T.wrap.clientWidth || 800));
     const laneH = 16;
     const top = 10 + T.lanes * laneH + (T.lanes ? 6 : 0);
     const H = 380 + top;
@@ -425,14 +519,16 @@
     const T = S.tl;
     if (!T) return;
     const g = (T.geo = tlGeometry(T));
-    const ctx = setupCanvas(T.base, g.W, g.H);
+    const ctx = setupCanvas(T.back, g.W, g.H);
+    setupCanvas(T.plot, g.W, g.H);
+    setupCanvas(T.marks, g.W, g.H);
     setupCanvas(T.over, g.W, g.H);
     const { smp, sx, n } = T;
     const pw = g.right - g.left, ph = g.bottom - g.top;
     const x0 = T.x0, x1 = T.x1;
-    ML.view = { first: Math.max(Math.floor(x0), sx[0]), last: Math.min(Math.ceil(x1) - 1, sx[n] - 1) };
+    ML.view = { first: x0, last: x1 - 1 };
     const i0 = Math.max(0, lowerBound(smp.event_index, x0));
-    const i1 = Math.max(0, lowerBound(smp.event_index, x1));
+    const i1 = Math.max(0, lowerBound(smp.event_index, x1 - 1));
     let ymax = 0;
     for (let i = i0; i <= i1 && i < n; i++) ymax = Math.max(ymax, smp.reserved_bytes[i], smp.live_bytes[i]);
     if (!(ymax > 0)) ymax = 1024;
@@ -483,47 +579,117 @@
     ctx.textAlign = "right";
     ctx.fillStyle = "#8a96a3";
     ctx.fillText("event index", g.right, g.bottom + 18);
-    // plot
-    ctx.save();
-    ctx.beginPath(); ctx.rect(g.left, g.top - 1, pw, ph + 1); ctx.clip();
-    let drawn = 0;
+    ctx.strokeStyle = "#9aa5b1"; ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(g.left, g.bottom + 0.5); ctx.lineTo(g.right, g.bottom + 0.5); ctx.stroke();
+    paintPlot(T);
+    drawMarks(T);
+    drawOverlay();
+    const shown = (T.src.events ? "every event" : fmtInt(n) + " samples") + (T.src === T.full ? "" : " of events " + fmtInt(T.tl.window.first) + "…" + fmtInt(T.tl.window.last));
+    T.detailEl.textContent = shown;
+    ML.plot = { left: g.left, top: g.top, width: pw, height: ph, y_max_bytes: ymax, first_event: x0, last_event: x1 - 1 };
+  }
+
+  // The column picture: which sample each device-pixel column shows, and its stack.
+  function pickSamples(T, cols) {
+    const { smp, sx, n } = T;
+    const pick = new Int32Array(cols).fill(-1);
+    const span = (T.x1 - T.x0) / cols;
+    let i = Math.max(0, lowerBound(smp.event_index, T.x0));
+    for (let c = 0; c < cols; c++) {
+      const xa = T.x0 + c * span, xb = T.x0 + (c + 1) * span;
+      if (xb <= sx[0] || xa >= sx[n]) continue;
+      while (i > 0 && sx[i] > xa) i--;
+      while (i + 1 < n && sx[i + 1] <= xa) i++;
+      let best = -1;
+      for (let j = i; j < n && sx[j] < xb; j++) {
+        if (sx[j + 1] <= xa) continue;
+        if (best < 0 || smp.live_bytes[j] > smp.live_bytes[best]) best = j;
+      }
+      pick[c] = best;
+    }
+    return pick;
+  }
+  // Walks the stack of sample `s` bottom-up: visit(lo, hi, kind, ref) for each band drawn
+  // alone (kind "band", ref its index), each stratum of bands under MIN_ROWS rows (kind
+  // "stratum", ref its member indices when `members`, else the index of its largest band),
+  // and the aggregate of the other allocations (kind "other").
+  const MIN_ROWS = 1.5;
+  function walkColumn(T, s, rowsPerByte, members, visit) {
+    const bands = T.bands;
+    let base = 0, run = null;
+    const flush = () => {
+      if (run) visit(run.lo, run.hi, "stratum", members ? run.list : run.big);
+      run = null;
+    };
+    for (let i = 0; i < bands.length; i++) {
+      const b = bands[i].b;
+      if (b.first_sample > s || b.last_sample < s) continue;
+      const lo = base, hi = base + b.size;
+      base = hi;
+      if (b.size * rowsPerByte >= MIN_ROWS || i === S.pinned) { flush(); visit(lo, hi, "band", i); continue; }
+      if (run && bands[run.big].b.site !== b.site && (run.hi - run.lo) * rowsPerByte >= MIN_ROWS) flush();
+      if (!run) run = { lo: lo, hi: hi, big: i, list: members ? [i] : null };
+      else {
+        run.hi = hi;
+        if (b.size > bands[run.big].b.size) run.big = i;
+        if (members) run.list.push(i);
+      }
+    }
+    flush();
+    const other = T.smp.other_bytes[s];
+    if (other > 0) visit(base, base + other, "other", null);
+    return base + other;
+  }
+  function paintPlot(T) {
+    const g = T.geo, dpr = window.devicePixelRatio || 1;
+    const L = Math.round(g.left * dpr), R = Math.round(g.right * dpr);
+    const TOP = Math.round(g.top * dpr), BOT = Math.round(g.bottom * dpr);
+    const cols = R - L, rows = BOT - TOP;
+    const ctx = T.plot.getContext("2d");
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, T.plot.width, T.plot.height);
+    T.cols = null;
+    if (cols <= 0 || rows <= 0) return;
+    const perByte = rows / T.ymax;
+    const pick = pickSamples(T, cols);
+    T.cols = { L: L, TOP: TOP, cols: cols, rows: rows, perByte: perByte, pick: pick, dpr: dpr };
+    const img = ctx.createImageData(cols, rows);
+    const px = new Uint32Array(img.data.buffer);
     const pinnedI = S.pinned;
-    for (let i = 0; i < T.bands.length; i++) {
-      const B = T.bands[i], b = B.b;
-      if (sx[b.last_sample + 1] < x0 || sx[b.first_sample] > x1) continue;
-      const hpx = b.size * ky;
-      if (hpx < 0.5 && i !== pinnedI) continue;
-      drawn++;
-      ctx.globalAlpha = pinnedI != null && pinnedI !== i ? 0.5 : 1;
-      bandPath(ctx, T, B);
-      ctx.fillStyle = B.color;
-      ctx.fill();
-      if (hpx > 3) { ctx.strokeStyle = "rgba(255,255,255,0.55)"; ctx.lineWidth = 0.75; ctx.stroke(); }
+    const colors = T.bands.map((B, i) => pinnedI != null && i !== pinnedI ? paleColor(B.rgba) : B.rgba);
+    const other = pinnedI != null ? paleColor(OTHER_RGBA) : OTHER_RGBA;
+    const row = (v) => Math.max(0, Math.min(rows, Math.round(rows - v * perByte)));
+    const drawn = new Uint8Array(T.bands.length);
+    for (let c = 0; c < cols; c++) {
+      const s = pick[c];
+      if (s < 0) continue;
+      walkColumn(T, s, perByte, false, (lo, hi, kind, ref) => {
+        const color = kind === "other" ? other : colors[ref];
+        if (kind !== "other") drawn[ref] = 1;
+        for (let r = row(hi), e = row(lo); r < e; r++) px[r * cols + c] = color;
+      });
     }
-    ctx.globalAlpha = 1;
-    ML.drawn.timeline_bands = drawn;
-    // aggregate band on top of the bands
-    const j0 = Math.max(0, i0), j1 = Math.min(n - 1, i1);
-    ctx.beginPath();
-    for (let i = j0; i <= j1; i++) {
-      const y = Y(smp.live_bytes[i]);
-      if (i === j0) ctx.moveTo(X(sx[i]), y); else ctx.lineTo(X(sx[i]), y);
-      ctx.lineTo(X(sx[i + 1]), y);
-    }
-    for (let i = j1; i >= j0; i--) {
-      const y = Y(smp.live_bytes[i] - smp.other_bytes[i]);
-      ctx.lineTo(X(sx[i + 1]), y);
-      ctx.lineTo(X(sx[i]), y);
-    }
-    ctx.closePath();
-    ctx.fillStyle = pinnedI != null ? "rgba(190,196,204,0.5)" : "#c3c8cf";
-    ctx.fill();
-    // pinned outline
+    ctx.putImageData(img, L, TOP);
+    let k = 0;
+    for (let i = 0; i < drawn.length; i++) k += drawn[i];
+    ML.drawn.timeline_bands = k;
+  }
+  function drawMarks(T) {
+    const g = T.geo, ctx = T.marks.getContext("2d");
+    const dpr = window.devicePixelRatio || 1;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, g.W, g.H);
+    const { smp, sx, n, X, Y } = T;
+    const x0 = T.x0, x1 = T.x1;
+    ctx.save();
+    ctx.beginPath(); ctx.rect(g.left, g.top - 1, g.right - g.left, g.bottom - g.top + 1); ctx.clip();
+    const pinnedI = S.pinned;
     if (pinnedI != null && T.bands[pinnedI]) {
       bandPath(ctx, T, T.bands[pinnedI]);
       ctx.strokeStyle = "#111827"; ctx.lineWidth = 1.5; ctx.stroke();
     }
     // reserved line
+    const j0 = Math.max(0, lowerBound(smp.event_index, x0)), j1 = Math.min(n - 1, Math.max(0, lowerBound(smp.event_index, x1)));
     ctx.beginPath();
     for (let i = j0; i <= j1; i++) {
       const y = Math.round(Y(smp.reserved_bytes[i])) + 0.5;
@@ -534,8 +700,8 @@
     ctx.restore();
     // OOM markers
     ctx.textAlign = "left"; ctx.textBaseline = "top";
-    for (const e of T.tl.oom_events) {
-      if (e < x0 || e > x1) continue;
+    for (const e of T.dp.timeline.oom_events) {
+      if (e < x0 || e >= x1) continue;
       const x = Math.round(X(e + 0.5)) + 0.5;
       ctx.strokeStyle = "#c81e1e"; ctx.lineWidth = 1.5; ctx.setLineDash([4, 3]);
       ctx.beginPath(); ctx.moveTo(x, g.top); ctx.lineTo(x, g.bottom); ctx.stroke(); ctx.setLineDash([]);
@@ -543,26 +709,24 @@
     }
     // moment marker
     const m = moment();
-    if (m && m.at.event_index >= x0 && m.at.event_index <= x1) {
+    if (m && m.at.event_index >= x0 && m.at.event_index < x1) {
       const x = Math.round(X(m.at.event_index + 0.5)) + 0.5;
       ctx.strokeStyle = "#2563eb"; ctx.lineWidth = 1; ctx.setLineDash([2, 3]);
       ctx.beginPath(); ctx.moveTo(x, g.top); ctx.lineTo(x, g.bottom); ctx.stroke(); ctx.setLineDash([]);
       ctx.fillStyle = "#2563eb";
       ctx.beginPath(); ctx.moveTo(x - 5, g.bottom); ctx.lineTo(x + 5, g.bottom); ctx.lineTo(x, g.bottom - 7); ctx.fill();
     }
-    // peak marker
-    const pe = T.tl.peak.event_index;
-    if (pe >= x0 && pe <= x1) {
-      const x = X(pe + 0.5), y = Y(T.tl.peak_bytes);
+    // peak marker: the whole trace's, or the window's when a served window is shown
+    const pk = T.src === T.full ? T.dp.timeline : T.tl;
+    const pe = pk.peak.event_index;
+    if (pe >= x0 && pe < x1) {
+      const x = X(pe + 0.5), y = Y(pk.peak_bytes);
       ctx.fillStyle = "#111827";
       ctx.beginPath(); ctx.arc(x, y, 3.5, 0, Math.PI * 2); ctx.fill();
       ctx.strokeStyle = "#111827"; ctx.lineWidth = 1;
       ctx.beginPath(); ctx.moveTo(x, y - 4); ctx.lineTo(x, Math.max(g.top + 2, y - 14)); ctx.stroke();
-      label(ctx, "peak " + fmtBytes(T.tl.peak_bytes), x, Math.max(g.top + 2, y - 30), "#111827", g);
+      label(ctx, (T.src === T.full ? "peak " : "window peak ") + fmtBytes(pk.peak_bytes), x, Math.max(g.top + 2, y - 30), "#111827", g);
     }
-    ctx.strokeStyle = "#9aa5b1"; ctx.lineWidth = 1;
-    ctx.beginPath(); ctx.moveTo(g.left, g.bottom + 0.5); ctx.lineTo(g.right, g.bottom + 0.5); ctx.stroke();
-    drawOverlay();
   }
   function label(ctx, text, x, y, color, g, left) {
     ctx.font = "600 11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
@@ -579,9 +743,10 @@
   function bandPath(ctx, T, B) {
     const { X, Y, sx } = T;
     const size = B.b.size, k = B.segB.length;
+    const minH = 1.5 / T.ky; // an outline at least 1.5 px tall
     ctx.beginPath();
     for (let j = 0; j < k; j++) {
-      const y = Y(B.segB[j] + size);
+      const y = Y(B.segB[j] + Math.max(size, minH));
       const xa = X(sx[B.segS[j]]), xb = X(sx[B.segS[j + 1]]);
       if (j === 0) ctx.moveTo(xa, y); else ctx.lineTo(xa, y);
       ctx.lineTo(xb, y);
@@ -597,9 +762,10 @@
     const j = lowerBound(B.segS.subarray(0, B.segB.length), s);
     return j < 0 ? null : B.segB[j];
   }
+  // What is under a point of the plot: the same column walk that painted it.
   function tlHit(px, py) {
-    const T = S.tl, g = T.geo;
-    if (!g || px < g.left || px > g.right) return null;
+    const T = S.tl, g = T.geo, C = T.cols;
+    if (!g || !C || px < g.left || px > g.right) return null;
     if (py < g.top) {
       const lane = Math.floor((py - g.laneTop) / g.laneH);
       const e = T.x0 + (px - g.left) / T.kx;
@@ -607,21 +773,20 @@
       return it ? { kind: "phase", it: it } : null;
     }
     if (py > g.bottom) return null;
-    const e = T.x0 + (px - g.left) / T.kx;
-    const s = lowerBound(T.smp.event_index, e);
-    if (s < 0 || s >= T.n) return null;
-    const y = (g.bottom - py) / T.ky;
-    const live = T.smp.live_bytes[s], other = T.smp.other_bytes[s];
-    if (y < live - other) {
-      for (let i = 0; i < T.bands.length; i++) {
-        const B = T.bands[i], b = B.b;
-        if (b.first_sample > s || b.last_sample < s) continue;
-        const base = bandBaseAt(B, s);
-        if (base != null && y >= base && y < base + b.size) return { kind: "band", i: i, s: s };
-      }
-    }
-    if (y >= live - other && y < live && other > 0) return { kind: "other", s: s };
-    return { kind: "sample", s: s };
+    const c = Math.max(0, Math.min(C.cols - 1, Math.floor(px * C.dpr) - C.L));
+    const s = C.pick[c];
+    if (s < 0) return null;
+    const r = Math.floor(py * C.dpr) - C.TOP;
+    const row = (v) => Math.round(C.rows - v * C.perByte);
+    let hit = null;
+    walkColumn(T, s, C.perByte, true, (lo, hi, kind, ref) => {
+      if (!hit && r >= row(hi) && r < row(lo)) hit = { kind: kind, ref: ref, lo: lo, hi: hi };
+    });
+    const e = Math.floor(T.x0 + (px - g.left) / T.kx);
+    if (!hit) return { kind: "sample", s: s, e: e };
+    if (hit.kind === "band") return { kind: "band", i: hit.ref, s: s, e: e };
+    if (hit.kind === "stratum") return { kind: "stratum", list: hit.ref, bytes: hit.hi - hit.lo, s: s, e: e };
+    return { kind: "other", s: s, e: e };
   }
   function bandDetails(i, full) {
     const T = S.tl, b = T.bands[i].b;
@@ -639,6 +804,37 @@
       ]),
       stackList(b.stack));
   }
+  function stratumDetails(h) { // a run of bands under a pixel tall, by site
+    const T = S.tl;
+    const bySite = new Map();
+    for (const i of h.list) {
+      const b = T.bands[i].b;
+      const e = bySite.get(b.site) || { n: 0, bytes: 0, color: T.bands[i].color };
+      e.n++; e.bytes += b.size;
+      bySite.set(b.site, e);
+    }
+    const rows = [...bySite.entries()].sort((a, b) => b[1].bytes - a[1].bytes);
+    const head = rows.length === 1
+      ? fmtInt(h.list.length) + " allocation" + (h.list.length === 1 ? "" : "s") + " of " + rows[0][0]
+      : fmtInt(h.list.length) + " allocations of " + rows.length + " sites";
+    return el("div", { class: "tip" },
+      el("div", { class: "tip-title" }, el("i", { class: "sw", style: "background:" + rows[0][1].color }), el("b", null, fmtBytes(h.bytes)), " " , el("span", null, head)),
+      el("p", { class: "muted" }, "Each under a pixel tall at this zoom, so painted together; zoom in or pin one to see it alone."),
+      el("table", { class: "grid compact" }, el("tbody", null, rows.slice(0, 8).map(([site, e]) =>
+        el("tr", null, el("td", null, el("i", { class: "sw", style: "background:" + e.color })), el("td", { class: "mono site" }, path(site)), el("td", { class: "num" }, fmtInt(e.n)), bytesCell(e.bytes))))),
+      rows.length > 8 ? el("p", { class: "muted" }, "… and " + (rows.length - 8) + " more sites") : null,
+      eventDetails(h));
+  }
+  function eventDetails(h) { // the trace event under the cursor, once every event is shown
+    const T = S.tl, ev = T.src.events;
+    if (!ev || h.e == null) return null;
+    const k = lowerBound(ev.index, h.e);
+    if (k < 0 || ev.index[k] !== h.e) return null;
+    const action = ev.action[k];
+    return el("div", { class: "tip-event", "data-event": String(h.e) },
+      el("div", null, el("b", null, "event " + fmtInt(h.e)), " · " + action.replace(/_/g, " ") + " · ", el("b", null, fmtBytes(ev.size[k])), " (" + fmtInt(ev.size[k]) + " bytes) at ", el("span", { class: "mono" }, hex(ev.address[k]))),
+      ev.stack[k] != null ? stackList(ev.stack[k]) : null);
+  }
   function sampleDetails(h) {
     const T = S.tl, s = h.s, smp = T.smp;
     const ev = smp.event_index[s];
@@ -655,7 +851,8 @@
         ["reserved", fmtBytes(smp.reserved_bytes[s])],
         ["in bands", fmtBytes(smp.live_bytes[s] - smp.other_bytes[s])],
         phases.length ? ["phase", phases.join(", ")] : null,
-      ]));
+      ]),
+      eventDetails(h));
   }
   function tlPos(e) {
     const r = S.tl.over.getBoundingClientRect();
@@ -675,7 +872,12 @@
     T.hover = h && h.kind === "band" ? h.i : null;
     drawOverlay();
     if (!h) { hideTip(); return; }
-    if (h.kind === "band") showTip(bandDetails(h.i, false), e.clientX, e.clientY);
+    if (h.kind === "band") {
+      const tip = bandDetails(h.i, false);
+      const evd = eventDetails(h);
+      if (evd) tip.appendChild(evd);
+      showTip(tip, e.clientX, e.clientY);
+    } else if (h.kind === "stratum") showTip(stratumDetails(h), e.clientX, e.clientY);
     else if (h.kind === "phase") showTip(el("div", { class: "tip" }, el("div", { class: "tip-title" }, el("b", null, h.it.name)), kv([["kind", h.it.kind === "step" ? "step (leaks)" : "annotation"], ["events", fmtInt(h.it.first) + " … " + fmtInt(h.it.last)], h.it.start_us != null ? ["duration", ((h.it.end_us - h.it.start_us) / 1e3).toFixed(3) + " ms"] : null, h.it.peak != null ? ["step peak", fmtBytes(h.it.peak)] : null])), e.clientX, e.clientY);
     else showTip(sampleDetails(h), e.clientX, e.clientY);
   }
@@ -697,9 +899,9 @@
       const e0 = T.x0 + (a - g.left) / T.kx, e1 = T.x0 + (b - g.left) / T.kx;
       let lo = Math.round(e0), hi = Math.round(e1);
       if (hi <= lo) { lo = Math.floor((e0 + e1) / 2); hi = lo + 1; }
-      lo = Math.max(lo, T.sx[0]); hi = Math.min(hi, T.sx[T.n]);
-      if (hi > lo && hi - lo < T.x1 - T.x0) { T.x0 = lo; T.x1 = hi; }
-      drawTimeline();
+      lo = Math.max(lo, T.lo); hi = Math.min(hi, T.hi);
+      if (hi > lo && hi - lo < T.x1 - T.x0) zoomTo(lo, hi - 1).catch(recordError);
+      else drawTimeline();
       return;
     }
     const [px, py] = tlPos(e);
@@ -732,22 +934,106 @@
       ctx.strokeRect(a + 0.5, g.top + 0.5, b - a - 1, g.bottom - g.top - 1);
     }
   }
+  // A point inside band i where it is painted alone (for tests and scripts), or null.
   ML.bandPoint = function (i) {
     const T = S.tl;
-    if (!T || !T.bands[i] || !T.geo) return null;
+    if (!T || !T.bands[i] || !T.geo || !T.cols) return null;
     const r0 = T.over.getBoundingClientRect();
     if (r0.top < 0 || r0.bottom > window.innerHeight) T.over.scrollIntoView({ block: "center" });
-    const g = T.geo, B = T.bands[i], size = B.b.size;
-    let best = null, bw = 0;
-    for (let j = 0; j < B.segB.length; j++) {
-      const xa = Math.max(g.left, T.X(T.sx[B.segS[j]])), xb = Math.min(g.right, T.X(T.sx[B.segS[j + 1]]));
-      const yt = Math.max(g.top, T.Y(B.segB[j] + size)), yb = Math.min(g.bottom, T.Y(B.segB[j]));
-      if (xb - xa > bw && yb - yt >= 1) { bw = xb - xa; best = [(xa + xb) / 2, (yt + yb) / 2]; }
+    const C = T.cols, B = T.bands[i], b = B.b;
+    if (b.size * C.perByte < MIN_ROWS + 1) return null;
+    const row = (v) => Math.round(C.rows - v * C.perByte);
+    let best = null, run = 0, bestRun = 0, start = 0;
+    for (let c = 0; c <= C.cols; c++) {
+      const s = c < C.cols ? C.pick[c] : -1;
+      const ok = s >= 0 && b.first_sample <= s && s <= b.last_sample;
+      if (ok) { if (!run) start = c; run++; }
+      if ((!ok || c === C.cols) && run) {
+        if (run > bestRun) {
+          const mid = start + (run >> 1), base = bandBaseAt(B, C.pick[mid]);
+          if (base != null && row(base) - row(base + b.size) >= 2) { bestRun = run; best = [mid, (row(base) + row(base + b.size)) / 2]; }
+        }
+        run = 0;
+      }
     }
-    if (!best || bw < 1) return null;
+    if (!best) return null;
     const r = T.over.getBoundingClientRect();
-    return { x: r.left + best[0], y: r.top + best[1] };
+    return { x: r.left + (C.L + best[0] + 0.5) / C.dpr, y: r.top + (C.TOP + best[1]) / C.dpr };
   };
+  // Show device `id` (as the device selector does); false when the page has no such device.
+  ML.selectDevice = function (id) {
+    const i = DATA.devices.findIndex((d) => d.device === id);
+    if (i < 0) return false;
+    selectDevice(i);
+    syncDeviceSelect();
+    return true;
+  };
+  // Zoom to events first…last; resolved once that window is drawn at the page's full detail.
+  ML.zoom = function (first, last) { return zoomTo(first, last); };
+  // The trace events of the window shown, when the page has them (served, every event).
+  ML.windowEvents = function () {
+    const T = S.tl;
+    return T && T.src.events ? { index: T.src.events.index.slice(), action: T.src.events.action.slice(), size: T.src.events.size.slice() } : null;
+  };
+
+  // The server behind a served page.
+  function api(route, params) {
+    const q = new URLSearchParams(params);
+    q.set("file", String(SERVE.file));
+    q.set("token", TOKEN || "");
+    return fetch("/api/" + route + "?" + q.toString(), { headers: { "X-Memlens-Token": TOKEN || "" }, cache: "no-store" })
+      .then((r) => r.json().then((j) => { if (!r.ok) throw new Error(route + ": " + (j.error || r.status)); return j; }));
+  }
+  // Frames and stacks of a server answer, added to the page's own; returns the stack map.
+  function adoptStacks(frames, stacks) {
+    if (!S.frameKey) {
+      S.frameKey = new Map(DATA.frames.map((f, i) => [JSON.stringify(f), i]));
+      S.stackKey = new Map(DATA.stacks.map((s, i) => [s.join(","), i]));
+    }
+    const fmap = frames.map((f) => {
+      const k = JSON.stringify(f);
+      let i = S.frameKey.get(k);
+      if (i == null) { i = DATA.frames.length; DATA.frames.push(f); S.frameKey.set(k, i); }
+      return i;
+    });
+    const smap = stacks.map((st) => {
+      const g = st.map((f) => fmap[f]);
+      const k = g.join(",");
+      let i = S.stackKey.get(k);
+      if (i == null) { i = DATA.stacks.length; DATA.stacks.push(g); S.stackKey.set(k, i); }
+      return i;
+    });
+    return (i) => (i == null || i < 0 ? i : smap[i]);
+  }
+  // A served window's moment: its peak, in the state, top and flame sections.
+  function followWindow(T, w) {
+    const dp = T.dp;
+    const k = dp.moments.findIndex((m) => m.name === "window peak");
+    if (!w) {
+      if (k >= 0) { dp.moments.splice(k, 1); if (S.moment >= dp.moments.length || S.moment === k) S.moment = 0; renderMoment(); }
+      return;
+    }
+    const seq = T.seq;
+    api("moment", { device: dp.device, at: w.peak.event_index, name: "window peak" }).then((mp) => {
+      if (seq !== T.seq || S.tl !== T) return;
+      const remap = adoptStacks(mp.frames, mp.stacks);
+      const m = mp.moment;
+      for (const sg of m.state.segments) for (const bl of sg.blocks) if (bl[4] >= 0) bl[4] = remap(bl[4]);
+      m.top.row_stacks = m.top.row_stacks.map(remap);
+      remapFlameFrames(m.flame, mp.frames);
+      const j = dp.moments.findIndex((x) => x.name === "window peak");
+      if (j >= 0) dp.moments[j] = m; else dp.moments.push(m);
+      S.moment = dp.moments.findIndex((x) => x.name === "window peak");
+      renderMoment();
+    }).catch(recordError);
+  }
+  function remapFlameFrames(flame, frames) {
+    const idx = frames.map((f) => S.frameKey.get(JSON.stringify(f)));
+    for (const view of ["all", "no_cpp", "no_torch", "user"]) {
+      const t = flame[view];
+      if (t) t.frame = t.frame.map((f) => (f < 0 ? f : idx[f]));
+    }
+  }
 
   // pinning
   function pin(i) {
@@ -1151,26 +1437,60 @@
     for (let a = z; a >= 0; a = FL.par[a]) anc.push(a);
     for (const a of anc) box(a, 0, W);
     let drawn = anc.length;
+    // Callees under a pixel wide are not dropped: adjacent ones of one caller are painted as
+    // one grey box at their depth (at least a pixel wide), which names them on hover.
+    const merged = (FL.merged = []);
+    const pend = [];
+    const paint = (p, depth) => {
+      const y = depth * FROW;
+      ctx.globalAlpha = match ? 0.45 : 1;
+      ctx.fillStyle = "#aab2bd";
+      ctx.fillRect(p.x, y, Math.max(1, p.w), FROW - 1);
+      ctx.globalAlpha = 1;
+      merged.push(p);
+      rects.push([-merged.length, p.x, Math.max(1, p.w), depth]);
+    };
+    const flushFrom = (depth) => {
+      for (let q = pend.length - 1; q >= depth; q--) if (pend[q]) { paint(pend[q], q); pend[q] = null; }
+    };
     for (let i = z + 1; i < FL.end[z]; ) {
-      const w = FL.v[i] * k;
-      if (w < 0.5) { i = FL.end[i]; continue; }
-      box(i, (FL.x[i] - zx) * k, w);
+      const w = FL.v[i] * k, x = (FL.x[i] - zx) * k, depth = FL.d[i];
+      if (w < 1) {
+        flushFrom(depth + 1);
+        const p = pend[depth];
+        if (p && p.parent === FL.par[i]) { p.w = x + w - p.x; p.n++; p.bytes += FL.v[i]; }
+        else { if (p) paint(p, depth); pend[depth] = { x: x, w: w, n: 1, bytes: FL.v[i], parent: FL.par[i] }; }
+        i = FL.end[i];
+        continue;
+      }
+      flushFrom(depth);
+      box(i, x, w);
       drawn++;
       i++;
     }
+    flushFrom(0);
     ML.drawn.flame_nodes = drawn;
+    ML.drawn.flame_merged = merged.length;
     FL.crumb.textContent = z ? "zoomed into " + flLabel(z) : "";
   }
   function flHit(e) {
     const r = FL.canvas.getBoundingClientRect();
     const px = e.clientX - r.left, py = e.clientY - r.top;
     const depth = Math.floor(py / FROW);
-    for (const [i, x, w, d] of FL.rects) if (d === depth && px >= x && px < x + w) return i;
+    for (const [i, x, w, d] of FL.rects) if (d === depth && px >= x && px < x + w) return i < 0 ? i - 1 : i;
     return -1;
   }
   function flMove(e) {
     if (!FL) return;
     const i = flHit(e);
+    if (i <= -2) {
+      const p = FL.merged[-i - 2];
+      showTip(el("div", { class: "tip" },
+        el("div", { class: "tip-title" }, el("b", null, fmtInt(p.n) + " callee" + (p.n === 1 ? "" : "s") + " of " + flLabel(p.parent))),
+        el("p", { class: "muted" }, "Each under a pixel wide at this zoom, so painted together; click their caller to zoom in."),
+        kv([["bytes", fmtBytes(p.bytes) + " (" + fmtInt(p.bytes) + ")"], ["share", fmtPct(FL.v[0] ? p.bytes / FL.v[0] : 0) + " of all live"]])), e.clientX, e.clientY);
+      return;
+    }
     if (i < 0) { hideTip(); return; }
     const f = FL.f[i];
     const fr = f >= 0 ? DATA.frames[f] : null;
@@ -1184,7 +1504,8 @@
         own > 0 && i !== 0 ? ["own", fmtBytes(own)] : null])), e.clientX, e.clientY);
   }
   function flClick(e) {
-    const i = flHit(e);
+    let i = flHit(e);
+    if (i <= -2) i = FL.merged[-i - 2].parent;
     if (i < 0) return;
     FL.zoom = i === FL.zoom ? Math.max(0, FL.par[i]) : i;
     drawFlame();
@@ -1291,8 +1612,10 @@
     }));
     window.addEventListener("wheel", hideTip, { passive: true });
     window.addEventListener("keydown", guard((e) => { if (e.key === "Escape") { hideTip(); if (S.pinned != null) pin(null); } }));
-    ML.readyMs = Math.round(performance.now() - started);
-    ML.ready = true;
+    const hw = hashWindow();
+    const done = () => { ML.readyMs = Math.round(performance.now() - started); ML.ready = true; };
+    if (hw && S.tl) zoomTo(hw[0], hw[1]).catch(recordError).then(done);
+    else done();
   }
   try { main(); } catch (e) { recordError(e); ML.ready = true; }
 })();
