@@ -5,8 +5,8 @@
 //! window of few events gets one), and its frames and stacks travel with it.
 
 use super::bands::{self, BandOptions, Bands};
-use super::{MomentView, PageOptions};
 use super::frames::{FrameInfo, FrameTable};
+use super::{MomentView, PageOptions};
 use crate::model::Snapshot;
 use crate::replay::{self, DeviceReplay, Moment, Window};
 use serde::Serialize;
