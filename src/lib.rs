@@ -6,7 +6,9 @@
 //! and model joined, with [`LoadOptions`]), [`replay`] (the trace walked forward:
 //! lifetimes, the peak, moments, allocator states, steps), [`allocator`] (a model of the
 //! caching allocator the trace's requests are replayed through), [`analyze`] (reports as plain
-//! values), [`render`] (text, JSON, CSV, SVG), and the command line in `cli` (binary only).
+//! values), [`render`] (text, JSON, CSV, SVG), [`serve`] (the page and its window and moment
+//! answers from a local HTTP server, over `analyze` and `render`), and the command line in
+//! `cli` (binary only).
 //!
 //! ```no_run
 //! let snap = memlens::load(std::path::Path::new("snapshot.pickle"), &mut |_| {}).unwrap();
@@ -30,6 +32,7 @@ pub mod model;
 pub mod pickle;
 pub mod render;
 pub mod replay;
+pub mod serve;
 pub mod units;
 
 pub use error::Error;

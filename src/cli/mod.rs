@@ -22,6 +22,7 @@ mod output;
 mod pipeline;
 mod progress;
 mod report;
+mod serve;
 mod slice;
 mod summary;
 mod timeline;
@@ -51,6 +52,9 @@ pub struct Cli {
 enum Command {
     /// One self-contained HTML page: timeline, allocator state, top sites, flamegraph, OOMs.
     Report(html_report::Args),
+    /// The page of one or more snapshots from a local HTTP server (token-protected, loopback
+    /// by default), which zooms into any window at full detail.
+    Serve(serve::Args),
     /// Per-device totals, pools, trace statistics, settings and data-quality warnings.
     Summary(summary::Args),
     /// What was live at the peak (or another moment), by call site, biggest first.
@@ -115,6 +119,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Summary(a) => summary::run(a, &g),
         Command::Report(a) => html_report::run(a, &g),
+        Command::Serve(a) => serve::run(a, &g),
         Command::Top(a) => top::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
         Command::Flame(a) => flame::run(a, &g),

@@ -69,6 +69,16 @@ impl Loaded {
         self.replays.get_or_init(|| replay::replay(&self.snap))
     }
 
+    /// The snapshot and the replay of its devices (made now if no analysis asked for it),
+    /// for a command that keeps them after the file's reports are made (`serve`).
+    pub fn into_parts(self) -> (Snapshot, Vec<DeviceReplay>) {
+        let replays = self
+            .replays
+            .into_inner()
+            .unwrap_or_else(|| replay::replay(&self.snap));
+        (self.snap, replays)
+    }
+
     /// The file's name as reports print it.
     pub fn title(&self) -> String {
         self.path.display().to_string()

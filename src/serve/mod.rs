@@ -1,0 +1,863 @@
+//! `memlens serve`: the page of one or more snapshots from a local HTTP server, which answers
+//! the page's requests for a window of the timeline or a moment at full detail.
+//!
+//! The server holds each file's snapshot, replays and page report ([`ServedFile`]) and serves
+//! three routes ([`Route`]), nothing else: no file is ever read on a request. Every request
+//! passes the same checks, in this order ([`admit`]): a bounded URL (414), a `Host` header
+//! naming this server (403, against DNS rebinding: [`check_host`]), the token the server
+//! printed (403: [`check_token`]), `GET` or `HEAD` (405), no body (413), a known route with
+//! well-formed parameters (404, 400). `docs/serve.md` explains each.
+//!
+//! The HTTP layer is `tiny_http` (synchronous, no async runtime); a few worker threads take
+//! requests from it ([`Server::serve`]) until a stop flag is raised ([`stop_on_signals`]).
+//! The checks and the route parser are pure functions of the request's head; what a route
+//! answers is `routes.rs`'s, which only calls the analyses and the renderer.
+
+mod routes;
+
+pub use routes::{Answer, ServedFile, State};
+
+use crate::analyze::page::window::WindowRequest;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Longest request target (path and query) answered; a longer one gets 414.
+pub const MAX_URL: usize = 4096;
+
+/// Worker threads that answer requests, so that two browsers are served at once.
+pub const WORKERS: usize = 4;
+
+/// How often an idle worker looks at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+/// The largest body tiny_http reads into memory itself before handing a request over (0.12:
+/// 1 KiB, without `Expect: 100-continue`). A request declaring a larger body is never answered:
+/// dropping it would make tiny_http read and discard the body through one buffer as large as
+/// the declared length, which a request declaring terabytes turns into the end of the server.
+const BUFFERED_BODY: usize = 1024;
+
+/// The secret every request must present: 32 bytes from the operating system's random source,
+/// as 64 lowercase hex digits.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// A new token from the OS's random source (`getrandom`).
+    pub fn random() -> io::Result<Token> {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Token::from_bytes(&bytes))
+    }
+
+    /// The token of these bytes, hex-encoded (for tests; a server takes [`Token::random`]).
+    pub fn from_bytes(bytes: &[u8]) -> Token {
+        use std::fmt::Write;
+        let mut s = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            let _ = write!(s, "{b:02x}");
+        }
+        Token(s)
+    }
+
+    /// The hex digits, as they go in the URL.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never in a log line or a panic message.
+        f.write_str("Token(..)")
+    }
+}
+
+/// Equality of two byte strings in time that depends on their lengths only, not on where
+/// they first differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// True when the request presented the token: at least one of `presented` (the query's
+/// `token=` values and the `X-Memlens-Token` headers) and every one of them equal to `token`,
+/// each compared in constant time.
+pub fn check_token(presented: &[&str], token: &Token) -> bool {
+    !presented.is_empty()
+        && presented.iter().fold(true, |ok, p| {
+            constant_time_eq(p.as_bytes(), token.0.as_bytes()) & ok
+        })
+}
+
+/// A `Host` header split into its host and port: `name:8000`, `1.2.3.4:8000`, `[::1]:8000`,
+/// or without a port (`None`). `None` when it is not one of those shapes.
+fn split_host(value: &str) -> Option<(&str, Option<u16>)> {
+    let (host, port) = if let Some(rest) = value.strip_prefix('[') {
+        let (inside, after) = rest.split_once(']')?;
+        match after {
+            "" => (inside, None),
+            p => (inside, Some(p.strip_prefix(':')?)),
+        }
+    } else {
+        match value.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (value, None),
+        }
+    };
+    let port = match port {
+        None => None,
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => Some(p.parse().ok()?),
+        Some(_) => return None,
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some((host, port))
+}
+
+/// True when the request's `Host` headers (`hosts`) name this server bound at `bound`: exactly
+/// one header, its port `bound`'s (or absent when that is 80, as browsers write it), and its
+/// host `127.0.0.1`, `localhost`, `::1` or `bound`'s own address; when `bound` is unspecified
+/// (`0.0.0.0`, `::`), any IP literal too. Host names other than `localhost` are refused: a page
+/// on another site reaches this server under its own name only through DNS rebinding, and
+/// that name is what this check sees.
+pub fn check_host(hosts: &[&str], bound: SocketAddr) -> bool {
+    let [value] = hosts else {
+        return false;
+    };
+    let Some((host, port)) = split_host(value.trim()) else {
+        return false;
+    };
+    if port.unwrap_or(80) != bound.port() {
+        return false;
+    }
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let ip = if value.trim().starts_with('[') {
+        host.parse::<Ipv6Addr>().ok().map(IpAddr::V6)
+    } else {
+        host.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
+    };
+    let Some(ip) = ip else {
+        return false;
+    };
+    ip == IpAddr::V4(Ipv4Addr::LOCALHOST)
+        || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
+        || ip == bound.ip()
+        || bound.ip().is_unspecified()
+}
+
+/// What a request asks for, once admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /?file=K`: the page of file K.
+    Page {
+        /// Index of the file on the command line.
+        file: usize,
+    },
+    /// `GET /api/window?file=K&device=D&first=A&last=B&columns=C`: the timeline of a window.
+    Window {
+        /// Index of the file on the command line.
+        file: usize,
+        /// Device, window and columns.
+        request: WindowRequest,
+    },
+    /// `GET /api/moment?file=K&device=D&at=E&name=NAME`: the state after event E.
+    Moment {
+        /// Index of the file on the command line.
+        file: usize,
+        /// Device index.
+        device: u32,
+        /// Event index (-1: before the first event).
+        at: i64,
+        /// The moment's name on the page (`at` when not given).
+        name: String,
+    },
+}
+
+impl Route {
+    /// The file the route is about.
+    pub fn file(&self) -> usize {
+        match self {
+            Route::Page { file } | Route::Window { file, .. } | Route::Moment { file, .. } => *file,
+        }
+    }
+}
+
+/// Why a request is not answered with what it asks for: an HTTP status and one line saying
+/// why (sent as `{"error": ...}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// HTTP status code (400, 403, 404, 405, 413, 414).
+    pub status: u16,
+    /// Why, in one line.
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(status: u16, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// The parts of a request the checks read: method, target, and the headers that matter.
+#[derive(Clone, Debug, Default)]
+pub struct Head<'a> {
+    /// `GET`, `POST`, ...
+    pub method: &'a str,
+    /// The request target as sent: path and query.
+    pub url: &'a str,
+    /// Every `Host` header's value.
+    pub hosts: Vec<&'a str>,
+    /// Every `X-Memlens-Token` header's value.
+    pub tokens: Vec<&'a str>,
+    /// Every `Content-Length` header's value.
+    pub content_lengths: Vec<&'a str>,
+    /// Whether a `Transfer-Encoding` header was sent (a chunked body).
+    pub transfer_encoding: bool,
+}
+
+/// The query string as decoded `(name, value)` pairs, `+` read as a space; an empty item
+/// (`a=1&&b=2`) is skipped. An escape that is not two hex digits, or a name or value that is
+/// not UTF-8, is an error.
+pub fn parse_query(query: &str) -> Result<Vec<(String, String)>, String> {
+    query
+        .split('&')
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let (k, v) = item.split_once('=').unwrap_or((item, ""));
+            Ok((percent_decode(k)?, percent_decode(v)?))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| "malformed %-escape in the query".to_string())?;
+                out.push(hex);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the query is not UTF-8".to_string())
+}
+
+/// Decides what to do with a request to a server bound at `bound` with `token`, serving
+/// `files` files: the route it asks for, or the refusal it gets. The checks run in this
+/// order: URL length (414), `Host` (403), token (403), method (405), body (413), route (404
+/// for an unknown path or file, 400 for a missing, repeated, unknown or malformed parameter).
+pub fn admit(
+    head: &Head,
+    bound: SocketAddr,
+    token: &Token,
+    files: usize,
+) -> Result<Route, Refusal> {
+    if head.url.len() > MAX_URL {
+        return Err(Refusal::new(
+            414,
+            format!("the URL is longer than {MAX_URL} bytes"),
+        ));
+    }
+    if !check_host(&head.hosts, bound) {
+        return Err(Refusal::new(
+            403,
+            "the Host header does not name this server",
+        ));
+    }
+    let (path, query) = head.url.split_once('?').unwrap_or((head.url, ""));
+    // The query's tokens, read item by item: a malformed item elsewhere is a 400 below, once
+    // the request has shown it holds the token.
+    let query_tokens: Vec<String> = query
+        .split('&')
+        .filter_map(|item| parse_query(item).ok()?.pop())
+        .filter(|(k, _)| k == "token")
+        .map(|(_, v)| v)
+        .collect();
+    let mut presented = head.tokens.clone();
+    presented.extend(query_tokens.iter().map(String::as_str));
+    if !check_token(&presented, token) {
+        return Err(Refusal::new(403, "missing or wrong token"));
+    }
+    if !matches!(head.method, "GET" | "HEAD") {
+        return Err(Refusal::new(
+            405,
+            format!("method {} is not allowed: GET or HEAD", head.method),
+        ));
+    }
+    if head.transfer_encoding || head.content_lengths.iter().any(|v| v.trim() != "0") {
+        return Err(Refusal::new(413, "a request may not have a body"));
+    }
+    let params = parse_query(query).map_err(|m| Refusal::new(400, m))?;
+    parse_route(path, &params, files)
+}
+
+/// The route of `path` with the query's `params` (a `token` among them is allowed and not
+/// read here), for a server of `files` files.
+pub fn parse_route(
+    path: &str,
+    params: &[(String, String)],
+    files: usize,
+) -> Result<Route, Refusal> {
+    let allowed: &[&str] = match path {
+        "/" => &["token", "file"],
+        "/api/window" => &["token", "file", "device", "first", "last", "columns"],
+        "/api/moment" => &["token", "file", "device", "at", "name"],
+        _ => return Err(Refusal::new(404, "not found")),
+    };
+    for (i, (k, _)) in params.iter().enumerate() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(Refusal::new(400, format!("unknown parameter {k:?}")));
+        }
+        if params[..i].iter().any(|(k2, _)| k2 == k) {
+            return Err(Refusal::new(400, format!("parameter {k:?} is given twice")));
+        }
+    }
+    let p = Params(params);
+    let file = p.int::<usize>("file")?.unwrap_or(0);
+    if file >= files {
+        return Err(Refusal::new(
+            404,
+            format!(
+                "no file {file}: {files} file{} served",
+                if files == 1 { " is" } else { "s are" }
+            ),
+        ));
+    }
+    Ok(match path {
+        "/" => Route::Page { file },
+        "/api/window" => Route::Window {
+            file,
+            request: WindowRequest {
+                device: p.required("device")?,
+                first: p.required("first")?,
+                last: p.required("last")?,
+                columns: p.required("columns")?,
+            },
+        },
+        _ => Route::Moment {
+            file,
+            device: p.required("device")?,
+            at: p.required("at")?,
+            name: p.get("name").unwrap_or("at").to_string(),
+        },
+    })
+}
+
+struct Params<'a>(&'a [(String, String)]);
+
+impl Params<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// An integer parameter: decimal digits with an optional `-`, in the type's range.
+    fn int<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>, Refusal> {
+        let Some(v) = self.get(name) else {
+            return Ok(None);
+        };
+        let digits = v.strip_prefix('-').unwrap_or(v);
+        let parsed = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            v.parse::<T>().ok()
+        } else {
+            None
+        };
+        parsed.map(Some).ok_or_else(|| {
+            Refusal::new(
+                400,
+                format!("parameter {name:?}: expected an integer in range, got {v:?}"),
+            )
+        })
+    }
+
+    fn required<T: std::str::FromStr>(&self, name: &str) -> Result<T, Refusal> {
+        self.int(name)?
+            .ok_or_else(|| Refusal::new(400, format!("missing parameter {name:?}")))
+    }
+}
+
+/// The host to print in the URL for a server bound at `addr`: its address, except
+/// `127.0.0.1` for `0.0.0.0` and `[::1]` for `::` (an address every client of this machine
+/// can use); IPv6 in brackets.
+pub fn url_host(addr: SocketAddr) -> String {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => Ipv4Addr::LOCALHOST.to_string(),
+        IpAddr::V6(ip) if ip.is_unspecified() => format!("[{}]", Ipv6Addr::LOCALHOST),
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+    }
+}
+
+/// True when a server bound at `ip` is reachable from other machines (any address but the
+/// loopback ones), which `memlens serve` warns about.
+pub fn is_exposed(ip: IpAddr) -> bool {
+    !ip.is_loopback()
+}
+
+/// A bound, not yet serving, HTTP server and its token. Bound before the files are decoded,
+/// so that a busy port fails at once.
+pub struct Server {
+    http: tiny_http::Server,
+    addr: SocketAddr,
+    token: Token,
+}
+
+impl Server {
+    /// Listens on `addr` (port 0: one the system picks) with a new random token.
+    pub fn bind(addr: SocketAddr) -> io::Result<Server> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let token = Token::random()?;
+        let http = tiny_http::Server::from_listener(listener, None)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Server { http, addr, token })
+    }
+
+    /// The address listened on, with the port the system picked.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The token every request must present.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The URL of the first file's page, with the token: `http://127.0.0.1:PORT/?token=T`.
+    pub fn url(&self) -> String {
+        format!(
+            "http://{}:{}/?token={}",
+            url_host(self.addr),
+            self.addr.port(),
+            self.token.as_str()
+        )
+    }
+
+    /// Answers requests with `workers` threads until `stop` is raised; returns then, after
+    /// the requests being answered are done. An error only when the server stopped accepting
+    /// connections (tiny_http's accept loop ends on its first error).
+    pub fn serve(self, state: &State, stop: &AtomicBool, workers: usize) -> io::Result<()> {
+        let failed: Mutex<Option<io::Error>> = Mutex::new(None);
+        let halt = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..workers.max(1) {
+                s.spawn(|| {
+                    while !stop.load(Ordering::SeqCst) && !halt.load(Ordering::SeqCst) {
+                        match self.http.recv_timeout(POLL) {
+                            Ok(Some(rq)) => self.handle(state, rq),
+                            Ok(None) => {}
+                            Err(e) => {
+                                halt.store(true, Ordering::SeqCst);
+                                if let Ok(mut f) = failed.lock() {
+                                    f.get_or_insert(e);
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        match failed.into_inner() {
+            Ok(Some(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn handle(&self, state: &State, rq: tiny_http::Request) {
+        let expects_continue = rq.headers().iter().any(|h| h.field.equiv("Expect"));
+        let declared = rq.body_length().unwrap_or(0);
+        if declared > BUFFERED_BODY || (expects_continue && declared > 0) {
+            // Neither answered nor dropped: see BUFFERED_BODY. Its connection stays open,
+            // idle, until the server exits.
+            std::mem::forget(rq);
+            return;
+        }
+        let answer = {
+            let mut head = Head {
+                method: rq.method().as_str(),
+                url: rq.url(),
+                ..Head::default()
+            };
+            for h in rq.headers() {
+                let v = h.value.as_str();
+                if h.field.equiv("Host") {
+                    head.hosts.push(v);
+                } else if h.field.equiv("X-Memlens-Token") {
+                    head.tokens.push(v);
+                } else if h.field.equiv("Content-Length") {
+                    head.content_lengths.push(v);
+                } else if h.field.equiv("Transfer-Encoding") {
+                    head.transfer_encoding = true;
+                }
+            }
+            match admit(&head, self.addr, &self.token, state.len()) {
+                Ok(route) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    routes::answer(state, &route)
+                }))
+                .unwrap_or_else(|_| Answer::error(500, "internal error")),
+                Err(r) => {
+                    let mut a = Answer::error(r.status, &r.message);
+                    if r.status == 405 {
+                        a.allow = true;
+                    }
+                    a
+                }
+            }
+        };
+        let _ = rq.respond(answer.into_response());
+    }
+}
+
+/// The flag [`stop_on_signals`] raises.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    if STOP.swap(true, Ordering::SeqCst) {
+        // A second signal while the first one's requests finish: leave now.
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Installs a handler for SIGINT and SIGTERM that raises the returned flag (and does nothing
+/// else: the server's workers see it within [`POLL`] and return, and the command exits 0).
+/// A second signal before that ends the process at once (exit 130).
+pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic, which is
+        // async-signal-safe.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(&STOP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bound() -> SocketAddr {
+        "127.0.0.1:8000".parse().unwrap()
+    }
+
+    fn token() -> Token {
+        Token::from_bytes(&[0xab; 32])
+    }
+
+    fn head(url: &str) -> Head<'_> {
+        Head {
+            method: "GET",
+            url,
+            hosts: vec!["127.0.0.1:8000"],
+            ..Head::default()
+        }
+    }
+
+    #[test]
+    fn tokens_are_random_hex_and_compared_whole() {
+        let a = Token::random().unwrap();
+        let b = Token::random().unwrap();
+        assert_eq!(a.as_str().len(), 64);
+        assert!(a
+            .as_str()
+            .bytes()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_ne!(a, b);
+        assert_eq!(format!("{a:?}"), "Token(..)");
+        let t = token();
+        assert!(check_token(&[t.as_str()], &t));
+        assert!(check_token(&[t.as_str(), t.as_str()], &t));
+        assert!(!check_token(&[], &t));
+        assert!(!check_token(&[""], &t));
+        assert!(!check_token(&[&t.as_str()[..63]], &t));
+        assert!(!check_token(&[&format!("{}0", t.as_str())], &t));
+        assert!(!check_token(&[&t.as_str().to_uppercase()], &t));
+        // One wrong among right ones is wrong.
+        assert!(!check_token(&[t.as_str(), "x"], &t));
+    }
+
+    #[test]
+    fn host_must_name_this_server() {
+        let b = bound();
+        for ok in [
+            "127.0.0.1:8000",
+            "localhost:8000",
+            "LocalHost:8000",
+            "[::1]:8000",
+        ] {
+            assert!(check_host(&[ok], b), "{ok}");
+        }
+        for bad in [
+            "evil.example:8000",
+            "127.0.0.1:8001",
+            "127.0.0.1",
+            "localhost",
+            "localhost.:8000",
+            "127.0.0.1.evil.example:8000",
+            "10.0.0.1:8000",
+            "[::2]:8000",
+            "::1:8000",
+            "[::1]8000",
+            "127.0.0.1:",
+            ":8000",
+            "127.0.0.1:+8000",
+            "2130706433:8000",
+            "127.1:8000",
+            "",
+        ] {
+            assert!(!check_host(&[bad], b), "{bad}");
+        }
+        // Missing or repeated.
+        assert!(!check_host(&[], b));
+        assert!(!check_host(&["127.0.0.1:8000", "127.0.0.1:8000"], b));
+        // Port 80 may be left out, as browsers do.
+        let b80: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        assert!(check_host(&["localhost"], b80));
+        assert!(check_host(&["127.0.0.1:80"], b80));
+    }
+
+    #[test]
+    fn host_of_other_bindings() {
+        let ip: SocketAddr = "192.168.1.7:8000".parse().unwrap();
+        assert!(check_host(&["192.168.1.7:8000"], ip));
+        assert!(check_host(&["127.0.0.1:8000"], ip));
+        assert!(!check_host(&["192.168.1.8:8000"], ip));
+        let any: SocketAddr = "0.0.0.0:8000".parse().unwrap();
+        for ok in [
+            "192.168.1.7:8000",
+            "10.1.2.3:8000",
+            "[fe80::1]:8000",
+            "localhost:8000",
+        ] {
+            assert!(check_host(&[ok], any), "{ok}");
+        }
+        for bad in [
+            "gpu-box:8000",
+            "evil.example:8000",
+            "192.168.1.7:8001",
+            "[gpu-box]:8000",
+        ] {
+            assert!(!check_host(&[bad], any), "{bad}");
+        }
+        let any6: SocketAddr = "[::]:8000".parse().unwrap();
+        assert!(check_host(&["[2001:db8::1]:8000"], any6));
+        assert!(check_host(&["10.0.0.1:8000"], any6));
+        assert!(!check_host(&["gpu-box:8000"], any6));
+    }
+
+    #[test]
+    fn queries_decode() {
+        assert_eq!(
+            parse_query("a=1&&b=x%20y+z&c").unwrap(),
+            vec![
+                ("a".into(), "1".into()),
+                ("b".into(), "x y z".into()),
+                ("c".into(), "".into())
+            ]
+        );
+        assert!(parse_query("a=%zz").is_err());
+        assert!(parse_query("a=%2").is_err());
+        assert!(parse_query("a=%ff").is_err());
+        assert_eq!(parse_query("").unwrap(), vec![]);
+    }
+
+    fn route(url: &str, files: usize) -> Result<Route, Refusal> {
+        let t = token();
+        admit(&head(url), bound(), &t, files)
+    }
+
+    fn status(r: Result<Route, Refusal>) -> u16 {
+        r.map_or_else(|e| e.status, |_| 200)
+    }
+
+    #[test]
+    fn routes_parse() {
+        let t = token();
+        let tok = t.as_str();
+        assert_eq!(
+            route(&format!("/?token={tok}"), 1),
+            Ok(Route::Page { file: 0 })
+        );
+        assert_eq!(
+            route(&format!("/?file=1&token={tok}"), 2),
+            Ok(Route::Page { file: 1 })
+        );
+        assert_eq!(
+            route(
+                &format!("/api/window?token={tok}&file=0&device=0&first=-1&last=99&columns=800"),
+                1
+            ),
+            Ok(Route::Window {
+                file: 0,
+                request: WindowRequest {
+                    device: 0,
+                    first: -1,
+                    last: 99,
+                    columns: 800
+                }
+            })
+        );
+        assert_eq!(
+            route(&format!("/api/moment?token={tok}&device=1&at=5"), 1),
+            Ok(Route::Moment {
+                file: 0,
+                device: 1,
+                at: 5,
+                name: "at".into()
+            })
+        );
+        assert_eq!(
+            route(
+                &format!("/api/moment?token={tok}&device=1&at=5&name=my%20step"),
+                1
+            )
+            .unwrap(),
+            Route::Moment {
+                file: 0,
+                device: 1,
+                at: 5,
+                name: "my step".into()
+            }
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        let t = token();
+        let tok = t.as_str();
+        // Paths: exact routes only.
+        for p in [
+            "/../../etc/passwd",
+            "/%2e%2e/etc/passwd",
+            "/api/../Cargo.toml",
+            "/src/main.rs",
+            "/api/nope",
+            "/static/report.js",
+            "/api/window/",
+            "//",
+            "/index.html",
+            "http://127.0.0.1:8000/",
+            "*",
+        ] {
+            assert_eq!(status(route(&format!("{p}?token={tok}"), 1)), 404, "{p}");
+        }
+        // Parameters.
+        let w = format!("/api/window?token={tok}&device=0&first=0&last=9");
+        for (url, code) in [
+            (w.clone(), 400),
+            (format!("{w}&columns=x"), 400),
+            (format!("{w}&columns=1.5"), 400),
+            (format!("{w}&columns=-1"), 400),
+            (format!("{w}&columns="), 400),
+            (format!("{w}&columns=+5"), 400),
+            (format!("{w}&columns=99999999999999999999999"), 400),
+            (format!("{w}&columns=8&columns=9"), 400),
+            (format!("{w}&columns=8&bogus=1"), 400),
+            (format!("{w}&columns=8&file=1"), 404),
+            (format!("{w}&columns=8&file=x"), 400),
+            (format!("{w}&columns=8&%zz"), 400),
+            (format!("{w}&columns=8"), 200),
+            (format!("/api/moment?token={tok}&device=0"), 400),
+            (format!("/?token={tok}&device=0"), 400),
+        ] {
+            assert_eq!(status(route(&url, 1)), code, "{url}");
+        }
+        // Token: missing, wrong, in a header, in both.
+        assert_eq!(status(route("/", 1)), 403);
+        assert_eq!(status(route("/?token=00", 1)), 403);
+        assert_eq!(status(route(&format!("/?token={tok}&token=00"), 1)), 403);
+        let mut h = head("/");
+        h.tokens = vec![tok];
+        assert_eq!(admit(&h, bound(), &t, 1), Ok(Route::Page { file: 0 }));
+        h.url = "/?token=00";
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 403);
+        // A query that cannot be parsed: 400 once the token is shown (a malformed token item
+        // is no token).
+        assert_eq!(status(route("/?token=%zz", 1)), 403);
+        assert_eq!(status(route(&format!("/?token={tok}&%zz"), 1)), 400);
+        assert_eq!(status(route(&format!("/?token={tok}&token=%zz"), 1)), 400);
+        h.url = "/?%zz";
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 400);
+        // The token is checked before the route: an unknown path without it is 403.
+        assert_eq!(status(route("/src/main.rs", 1)), 403);
+        // Host before token.
+        let url = format!("/?token={tok}");
+        let mut h = head(&url);
+        h.hosts = vec!["evil.example:8000"];
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 403);
+        h.hosts = vec![];
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 403);
+        // Method, body, length.
+        let mut h = head(&url);
+        h.method = "POST";
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 405);
+        h.method = "HEAD";
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 200);
+        h.method = "GET";
+        h.content_lengths = vec!["0"];
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 200);
+        h.content_lengths = vec!["5"];
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 413);
+        h.content_lengths = vec![];
+        h.transfer_encoding = true;
+        assert_eq!(status(admit(&h, bound(), &t, 1)), 413);
+        let long = format!("/?token={tok}&file=0{}", "0".repeat(MAX_URL));
+        assert_eq!(status(route(&long, 1)), 414);
+        let prefix = format!("/?token={tok}&file=");
+        let just = format!("{prefix}{}", "0".repeat(MAX_URL - prefix.len()));
+        assert_eq!(just.len(), MAX_URL);
+        assert_eq!(status(route(&just, 1)), 200);
+    }
+
+    #[test]
+    fn url_hosts() {
+        let at = |s: &str| url_host(s.parse().unwrap());
+        assert_eq!(at("127.0.0.1:1"), "127.0.0.1");
+        assert_eq!(at("0.0.0.0:1"), "127.0.0.1");
+        assert_eq!(at("[::]:1"), "[::1]");
+        assert_eq!(at("[::1]:1"), "[::1]");
+        assert_eq!(at("10.1.2.3:1"), "10.1.2.3");
+        assert!(!is_exposed("127.0.0.1".parse().unwrap()));
+        assert!(!is_exposed("::1".parse().unwrap()));
+        assert!(is_exposed("0.0.0.0".parse().unwrap()));
+        assert!(is_exposed("::".parse().unwrap()));
+        assert!(is_exposed("10.1.2.3".parse().unwrap()));
+    }
+}

@@ -1,0 +1,153 @@
+//! What each route answers: the page (`render::html::write_served`), a window
+//! (`analyze::page::window::window`) or a moment (`analyze::page::window::moment`) of a file
+//! the server holds. Nothing is computed here; an analysis's refusal is a 400 with its line.
+
+use super::Route;
+use crate::analyze::page::window::{moment, window};
+use crate::analyze::page::{PageOptions, PageReport};
+use crate::model::Snapshot;
+use crate::render::html::{self, Served};
+use crate::replay::DeviceReplay;
+use serde::Serialize;
+use std::io::Cursor;
+
+/// One file the server holds: what the page and the window and moment analyses need, made
+/// once at start.
+pub struct ServedFile {
+    /// The file's name as given on the command line (the page's title).
+    pub name: String,
+    /// The snapshot (cut down to `--device` when given).
+    pub snap: Snapshot,
+    /// The replay of each device with a trace.
+    pub replays: Vec<DeviceReplay>,
+    /// The page report, as `memlens report` would write it.
+    pub report: PageReport,
+}
+
+/// Everything the server answers from: its files, in command-line order, and the page options
+/// they were reported with (which the moment analysis takes too).
+pub struct State {
+    files: Vec<ServedFile>,
+    names: Vec<String>,
+    page: PageOptions,
+}
+
+impl State {
+    /// The state of a server of `files`, reported with `page`.
+    pub fn new(files: Vec<ServedFile>, page: PageOptions) -> State {
+        let names = files.iter().map(|f| f.name.clone()).collect();
+        State { files, names, page }
+    }
+
+    /// Number of files served.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// True when no file is served (a server always has one).
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// A response before it is sent: status, body and its type. Every response carries the same
+/// protective headers ([`Answer::into_response`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// HTTP status code.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Whether to send `Allow: GET, HEAD` (with a 405).
+    pub allow: bool,
+}
+
+const JSON: &str = "application/json";
+const HTML: &str = "text/html; charset=utf-8";
+
+impl Answer {
+    /// A JSON error: `{"error": message}` with `status`.
+    pub fn error(status: u16, message: &str) -> Answer {
+        Answer {
+            status,
+            content_type: JSON,
+            body: serde_json::to_vec(&serde_json::json!({ "error": message }))
+                .unwrap_or_else(|_| br#"{"error":"error"}"#.to_vec()),
+            allow: false,
+        }
+    }
+
+    fn json<T: Serialize>(value: &T) -> Answer {
+        match serde_json::to_vec(value) {
+            Ok(body) => Answer {
+                status: 200,
+                content_type: JSON,
+                body,
+                allow: false,
+            },
+            Err(e) => Answer::error(500, &format!("cannot write the answer: {e}")),
+        }
+    }
+
+    /// The tiny_http response: the body with its type and length, and on every response
+    /// `Cache-Control: no-store` (nothing of a snapshot kept by a browser or proxy),
+    /// `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` (the token in the
+    /// URL goes nowhere) and `X-Frame-Options: DENY` (the page is never framed). No CORS
+    /// header, ever: other origins cannot read an answer.
+    pub fn into_response(self) -> tiny_http::Response<Cursor<Vec<u8>>> {
+        let mut r = tiny_http::Response::from_data(self.body).with_status_code(self.status);
+        let mut headers = vec![
+            ("Content-Type", self.content_type),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer"),
+            ("X-Frame-Options", "DENY"),
+        ];
+        if self.allow {
+            headers.push(("Allow", "GET, HEAD"));
+        }
+        for (k, v) in headers {
+            if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
+                r.add_header(h);
+            }
+        }
+        r
+    }
+}
+
+/// The answer to an admitted `route` (whose file index is below `state.len()`).
+pub fn answer(state: &State, route: &Route) -> Answer {
+    let Some(f) = state.files.get(route.file()) else {
+        return Answer::error(404, "no such file");
+    };
+    match route {
+        Route::Page { file } => {
+            let mut body = Vec::new();
+            let served = Served {
+                files: &state.names,
+                file: *file,
+            };
+            match html::write_served(&mut body, &f.name, &f.report, &served) {
+                Ok(()) => Answer {
+                    status: 200,
+                    content_type: HTML,
+                    body,
+                    allow: false,
+                },
+                Err(e) => Answer::error(500, &format!("cannot write the page: {e}")),
+            }
+        }
+        Route::Window { request, .. } => match window(&f.snap, &f.replays, request) {
+            Ok(v) => Answer::json(&v),
+            Err(m) => Answer::error(400, &m),
+        },
+        Route::Moment {
+            device, at, name, ..
+        } => match moment(&f.snap, &f.replays, *device, *at, name, &state.page) {
+            Ok(v) => Answer::json(&v),
+            Err(m) => Answer::error(400, &m),
+        },
+    }
+}
