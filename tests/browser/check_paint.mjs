@@ -107,7 +107,9 @@ async function hoverEvents(page, cols) {
   for (let k = 0; k < ev.index.length; k++) {
     if (ev.action[k] !== "alloc") continue;
     const e = ev.index[k];
-    const x = box.x + plot.left + ((e - plot.first_event + 0.5) * plot.width) / n;
+    // the pixel column whose centre lies in event e (the page names the event at a column's centre)
+    const c = Math.floor(((e - plot.first_event + 0.5) * plot.width) / n);
+    const x = box.x + plot.left + c + 0.5;
     const y = box.y + plot.top + plot.height - 1.5;
     await page.mouse.move(x, y);
     const tip = await page.evaluate(() => {

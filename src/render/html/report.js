@@ -782,7 +782,7 @@
     walkColumn(T, s, C.perByte, true, (lo, hi, kind, ref) => {
       if (!hit && r >= row(hi) && r < row(lo)) hit = { kind: kind, ref: ref, lo: lo, hi: hi };
     });
-    const e = Math.floor(T.x0 + (px - g.left) / T.kx);
+    const e = Math.floor(T.x0 + ((c + 0.5) * (T.x1 - T.x0)) / C.cols); // the event at the column's centre
     if (!hit) return { kind: "sample", s: s, e: e };
     if (hit.kind === "band") return { kind: "band", i: hit.ref, s: s, e: e };
     if (hit.kind === "stratum") return { kind: "stratum", list: hit.ref, bytes: hit.hi - hit.lo, s: s, e: e };
