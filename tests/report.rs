@@ -618,3 +618,50 @@ fn host_memory_alone_is_named_not_called_nothing() {
     assert!(absent.contains("only pinned host memory"), "{absent}");
     assert!(absent.contains("no_devices"), "{absent}");
 }
+
+/// The live index `memlens serve` finds a window's allocations with gives what a pass over
+/// every allocation gives, on every sample and real file, for windows at, around and between
+/// its checkpoints.
+#[test]
+fn the_live_index_finds_what_a_full_pass_finds() {
+    use memlens::analyze::page::bands::LiveIndex;
+    use memlens::replay::{self, Window};
+    let mut files = samples();
+    files.extend(require_shared().unwrap_or_default());
+    let mut windows_checked = 0;
+    for file in files {
+        let snap = load(&file);
+        for r in replay::replay(&snap) {
+            let index = LiveIndex::new(&r);
+            let last = r.events as i64 - 1;
+            let mut edges: Vec<i64> = vec![-1, 0, 1, last / 3, last / 2, last - 1, last];
+            for k in 1..4 {
+                let c = k * 16_384 - 1;
+                edges.extend([c - 1, c, c + 1]);
+            }
+            edges.retain(|&e| (-1..=last).contains(&e));
+            for &first in &edges {
+                for &to in &edges {
+                    if to < first {
+                        continue;
+                    }
+                    let w = Window { first, last: to };
+                    let brute: Vec<usize> = (0..r.allocations.len())
+                        .filter(|&i| {
+                            let a = &r.allocations[i];
+                            a.start <= w.last && a.end > w.first
+                        })
+                        .collect();
+                    assert_eq!(
+                        index.overlapping(&r, w),
+                        brute,
+                        "{}: window {first}..{to}",
+                        file.display()
+                    );
+                    windows_checked += 1;
+                }
+            }
+        }
+    }
+    assert!(windows_checked > 500, "{windows_checked}");
+}

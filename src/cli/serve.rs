@@ -5,6 +5,7 @@
 use super::args::{stdin_once, CapacityArgs, DeviceArg};
 use super::pipeline::{GlobalOptions, Loaded};
 use super::Outcome;
+use memlens::analyze::page::window::WindowIndex;
 use memlens::analyze::page::{self, bands::BandOptions, PageOptions};
 use memlens::serve::{self, ServedFile, Server, State};
 use memlens::Error;
@@ -61,8 +62,12 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let mut files = Vec::with_capacity(args.files.len());
     for path in &args.files {
         let loaded = Loaded::open(path, g, args.device)?;
-        let report =
-            page::run(&loaded.snap, loaded.replays(), &opts).map_err(|m| loaded.failed(m))?;
+        // The page and the windows' index side by side: the server waits for both.
+        let (report, index) = rayon::join(
+            || page::run(&loaded.snap, loaded.replays(), &opts),
+            || WindowIndex::new(loaded.replays()),
+        );
+        let report = report.map_err(|m| loaded.failed(m))?;
         let name = loaded.title();
         let (snap, replays) = loaded.into_parts();
         files.push(ServedFile {
@@ -70,6 +75,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             snap,
             replays,
             report,
+            index,
         });
     }
     if serve::is_exposed(args.bind) {

@@ -3,7 +3,7 @@
 //! the server holds. Nothing is computed here; an analysis's refusal is a 400 with its line.
 
 use super::Route;
-use crate::analyze::page::window::{moment, window};
+use crate::analyze::page::window::{moment, window, WindowIndex};
 use crate::analyze::page::{PageOptions, PageReport};
 use crate::model::Snapshot;
 use crate::render::html::{self, Served};
@@ -22,6 +22,8 @@ pub struct ServedFile {
     pub replays: Vec<DeviceReplay>,
     /// The page report, as `memlens report` would write it.
     pub report: PageReport,
+    /// What finds each window's allocations fast (`WindowIndex::new(&replays)`).
+    pub index: WindowIndex,
 }
 
 /// Everything the server answers from: its files, in command-line order, and the page options
@@ -139,7 +141,7 @@ pub fn answer(state: &State, route: &Route) -> Answer {
                 Err(e) => Answer::error(500, &format!("cannot write the page: {e}")),
             }
         }
-        Route::Window { request, .. } => match window(&f.snap, &f.replays, request) {
+        Route::Window { request, .. } => match window(&f.snap, &f.replays, &f.index, request) {
             Ok(v) => Answer::json(&v),
             Err(m) => Answer::error(400, &m),
         },

@@ -98,22 +98,98 @@ impl Default for BandOptions {
     }
 }
 
-/// The band timeline of replay `r` inside `window`.
+/// Where each allocation of a replay starts, and which are live at regular checkpoints: finds
+/// the allocations overlapping a window without a pass over all of them (`memlens serve`
+/// answers many windows of one replay).
+#[derive(Clone, Debug, Default)]
+pub struct LiveIndex {
+    /// Allocation indices ordered by `start`.
+    by_start: Vec<u32>,
+    /// Their `start`s, in the same order.
+    starts: Vec<i64>,
+    /// Per checkpoint `k` (the state after event `k * STRIDE - 1`), the allocations live then.
+    live: Vec<Vec<u32>>,
+}
+
+impl LiveIndex {
+    /// Events between two checkpoints.
+    const STRIDE: i64 = 16_384;
+
+    /// The index of `r`'s allocations.
+    pub fn new(r: &DeviceReplay) -> LiveIndex {
+        let mut by_start: Vec<u32> = (0..r.allocations.len() as u32).collect();
+        by_start.sort_by_key(|&i| r.allocations[i as usize].start);
+        let starts = by_start
+            .iter()
+            .map(|&i| r.allocations[i as usize].start)
+            .collect();
+        let last = r.events as i64 - 1;
+        let checkpoints = ((last + 1) / Self::STRIDE + 1) as usize;
+        let mut live = vec![Vec::new(); checkpoints];
+        for (i, a) in r.allocations.iter().enumerate() {
+            // checkpoints k with start <= k * STRIDE - 1 < end
+            let first = (a.start + 1 + Self::STRIDE - 1)
+                .div_euclid(Self::STRIDE)
+                .max(0);
+            let end = a.end.min(last + 1);
+            let mut k = first;
+            while k < checkpoints as i64 && k * Self::STRIDE - 1 < end {
+                live[k as usize].push(i as u32);
+                k += 1;
+            }
+        }
+        LiveIndex {
+            by_start,
+            starts,
+            live,
+        }
+    }
+
+    /// The allocations of `r` (the replay this index was made of) overlapping `w`, ascending.
+    pub fn overlapping(&self, r: &DeviceReplay, w: Window) -> Vec<usize> {
+        let k = ((w.first + 1).max(0) / Self::STRIDE) as usize;
+        let Some(at_checkpoint) = self.live.get(k) else {
+            return Vec::new();
+        };
+        let checkpoint = k as i64 * Self::STRIDE - 1;
+        let from = self.starts.partition_point(|&s| s <= checkpoint);
+        let to = self.starts.partition_point(|&s| s <= w.last);
+        let mut out: Vec<usize> = at_checkpoint
+            .iter()
+            .chain(&self.by_start[from..to.max(from)])
+            .map(|&i| i as usize)
+            .filter(|&i| {
+                let a = &r.allocations[i];
+                a.start <= w.last && a.end > w.first
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// The band timeline of replay `r` inside `window` (`index`, when given, made of `r`, finds
+/// the allocations overlapping it).
 pub fn bands(
     snap: &Snapshot,
     r: &DeviceReplay,
     trace: &[TraceEvent],
     window: Window,
     opts: BandOptions,
+    index: Option<&LiveIndex>,
     table: &mut FrameTable,
 ) -> Bands {
     // Allocations overlapping the window; `opts.bands` of them get bands of their own.
-    let overlapping: Vec<usize> = (0..r.allocations.len())
-        .filter(|&i| {
-            let a = &r.allocations[i];
-            a.start <= window.last && a.end > window.first
-        })
-        .collect();
+    let overlapping: Vec<usize> = match index {
+        Some(index) => index.overlapping(r, window),
+        None => (0..r.allocations.len())
+            .filter(|&i| {
+                let a = &r.allocations[i];
+                a.start <= window.last && a.end > window.first
+            })
+            .collect(),
+    };
     let n_overlapping = overlapping.len();
     let chosen = chosen(r, window, overlapping.clone(), opts.bands);
     let with_band: rustc_hash::FxHashSet<usize> = chosen.iter().copied().collect();
@@ -228,7 +304,7 @@ pub fn bands(
 /// temporaries are slivers), and the largest of those made or freed inside the window (what
 /// a zoomed window is about, ranked only in windows of at most `4 n` events; on a window of
 /// fewer events than `n` they all get one).
-fn chosen(r: &DeviceReplay, w: Window, mut candidates: Vec<usize>, n: usize) -> Vec<usize> {
+fn chosen(r: &DeviceReplay, w: Window, candidates: Vec<usize>, n: usize) -> Vec<usize> {
     if candidates.len() <= n {
         return candidates;
     }
@@ -238,30 +314,39 @@ fn chosen(r: &DeviceReplay, w: Window, mut candidates: Vec<usize>, n: usize) -> 
         a.size as u128 * span
     };
     let size = |i: usize| r.allocations[i].size as u128;
-    let top = |candidates: &mut Vec<usize>, key: &dyn Fn(usize) -> u128| -> Vec<usize> {
-        let cmp = |x: &usize, y: &usize| key(*y).cmp(&key(*x)).then(x.cmp(y));
-        let k = n.min(candidates.len());
-        if k == 0 {
-            return Vec::new();
+    // The `n` largest by `key`, largest first (ties: lower index first): one pass keeping the
+    // best `n` in a heap whose top is the worst of them, so a window of millions of
+    // allocations costs a comparison each, not a sort.
+    let top = |candidates: &[usize], key: &dyn Fn(usize) -> u128| -> Vec<usize> {
+        use std::cmp::Reverse;
+        let mut heap: std::collections::BinaryHeap<Reverse<(u128, Reverse<usize>)>> =
+            std::collections::BinaryHeap::with_capacity(n + 1);
+        for &i in candidates {
+            let item = (key(i), Reverse(i));
+            if heap.len() < n {
+                heap.push(Reverse(item));
+            } else if heap.peek().is_some_and(|worst| item > worst.0) {
+                heap.pop();
+                heap.push(Reverse(item));
+            }
         }
-        candidates.select_nth_unstable_by(k - 1, cmp);
-        let mut best = candidates[..k].to_vec();
-        best.sort_unstable_by(cmp);
-        best
+        let mut best: Vec<(u128, Reverse<usize>)> = heap.into_iter().map(|r| r.0).collect();
+        best.sort_unstable_by(|x, y| y.cmp(x));
+        best.into_iter().map(|(_, Reverse(i))| i).collect()
     };
     let zoomed = (w.last - w.first + 1) as u128 <= 4 * n as u128;
-    let mut inside: Vec<usize> = candidates
+    let inside: Vec<usize> = candidates
         .iter()
-        .filter(|_| zoomed)
         .copied()
+        .filter(|_| zoomed)
         .filter(|&i| {
             let a = &r.allocations[i];
             w.contains(a.start) || (a.end != NEVER && w.contains(a.end))
         })
         .collect();
-    let by_inside = top(&mut inside, &size);
-    let by_size = top(&mut candidates, &size);
-    let by_area = top(&mut candidates, &area);
+    let by_inside = top(&inside, &size);
+    let by_size = top(&candidates, &size);
+    let by_area = top(&candidates, &area);
     let mut out = Vec::with_capacity(n);
     let mut seen = rustc_hash::FxHashSet::default();
     let longest = by_size.len().max(by_area.len()).max(by_inside.len());

@@ -163,13 +163,50 @@ pub struct PageReport {
     pub stacks: Vec<Vec<u32>>,
 }
 
-/// Gathers the page of `snap`.
+/// Gathers the page of `snap`. The device sections (timeline, moments) and the whole-file
+/// reports (OOM, leaks, categories, summary) are computed side by side (`rayon::join`): on a
+/// large trace each is a good part of the page's time, and `memlens serve` waits for both.
 pub fn run(
     snap: &Snapshot,
     replays: &[DeviceReplay],
     opts: &PageOptions,
 ) -> Result<PageReport, String> {
-    let mut table = FrameTable::default();
+    let (reports, pages) = rayon::join(
+        || whole_file_reports(snap, replays, opts),
+        || device_pages(snap, replays, opts),
+    );
+    let (oom, leaks, categories, summary) = reports?;
+    let (devices, absent, table) = pages?;
+    let (frames, stacks) = table.into_parts();
+    Ok(PageReport {
+        schema_version: super::SCHEMA_VERSION,
+        memlens_version: env!("CARGO_PKG_VERSION"),
+        layout: snap.layout,
+        capacity_bytes: opts.oom.capacity_bytes,
+        summary,
+        oom,
+        leaks,
+        categories,
+        devices,
+        absent,
+        frames,
+        stacks,
+    })
+}
+
+/// `oom` (with `fit`, when the trace holds an OOM), `leaks`, `categories` and `summary`.
+type WholeFile = (
+    Option<OomReport>,
+    LeaksReport,
+    CategoriesReport,
+    SummaryReport,
+);
+
+fn whole_file_reports(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &PageOptions,
+) -> Result<WholeFile, String> {
     let has_oom = snap.events.iter().any(|e| e.action == Action::Oom);
     let oom = if has_oom {
         let mut r = oom::run(snap, replays, &opts.oom)?;
@@ -184,6 +221,16 @@ pub fn run(
     };
     let leaks = leaks::run(snap, replays, &LeaksOptions::default());
     let categories = categories::run(snap, replays, &CategoryOptions::default())?;
+    Ok((oom, leaks, categories, summary::run(snap)))
+}
+
+/// Each device's sections, what the page cannot show and why, and the frames they name.
+fn device_pages(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &PageOptions,
+) -> Result<(Vec<DevicePage>, Vec<Absence>, FrameTable), String> {
+    let mut table = FrameTable::default();
     let timelines = timeline::run(
         snap,
         replays,
@@ -203,7 +250,7 @@ pub fn run(
                     .iter()
                     .find(|t| t.device == dev.id)
                     .expect("every replay has a timeline");
-                let bands = bands::bands(snap, r, trace, t.window, opts.bands, &mut table);
+                let bands = bands::bands(snap, r, trace, t.window, opts.bands, None, &mut table);
                 let moments = moments(snap, r, trace, t.window, opts)?
                     .into_iter()
                     .map(|(name, at)| moment_view(snap, Some(r), dev, name, at, opts, &mut table))
@@ -275,21 +322,7 @@ pub fn run(
             message: "no stack frames were recorded (history without context, or stacks disabled): every allocation is <no frames>, so sites, stacks and the flamegraph cannot name code".into(),
         });
     }
-    let (frames, stacks) = table.into_parts();
-    Ok(PageReport {
-        schema_version: super::SCHEMA_VERSION,
-        memlens_version: env!("CARGO_PKG_VERSION"),
-        layout: snap.layout,
-        capacity_bytes: opts.oom.capacity_bytes,
-        summary: summary::run(snap),
-        oom,
-        leaks,
-        categories,
-        devices,
-        absent,
-        frames,
-        stacks,
-    })
+    Ok((devices, absent, table))
 }
 
 /// The moments of a traced device: the window's peak, its first OOMs, the end, `--at`.

@@ -4,7 +4,7 @@
 //! holds fewer; its bands are chosen for the window (every allocation made or freed in a
 //! window of few events gets one), and its frames and stacks travel with it.
 
-use super::bands::{self, BandOptions, Bands};
+use super::bands::{self, BandOptions, Bands, LiveIndex};
 use super::frames::{FrameInfo, FrameTable};
 use super::{MomentView, PageOptions};
 use crate::model::{Action, Snapshot};
@@ -69,11 +69,38 @@ pub struct WindowEvents {
 /// Most columns a request may ask for.
 pub const MAX_COLUMNS: usize = 16_384;
 
+/// The live index of each replayed device of a snapshot: made once, it lets each window find
+/// its allocations without a pass over all of them.
+#[derive(Clone, Debug, Default)]
+pub struct WindowIndex {
+    devices: Vec<(u32, LiveIndex)>,
+}
+
+impl WindowIndex {
+    /// The index of `replays`.
+    pub fn new(replays: &[DeviceReplay]) -> WindowIndex {
+        WindowIndex {
+            devices: replays
+                .iter()
+                .map(|r| (r.device, LiveIndex::new(r)))
+                .collect(),
+        }
+    }
+
+    fn device(&self, device: u32) -> Option<&LiveIndex> {
+        self.devices
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, i)| i)
+    }
+}
+
 /// The window `req` of `snap`, or why it cannot be shown (unknown device, a window outside
-/// the trace, no columns).
+/// the trace, no columns). `index` is [`WindowIndex::new`] of `replays`.
 pub fn window(
     snap: &Snapshot,
     replays: &[DeviceReplay],
+    index: &WindowIndex,
     req: &WindowRequest,
 ) -> Result<WindowView, String> {
     let r = replays
@@ -108,7 +135,15 @@ pub fn window(
         buckets: req.columns,
         ..BandOptions::default()
     };
-    let bands = bands::bands(snap, r, trace, w, opts, &mut table);
+    let bands = bands::bands(
+        snap,
+        r,
+        trace,
+        w,
+        opts,
+        index.device(req.device),
+        &mut table,
+    );
     let peak_at = r.peak_in(w);
     let max_reserved_bytes = (w.first..=w.last)
         .map(|i| r.reserved_at(i))

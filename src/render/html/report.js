@@ -1014,6 +1014,13 @@
       return;
     }
     const seq = T.seq;
+    // Asked once the zoom has settled (a quarter second without another), so that a run of
+    // zooms does not queue a moment per window on the server.
+    clearTimeout(S.momentTimer);
+    S.momentTimer = setTimeout(() => { if (seq === T.seq && S.tl === T) fetchWindowMoment(T, w, seq); }, 250);
+  }
+  function fetchWindowMoment(T, w, seq) {
+    const dp = T.dp;
     api("moment", { device: dp.device, at: w.peak.event_index, name: "window peak" }).then((mp) => {
       if (seq !== T.seq || S.tl !== T) return;
       const remap = adoptStacks(mp.frames, mp.stacks);
