@@ -23,6 +23,7 @@ use crate::replay::{
 };
 use bands::{BandOptions, Bands};
 use frames::{FrameInfo, FrameTable};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use state::StateView;
@@ -251,10 +252,15 @@ fn device_pages(
                     .find(|t| t.device == dev.id)
                     .expect("every replay has a timeline");
                 let bands = bands::bands(snap, r, trace, t.window, opts.bands, None, &mut table);
-                let moments = moments(snap, r, trace, t.window, opts)?
-                    .into_iter()
-                    .map(|(name, at)| moment_view(snap, Some(r), dev, name, at, opts, &mut table))
+                // The moments' costly parts side by side, then named in order.
+                let parts: Vec<MomentParts> = moments(snap, r, trace, t.window, opts)?
+                    .into_par_iter()
+                    .map(|(name, at)| moment_parts(snap, Some(r), dev, name, at, opts))
                     .collect::<Result<_, _>>()?;
+                let moments = parts
+                    .into_iter()
+                    .map(|p| p.view(snap, &mut table))
+                    .collect();
                 DevicePage {
                     device: dev.id,
                     timeline: Some(TimelineView {
@@ -365,6 +371,31 @@ pub(super) fn moment_view(
     opts: &PageOptions,
     table: &mut FrameTable,
 ) -> Result<MomentView, String> {
+    Ok(moment_parts(snap, r, dev, name, at, opts)?.view(snap, table))
+}
+
+/// What a moment's sections show before its stacks and frames are named in the page's table:
+/// the costly part (the state rebuilt, `frag`, `top`), which moments compute side by side.
+struct MomentParts {
+    name: String,
+    moment: Moment,
+    st: replay_state::AllocatorState,
+    frag: DeviceFrag,
+    top: DeviceTop,
+    weights: FxHashMap<StackId, u64>,
+    live_bytes: u64,
+    reserved_bytes: u64,
+}
+
+/// The costly part of moment `at` of `dev` (`r`: its replay; absent: the final state).
+fn moment_parts(
+    snap: &Snapshot,
+    r: Option<&DeviceReplay>,
+    dev: &crate::model::Device,
+    name: String,
+    at: i64,
+    opts: &PageOptions,
+) -> Result<MomentParts, String> {
     let trace = snap.device_trace(dev);
     let moment = replay::moment(trace, at);
     let st = replay_state::state_at(snap, dev, at);
@@ -406,19 +437,40 @@ pub(super) fn moment_view(
             )
         }
     };
-    let row_stacks = top
-        .sites
-        .iter()
-        .map(|s| table.stack(snap, s.stack))
-        .collect();
-    Ok(MomentView {
+    Ok(MomentParts {
         name,
-        at: moment,
+        moment,
+        st,
+        frag,
+        top,
+        weights,
         live_bytes,
         reserved_bytes,
-        state: state::view(snap, &st, table),
-        frag,
-        top: TopView { top, row_stacks },
-        flame: tree::trees(snap, &weights, table),
     })
+}
+
+impl MomentParts {
+    /// The moment's view, its stacks and frames named in `table` (in the order a sequential
+    /// pass names them, so the page is the same however the parts were computed).
+    fn view(self, snap: &Snapshot, table: &mut FrameTable) -> MomentView {
+        let row_stacks = self
+            .top
+            .sites
+            .iter()
+            .map(|s| table.stack(snap, s.stack))
+            .collect();
+        MomentView {
+            name: self.name,
+            at: self.moment,
+            live_bytes: self.live_bytes,
+            reserved_bytes: self.reserved_bytes,
+            state: state::view(snap, &self.st, table),
+            frag: self.frag,
+            top: TopView {
+                top: self.top,
+                row_stacks,
+            },
+            flame: tree::trees(snap, &self.weights, table),
+        }
+    }
 }
