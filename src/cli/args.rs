@@ -2,6 +2,7 @@
 //! `#[command(flatten)]`: one parser and one help text per flag, whatever the command.
 
 use super::report::Format;
+use memlens::analyze::page::{bands::BandOptions, PageOptions};
 use memlens::analyze::sites::{FrameFilter, SiteOptions};
 use memlens::analyze::{gpus, top::Cost};
 use memlens::replay::{MomentSpec, WindowSpec};
@@ -136,6 +137,46 @@ impl ScopeArgs {
             phase: self.phase.clone(),
             ..self.window.clone().unwrap_or_default()
         }
+    }
+}
+
+/// What the page shows beyond its data (`report` and `serve`): the capacity its OOM verdicts
+/// weigh against, how many allocations get bands of their own, how many site rows.
+#[derive(clap::Args, Debug)]
+pub struct PageArgs {
+    #[command(flatten)]
+    capacity: CapacityArgs,
+    /// Most allocations drawn as bands of their own in the timeline (the rest is one band;
+    /// a window `serve` zooms to chooses its own).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    bands: usize,
+    /// Site rows per moment in the top table.
+    #[arg(short = 'n', long, default_value_t = 200)]
+    sites: usize,
+}
+
+impl PageArgs {
+    /// The page's options, with `at` and `window` as given.
+    pub fn options(
+        &self,
+        at: Option<MomentSpec>,
+        window: WindowSpec,
+    ) -> Result<PageOptions, Error> {
+        let mut opts = PageOptions {
+            at,
+            window,
+            bands: BandOptions {
+                bands: self.bands,
+                ..BandOptions::default()
+            },
+            sites: self.sites,
+            ..PageOptions::default()
+        };
+        if let Some((bytes, source)) = self.capacity.resolve()? {
+            opts.oom.capacity_bytes = Some(bytes);
+            opts.oom.capacity_source = Some(source);
+        }
+        Ok(opts)
     }
 }
 

@@ -1,10 +1,10 @@
 //! `memlens report FILE -o report.html`
 
-use super::args::{AtPeak, CapacityArgs, DeviceArg, OutputArgs, ScopeArgs, AT_HELP};
+use super::args::{AtPeak, DeviceArg, OutputArgs, PageArgs, ScopeArgs, AT_HELP};
 use super::pipeline::{self, GlobalOptions};
 use super::report::ReportFormat;
 use super::Outcome;
-use memlens::analyze::page::{self, bands::BandOptions, PageOptions};
+use memlens::analyze::page;
 use memlens::replay::MomentSpec;
 use memlens::Error;
 use std::path::PathBuf;
@@ -21,13 +21,7 @@ pub struct Args {
     #[command(flatten)]
     scope: ScopeArgs,
     #[command(flatten)]
-    capacity: CapacityArgs,
-    /// Most allocations drawn as bands of their own in the timeline (the rest is one band).
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    bands: usize,
-    /// Site rows per moment in the top table.
-    #[arg(short = 'n', long, default_value_t = 200)]
-    sites: usize,
+    page: PageArgs,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -36,20 +30,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
-    let mut opts = PageOptions {
-        at: args.at,
-        window: args.scope.window(),
-        bands: BandOptions {
-            bands: args.bands,
-            ..BandOptions::default()
-        },
-        sites: args.sites,
-        ..PageOptions::default()
-    };
-    if let Some((bytes, source)) = args.capacity.resolve()? {
-        opts.oom.capacity_bytes = Some(bytes);
-        opts.oom.capacity_source = Some(source);
-    }
+    let opts = args.page.options(args.at, args.scope.window())?;
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
         page::run(&l.snap, l.replays(), &opts)
     })?;

@@ -2,11 +2,12 @@
 //! decoding), decode and report every file once, print the URL line, serve until SIGINT or
 //! SIGTERM (exit 0).
 
-use super::args::{stdin_once, CapacityArgs, DeviceArg};
+use super::args::{stdin_once, DeviceArg, PageArgs};
 use super::pipeline::{GlobalOptions, Loaded};
 use super::Outcome;
+use memlens::analyze::page;
 use memlens::analyze::page::window::WindowIndex;
-use memlens::analyze::page::{self, bands::BandOptions, PageOptions};
+use memlens::replay::WindowSpec;
 use memlens::serve::{self, ServedFile, Server, State};
 use memlens::Error;
 use std::io::Write;
@@ -28,14 +29,7 @@ pub struct Args {
     #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     bind: IpAddr,
     #[command(flatten)]
-    capacity: CapacityArgs,
-    /// Most allocations drawn as bands of their own in the page's first timeline (the rest
-    /// is one band); zoomed windows choose their own.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    bands: usize,
-    /// Site rows per moment in the top table.
-    #[arg(short = 'n', long, default_value_t = 200)]
-    sites: usize,
+    page: PageArgs,
     #[command(flatten)]
     device: DeviceArg,
 }
@@ -44,18 +38,7 @@ pub struct Args {
 /// error of a port that cannot be bound or a file that cannot be read (exit 2).
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     stdin_once(args.files.iter().map(PathBuf::as_path))?;
-    let mut opts = PageOptions {
-        bands: BandOptions {
-            bands: args.bands,
-            ..BandOptions::default()
-        },
-        sites: args.sites,
-        ..PageOptions::default()
-    };
-    if let Some((bytes, source)) = args.capacity.resolve()? {
-        opts.oom.capacity_bytes = Some(bytes);
-        opts.oom.capacity_source = Some(source);
-    }
+    let opts = args.page.options(None, WindowSpec::default())?;
     let addr = SocketAddr::new(args.bind, args.port);
     let server =
         Server::bind(addr).map_err(|e| Error::Usage(format!("cannot bind {addr}: {e}")))?;
