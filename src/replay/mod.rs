@@ -282,15 +282,20 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
     let mut reserved_incomplete = initial_reserved_signed < 0;
     let initial_reserved = initial_reserved_signed.max(0) as u64;
 
+    // The deltas become the byte counts in place (`into_iter().map().collect()` of a type of
+    // the same size reuses the vector): no second set of arrays as long as the trace.
     let at = |base: u64, d: i64| -> u64 { (base as i64 + d).max(0) as u64 };
-    let live: Vec<u64> = live_delta.iter().map(|&d| at(initial_bytes, d)).collect();
+    let live: Vec<u64> = live_delta
+        .into_iter()
+        .map(|d| at(initial_bytes, d))
+        .collect();
     let rounded: Vec<u64> = rounded_delta
-        .iter()
-        .map(|&d| at(initial_rounded, d))
+        .into_iter()
+        .map(|d| at(initial_rounded, d))
         .collect();
     let reserved: Vec<u64> = reserved_delta
-        .iter()
-        .map(|&d| {
+        .into_iter()
+        .map(|d| {
             let v = initial_reserved as i64 + d;
             if v < 0 {
                 reserved_incomplete = true;
@@ -308,11 +313,13 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
             peak_at = i as i64;
         }
     }
-    initial.extend(allocations);
+    // Allocations alive before the trace come first. Inserted at the front of the trace's
+    // (a move within one vector) rather than appending those to a new one.
+    allocations.splice(0..0, initial);
     DeviceReplay {
         device: dev.id,
         events: n,
-        allocations: initial,
+        allocations,
         initial_bytes,
         live,
         rounded,
