@@ -1,8 +1,9 @@
 //! The page's timeline for one window of one device, at the detail of the pixels that show
 //! it: what `memlens serve` answers when the page zooms (`/api/window`). The window's samples
 //! are per-column extremes while it holds more events than columns, and every event when it
-//! holds fewer; its bands are chosen for the window (every allocation made or freed in a
-//! window of few events gets one), and its frames and stacks travel with it.
+//! holds fewer (then each event is listed too); its bands are chosen for the window (in a
+//! window of few events the largest allocations made or freed inside it are among them), and
+//! its frames and stacks travel with it.
 
 use super::bands::{self, BandOptions, Bands, LiveIndex};
 use super::frames::{FrameInfo, FrameTable};
