@@ -179,8 +179,21 @@ fn a_million_events_are_painted_whole_and_zoomed_to_single_events_through_serve(
          "zooms": [[events / 5, events * 7 / 10], [mid, mid + 9_999], [mid + 20_000, mid + 20_599]]},
     ]);
     let results = check_paint(&browser, dir.path(), &manifest);
+    let (a, b) = (mid + 20_000, mid + 20_599);
+    let served = Command::new("node")
+        .arg(browser.script.with_file_name("check_served.mjs"))
+        .args([&url, &a.to_string(), &b.to_string()])
+        .output()
+        .unwrap();
     let _ = server.kill();
     let _ = server.wait();
+    assert!(
+        served.status.success(),
+        "check_served: {}",
+        String::from_utf8_lossy(&served.stderr)
+    );
+    let served: Value = serde_json::from_slice(&served.stdout).unwrap();
+    check_served(&served, &csv, a, b);
     for r in &results {
         assert_painted(r);
     }
@@ -203,5 +216,58 @@ fn a_million_events_are_painted_whole_and_zoomed_to_single_events_through_serve(
     assert!(
         served[0]["hover"].is_null(),
         "a window of many events lists none"
+    );
+}
+
+/// What check_served.mjs saw on a page opened at `#window=A-B`: opened there, the moment
+/// sections followed to the window's peak (its event and bytes from the CSV), the pinned
+/// allocation survived a zoom, and a reset dropped the window's moment and the hash.
+fn check_served(s: &Value, csv: &Path, a: i64, b: i64) {
+    assert_eq!(s["errors"], json!([]), "{s}");
+    assert_eq!(s["opened"]["first_event"], a, "{s}");
+    assert_eq!(s["opened"]["last_event"], b, "{s}");
+    let live: Vec<(i64, u64)> = std::fs::read_to_string(csv)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].parse().unwrap(), f[3].parse().unwrap())
+        })
+        .filter(|&(e, _)| a <= e && e <= b)
+        .collect();
+    let max = live.iter().map(|&(_, v)| v).max().unwrap();
+    let at = live.iter().find(|&&(_, v)| v == max).unwrap().0;
+    assert_eq!(s["moment"]["name"], "window peak", "{s}");
+    assert_eq!(s["moment"]["event_index"], at, "{s}");
+    assert_eq!(s["moment"]["live_bytes"], max, "{s}");
+    assert_eq!(s["moment_select"], "window peak", "{s}");
+    assert!(
+        s["flame_heading"]
+            .as_str()
+            .unwrap()
+            .contains("Peak of the window shown"),
+        "{s}"
+    );
+    assert!(!s["pinned"].is_null(), "a band was pinned: {s}");
+    assert_eq!(
+        s["pinned_after"], s["pinned"],
+        "the pin survives the zoom: {s}"
+    );
+    assert!(
+        s["zoomed"]["hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("#window="),
+        "{s}"
+    );
+    assert_eq!(s["reset"]["hash"], "", "{s}");
+    assert_ne!(s["reset"]["moment"], "window peak", "{s}");
+    assert!(
+        !s["reset"]["options"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("window peak")),
+        "{s}"
     );
 }

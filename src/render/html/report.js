@@ -13,6 +13,8 @@
     moment: null,
     flameMatch: null,
     readyMs: null,
+    // The moment the state, top and flame sections show: {name, event_index, live_bytes}.
+    momentShown: null,
     // The plot after every draw: CSS pixels of #timeline-plot, the bytes at its top edge, the
     // events at its left and right edges (event e spans [e, e + 1) in x).
     plot: null,
@@ -960,6 +962,12 @@
     const r = T.over.getBoundingClientRect();
     return { x: r.left + (C.L + best[0] + 0.5) / C.dpr, y: r.top + (C.TOP + best[1]) / C.dpr };
   };
+  // Band i of the timeline shown (its allocation), and how many there are.
+  ML.bandInfo = function (i) {
+    const T = S.tl, B = T && T.bands[i];
+    return B ? { address: B.b.address, alloc_event: B.b.alloc_event, free_event: B.b.free_event, size: B.b.size } : null;
+  };
+  ML.bandCount = function () { return S.tl ? S.tl.bands.length : 0; };
   // Show device `id` (as the device selector does); false when the page has no such device.
   ML.selectDevice = function (id) {
     const i = DATA.devices.findIndex((d) => d.device === id);
@@ -1588,7 +1596,9 @@
   // ---------------------------------------------------------------- assembly
   function renderMoment() {
     const dp = devPage();
-    ML.moment = dp && dp.moments[S.moment] ? dp.moments[S.moment].name : null;
+    const m = dp && dp.moments[S.moment];
+    ML.moment = m ? m.name : null;
+    ML.momentShown = m ? { name: m.name, event_index: m.at.event_index, live_bytes: m.live_bytes } : null;
     renderState();
     renderTop();
     renderFlame();
