@@ -6,15 +6,11 @@
 //
 // The windows are deterministic: ZOOMS (default 30) windows of widths from a few hundred
 // events to half the trace, spread over it. CHROMIUM overrides the browser.
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const [url, eventsArg, zoomsArg] = process.argv.slice(2);
 const events = Number(eventsArg), zooms = Number(zoomsArg || 30);
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-});
+const browser = await launch();
 const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1 });
 const errors = [];
 page.on("pageerror", (e) => errors.push(String(e)));

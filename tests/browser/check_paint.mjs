@@ -12,7 +12,7 @@
 // per line: {name, ready, errors, windows: [{device, first, last, columns, checked, bad, examples,
 // zoom_ms, hover: {checked, failed, examples}}]}. It asserts nothing itself. Exit 2 when the
 // driver failed. CHROMIUM overrides the browser (default /usr/bin/chromium).
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 import { readFileSync } from "node:fs";
 
 const manifest = JSON.parse(readFileSync(process.argv[2], "utf8"));
@@ -130,12 +130,7 @@ async function hoverEvents(page, cols) {
 
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launch();
   for (const item of manifest) {
     const out = { name: item.name, ready: false, errors: [], windows: [] };
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1 });

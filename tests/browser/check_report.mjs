@@ -6,7 +6,7 @@
 //
 // Exit 0 when the page could be run (even if it misbehaved), 2 when the driver failed.
 // CHROMIUM overrides the browser (default /usr/bin/chromium).
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 import { pathToFileURL } from "node:url";
 import path from "node:path";
 
@@ -40,12 +40,7 @@ const memlens = (page) => page.evaluate(() => {
 
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launch();
   const page = await browser.newPage({ viewport: { width, height: 900 }, deviceScaleFactor: 1 });
   page.on("console", (m) => { if (m.type() === "error") out.console_errors.push(m.text()); });
   page.on("pageerror", (e) => out.page_errors.push(String((e && e.message) || e)));

@@ -9,7 +9,7 @@
 //    window, and reads the pinned allocation again;
 // 4. resets the zoom: the hash and the window's moment are gone.
 // CHROMIUM overrides the browser (default /usr/bin/chromium). Exit 2 when the driver failed.
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const [url, firstArg, lastArg] = process.argv.slice(2);
 const first = Number(firstArg), last = Number(lastArg);
@@ -17,11 +17,7 @@ const out = { opened: null, moment: null, moment_select: null, flame_heading: nu
   pinned_after: null, reset: null, errors: [] };
 let browser;
 try {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-  });
+  browser = await launch();
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, deviceScaleFactor: 1 });
   page.on("pageerror", (e) => out.errors.push(String((e && e.message) || e)));
   page.on("console", (m) => { if (m.type() === "error") out.errors.push(m.text()); });
