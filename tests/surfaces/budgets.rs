@@ -1,0 +1,1 @@
+//! Issue 36: budgets (see tests/surfaces.rs).

@@ -1,0 +1,1 @@
+//! Issue 36: costs (see tests/surfaces.rs).

@@ -1,0 +1,1 @@
+//! Issue 36: escapes (see tests/surfaces.rs).

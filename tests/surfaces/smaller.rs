@@ -1,0 +1,1 @@
+//! Issue 36: smaller (see tests/surfaces.rs).

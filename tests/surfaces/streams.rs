@@ -1,0 +1,1 @@
+//! Issue 36: streams (see tests/surfaces.rs).
