@@ -41,7 +41,7 @@
 //! and what it lacks.
 
 use super::diff::{self, DiffReport, Status};
-use super::profile::{sorted_sites, DeviceProfile, Profile, SiteTotal};
+use super::profile::{sorted_sites, DeviceProfile, Profile, SiteTotal, Uncovered};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -390,12 +390,35 @@ fn peak_gaps(p: &Profile) -> Option<String> {
     if p.devices.is_empty() {
         return Some(NOTHING.into());
     }
-    let gaps: Vec<&str> = p
+    let gaps: Vec<String> = p
         .devices
         .iter()
-        .filter_map(|d| d.unrecorded.as_ref().map(|u| u.reason.as_str()))
+        .flat_map(|d| {
+            let unrecorded = d.unrecorded.as_ref().map(|u| u.reason.clone());
+            let uncovered = d.uncovered.as_ref().map(uncovered_live);
+            unrecorded.into_iter().chain(uncovered)
+        })
         .collect();
     (!gaps.is_empty()).then(|| gaps.join("; "))
+}
+
+/// The reason of a device whose segments do not cover its trace, as a live-bytes budget
+/// reads it: what was live before the trace in the unlisted segments is unknown.
+fn uncovered_live(u: &Uncovered) -> String {
+    format!(
+        "{}: its live bytes are a lower bound (what was live before the trace in unlisted segments is unknown)",
+        u.reason
+    )
+}
+
+/// The reason of a device whose segments do not cover its trace, as a reserved-bytes budget
+/// reads it.
+fn uncovered_reserved(u: &Uncovered) -> String {
+    format!(
+        "{}: its reserved bytes are at least {}",
+        u.reason,
+        crate::units::iec(u.peak_reserved_floor)
+    )
 }
 
 /// Evaluates `budgets` on one file; `top` sites are listed behind each broken budget.
@@ -438,28 +461,23 @@ pub fn evaluate(
                         .max_by_key(|d| d.live_bytes);
                     match d {
                         Some(d) if d.live_bytes > limit => {
-                            notes.extend(
-                                p.devices
-                                    .iter()
-                                    .filter_map(|d| d.unrecorded.as_ref())
-                                    .map(|u| {
-                                        if u.lower_bound {
-                                            format!(
-                                                "{}: its final state is a lower bound",
-                                                u.reason
-                                            )
-                                        } else {
-                                            u.reason.clone()
-                                        }
-                                    }),
-                            );
+                            for d in &p.devices {
+                                notes.extend(d.unrecorded.as_ref().map(|u| {
+                                    if u.lower_bound {
+                                        format!("{}: its final state is a lower bound", u.reason)
+                                    } else {
+                                        u.reason.clone()
+                                    }
+                                }));
+                                notes.extend(d.uncovered.as_ref().map(uncovered_live));
+                            }
                             bytes_result(
                                 b,
                                 limit,
                                 d.live_bytes,
                                 Some(d.device),
                                 device_sites(Some(d)),
-                                d.unrecorded.is_some(),
+                                d.unrecorded.is_some() || d.uncovered.is_some(),
                             )
                         }
                         _ => unmeasured(b, reason),
@@ -467,18 +485,34 @@ pub fn evaluate(
                 }
             },
             (BudgetKind::MaxReserved, Limit::Bytes(limit)) => {
-                if p.devices.is_empty() {
-                    unmeasured(b, NOTHING.into())
-                } else {
-                    let d = p.devices.iter().rev().max_by_key(|d| d.peak_reserved_bytes);
-                    bytes_result(
-                        b,
-                        limit,
-                        d.map_or(0, |d| d.peak_reserved_bytes),
-                        d.map(|d| d.device),
-                        device_sites(d),
-                        false,
-                    )
+                // Per device the highest reserved bytes, or their floor where the segments do
+                // not cover the trace: a floor already over the limit breaks the budget ("at
+                // least"), one under it leaves the budget unmeasured, never passed.
+                let reserved = |d: &DeviceProfile| {
+                    d.uncovered
+                        .as_ref()
+                        .map_or(d.peak_reserved_bytes, |u| u.peak_reserved_floor)
+                };
+                let d = p.devices.iter().rev().max_by_key(|d| reserved(d));
+                let gaps: Vec<String> = p
+                    .devices
+                    .iter()
+                    .filter_map(|d| d.uncovered.as_ref().map(uncovered_reserved))
+                    .collect();
+                match d {
+                    None => unmeasured(b, NOTHING.into()),
+                    Some(d) if gaps.is_empty() || reserved(d) > limit => {
+                        notes.extend(gaps);
+                        bytes_result(
+                            b,
+                            limit,
+                            reserved(d),
+                            Some(d.device),
+                            device_sites(Some(d)),
+                            d.uncovered.is_some(),
+                        )
+                    }
+                    Some(_) => unmeasured(b, gaps.join("; ")),
                 }
             }
             (BudgetKind::MaxLeaked, Limit::Bytes(limit)) => {
@@ -496,14 +530,31 @@ pub fn evaluate(
                 }
             }
             (BudgetKind::MaxFrag, Limit::Ratio(limit)) => {
+                // A device whose segments do not cover its trace has no fragmentation to
+                // measure (the unlisted segments' free blocks are unknown either way): the
+                // others may still break the budget, never pass it.
+                let gaps: Vec<String> = p
+                    .devices
+                    .iter()
+                    .filter_map(|d| {
+                        d.uncovered.as_ref().map(|u| {
+                            format!("{}: its fragmentation is not measured", u.reason)
+                        })
+                    })
+                    .collect();
                 let d = p
                     .devices
                     .iter()
                     .rev()
-                    .filter(|d| d.reserved_bytes > 0)
+                    .filter(|d| d.reserved_bytes > 0 && d.uncovered.is_none())
                     .max_by(|a, b| a.fragmentation.total_cmp(&b.fragmentation));
                 match d {
                     None if p.devices.is_empty() => unmeasured(b, NOTHING.into()),
+                    _ if !gaps.is_empty()
+                        && d.map_or(true, |d| d.fragmentation <= limit) =>
+                    {
+                        unmeasured(b, gaps.join("; "))
+                    }
                     None => unmeasured(
                         b,
                         format!(
@@ -512,6 +563,7 @@ pub fn evaluate(
                         ),
                     ),
                     Some(d) => {
+                        notes.extend(gaps);
                         let actual = d.fragmentation;
                         let passed = actual <= limit;
                         let on = format!(" on device {}", d.device);

@@ -92,6 +92,10 @@ pub struct DeviceProfile {
     /// [`Unrecorded`]); `None` when it is: a trace recording the moment, or `end`, which the
     /// final state is.
     pub unrecorded: Option<Unrecorded>,
+    /// Why the final segments do not bound this device's reserved bytes, when they do not
+    /// (see [`Uncovered`]); `None` when they cover what the trace leaves live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncovered: Option<Uncovered>,
     /// Live bytes per key on this device.
     pub sites: BTreeMap<String, SiteTotal>,
 }
@@ -106,6 +110,20 @@ pub struct Unrecorded {
     /// True when `live_bytes` (the final state) is still at most the moment's value — at
     /// `peak`, since no state exceeds the peak — so a budget it already breaks is broken.
     pub lower_bound: bool,
+}
+
+/// The final segments of a traced device do not cover what its trace leaves live (the
+/// segment list is empty or partial, see [`crate::model::coverage`]): its reserved bytes and
+/// fragmentation are not measured, only bounded from below, and its live bytes lack what was
+/// live before the trace in the unlisted segments, so they are a lower bound too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Uncovered {
+    /// One line naming the device and by how much the segments fall short.
+    pub reason: String,
+    /// The least the highest reserved bytes over the trace can be: the replayed reserved
+    /// bytes, the live bytes at the peak and at the end, whichever is most (reserved bytes
+    /// never fall below live ones).
+    pub peak_reserved_floor: u64,
 }
 
 /// True when a trace records allocator activity that moves live bytes (an alloc or a free); a
@@ -387,6 +405,40 @@ impl<'a> Keyer<'a> {
     }
 }
 
+/// Whether `segments` (one device's) cover what its replay `r` leaves live at the end of the
+/// trace; when they do not, the reason and the floor of the highest reserved bytes.
+fn uncovered(
+    segments: &[crate::model::Segment],
+    r: &DeviceReplay,
+    peak_reserved_bytes: u64,
+) -> Option<Uncovered> {
+    use crate::replay::{Origin, NEVER};
+    let live_end = r
+        .allocations
+        .iter()
+        .filter(|a| a.origin == Origin::Trace && a.end == NEVER)
+        .map(|a| (a.addr, a.size));
+    let c = crate::model::coverage::of_live(segments, live_end);
+    if c.covered() {
+        return None;
+    }
+    let iec = crate::units::iec;
+    Some(Uncovered {
+        reason: format!(
+            "the segments of device {} do not cover its trace: {} it leaves live ({} allocation{}) lie{} in no segment ({} reserved listed)",
+            r.device,
+            iec(c.uncovered_bytes),
+            c.uncovered_allocations,
+            if c.uncovered_allocations == 1 { "" } else { "s" },
+            if c.uncovered_allocations == 1 { "s" } else { "" },
+            iec(c.segment_bytes),
+        ),
+        peak_reserved_floor: peak_reserved_bytes
+            .max(r.peak_bytes)
+            .max(c.reserved_floor()),
+    })
+}
+
 /// Measures every device of `snap` at `opts.at`. Devices without a trace are measured at their
 /// final state (marked [`Unrecorded`] unless the moment is `end`); with `oom`, traced devices
 /// without an oom event are left out (an error when no device has one).
@@ -436,19 +488,21 @@ pub fn profile(
                         ),
                         lower_bound: true,
                     });
+                let peak_reserved_bytes = r
+                    .reserved
+                    .iter()
+                    .copied()
+                    .fold(r.initial_reserved, u64::max);
                 DeviceProfile {
                     device: dev.id,
                     basis: "trace",
                     at: moment,
                     live_bytes: r.live_at(at),
                     reserved_bytes: r.reserved_at(at),
-                    peak_reserved_bytes: r
-                        .reserved
-                        .iter()
-                        .copied()
-                        .fold(r.initial_reserved, u64::max),
+                    peak_reserved_bytes,
                     fragmentation: f.total.fragmentation,
                     unrecorded,
+                    uncovered: uncovered(segments, r, peak_reserved_bytes),
                     sites: BTreeMap::new(),
                 }
             }
@@ -486,6 +540,7 @@ pub fn profile(
                         ),
                         lower_bound: opts.at == MomentSpec::Peak,
                     }),
+                    uncovered: None,
                     sites: BTreeMap::new(),
                 }
             }

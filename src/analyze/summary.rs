@@ -108,6 +108,15 @@ pub struct DeviceSummary {
     pub pools: Vec<PoolSummary>,
     /// Trace statistics.
     pub trace: TraceSummary,
+    /// Requested bytes the trace leaves live at its end in no segment of the final state (the
+    /// segment list is empty or partial: warning `segments_do_not_cover_trace`); left out
+    /// when 0, which is when the segments cover the trace.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub uncovered_live_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Totals for one (pool kind, pool id, stream).
@@ -204,6 +213,14 @@ pub fn run(snap: &Snapshot) -> SummaryReport {
                 private_pool_segments: 0,
                 pools: Vec::new(),
                 trace: trace_summary(snap, snap.device_trace(dev)),
+                // Only measured again where the load found the segments short of the trace.
+                uncovered_live_bytes: if snap.warnings.iter().any(|w| {
+                    w.code == "segments_do_not_cover_trace" && w.device == Some(dev.id)
+                }) {
+                    crate::model::coverage::coverage(snap, dev).uncovered_bytes
+                } else {
+                    0
+                },
             };
             let mut pools: BTreeMap<(PoolKind, (u64, u64), u64), PoolSummary> = BTreeMap::new();
             for s in snap.device_segments(dev) {

@@ -7,6 +7,7 @@
 
 pub mod bounds;
 pub mod build;
+pub mod coverage;
 pub mod cpp_names;
 mod error;
 pub mod ids;

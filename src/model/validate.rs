@@ -51,6 +51,7 @@ pub fn check(snap: &Snapshot) -> Vec<Warning> {
     for dev in &snap.devices {
         out.extend(check_segments(snap, dev));
         out.extend(check_trace(snap, dev));
+        out.extend(check_coverage(snap, dev));
     }
     out.extend(check_private_pools_only(snap));
     let any_holder = !snap.blocks.is_empty() || !snap.events.is_empty();
@@ -211,6 +212,28 @@ fn check_segments(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
         .into_iter()
         .filter_map(Tally::into_warning)
         .collect()
+}
+
+/// Allocations the trace leaves live outside every segment: the segment list is empty or
+/// partial, so reserved bytes are only bounded from below (see [`super::coverage`]).
+fn check_coverage(snap: &Snapshot, dev: &Device) -> Option<Warning> {
+    if dev.trace.is_empty() {
+        return None;
+    }
+    let c = super::coverage::coverage(snap, dev);
+    (!c.covered()).then(|| Warning {
+        code: "segments_do_not_cover_trace",
+        device: Some(dev.id),
+        message: format!(
+            "the segments do not cover the trace: {} allocation{} the trace leaves live ({} bytes of {} bytes live at its end) lie in no segment of the final state ({} bytes reserved listed); reserved bytes are at least {} bytes, and what was live before the trace in unlisted segments is unknown",
+            c.uncovered_allocations,
+            if c.uncovered_allocations == 1 { "" } else { "s" },
+            c.uncovered_bytes,
+            c.live_end_bytes,
+            c.segment_bytes,
+            c.reserved_floor(),
+        ),
+    })
 }
 
 fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
