@@ -216,7 +216,16 @@ fn round_in(lo: u64, hi: u64) -> u64 {
     lo
 }
 
-fn capacity_for(b: &Bounds, given: &Option<(u64, String)>) -> (Option<Capacity>, CapacityOut) {
+/// The capacity replayed against: `given`, else inferred from the trace's bounds `b`. An
+/// inference never goes below `proven`, the most the trace shows in use (its reserved bytes or
+/// its largest allocation that succeeded): an absurd trace (an OOM that saw 0 B reserved and 0
+/// B free, a failure below what succeeded) leaves the capacity unknown rather than 0 B.
+fn capacity_for(
+    b: &Bounds,
+    given: &Option<(u64, String)>,
+    proven: u64,
+) -> (Option<Capacity>, CapacityOut) {
+    let floor = b.lower.max(proven);
     let mut out = CapacityOut {
         bytes: None,
         kind: None,
@@ -230,9 +239,17 @@ fn capacity_for(b: &Bounds, given: &Option<(u64, String)>) -> (Option<Capacity>,
             bytes: *bytes,
             fraction: false,
         })
-    } else if let Some(upper) = b.upper {
+    } else if let Some(d) = b.device.filter(|&d| b.upper.is_some() && d < floor) {
+        out.source = format!(
+            "unknown: the trace is inconsistent (its OOM saw {} reserved + free, below the {} \
+             it shows in use), so no capacity can be inferred: pass --capacity or --gpu",
+            iec_words(d),
+            iec_words(floor)
+        );
+        None
+    } else if let Some(upper) = b.upper.filter(|&u| floor > 0 && floor < u) {
         match b.device {
-            Some(d) if d < upper && d >= b.lower => {
+            Some(d) if d < upper && d >= floor => {
                 out.source = "inferred: reserved + the device's free memory at the OOM".into();
                 Some(Capacity {
                     bytes: d,
@@ -247,11 +264,19 @@ fn capacity_for(b: &Bounds, given: &Option<(u64, String)>) -> (Option<Capacity>,
                     iec_words(upper)
                 );
                 Some(Capacity {
-                    bytes: round_in(b.lower, upper),
+                    bytes: round_in(floor, upper),
                     fraction: true,
                 })
             }
         }
+    } else if let Some(upper) = b.upper {
+        out.source = format!(
+            "unknown: the trace is inconsistent (a cudaMalloc failed below {} while it shows {} \
+             in use), so no capacity can be inferred: pass --capacity or --gpu",
+            iec_words(upper),
+            iec_words(floor)
+        );
+        None
     } else {
         out.source = "unknown: nothing in the trace ran short and no --capacity or --gpu was \
                       given, so no scenario can run out of memory"
@@ -394,8 +419,14 @@ pub fn run(
         }
         let mut rec = recorded::read(snap, dev, &base);
         let va_bytes = va_bytes(&rec, &opts.capacity);
+        let largest_alloc = trace
+            .iter()
+            .filter(|e| e.action == Action::Alloc)
+            .map(|e| e.size)
+            .max()
+            .unwrap_or(0);
         let as_recorded = |rec: &Recorded| {
-            let (cap, capacity) = capacity_for(&rec.bounds, &opts.capacity);
+            let (cap, capacity) = capacity_for(&rec.bounds, &opts.capacity, largest_alloc);
             let sc = Scenario {
                 settings: base.clone(),
                 capacity: cap,

@@ -22,8 +22,9 @@ pub struct Args {
     /// (`runs/*/rank*.pickle`, quoted so the shell leaves them); `-` reads standard input.
     #[arg(required = true)]
     paths: Vec<String>,
-    /// Worker threads, one file each (default: the number of cores). With more than one, each
-    /// file is decoded by the sequential decoder: the parallelism is across files.
+    /// Worker threads, one file each (default: the number of cores; never more than the cores
+    /// or the files). With more than one, each file is decoded by the sequential decoder: the
+    /// parallelism is across files.
     #[arg(long, short = 'j')]
     jobs: Option<usize>,
     /// Sites listed that explain the outlier rank.
@@ -153,6 +154,13 @@ fn one(
     Ok((FileRow::new(&name, &p, &o), p))
 }
 
+/// The worker threads of `-j`: as asked (default: the cores), at most one per file and at most
+/// one per core, since each worker decodes a file on one core (`-j 100000` on one file used to
+/// start 100,000 threads). Capped silently: the output is the same with any number.
+fn worker_threads(asked: Option<usize>, files: usize, cores: usize) -> usize {
+    asked.unwrap_or(cores).min(cores).min(files).max(1)
+}
+
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     super::args::stdin_once(args.paths.iter().map(Path::new))?;
@@ -163,10 +171,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             args.paths.join(" ")
         )));
     }
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
+    let jobs = worker_threads(args.jobs, files.len(), memlens::model::default_threads());
     let mut load = g.load;
     if jobs > 1 {
         // One decoder thread per file: workers already use every core.
@@ -250,6 +255,16 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobs_are_capped_at_the_files_and_the_cores() {
+        assert_eq!(worker_threads(Some(100_000), 1, 16), 1);
+        assert_eq!(worker_threads(Some(100_000), 40, 16), 16);
+        assert_eq!(worker_threads(Some(3), 40, 16), 3);
+        assert_eq!(worker_threads(None, 5, 16), 5);
+        assert_eq!(worker_threads(Some(0), 5, 16), 1);
+        assert_eq!(worker_threads(None, 0, 0), 1);
+    }
 
     #[test]
     fn wildcards() {

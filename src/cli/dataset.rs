@@ -138,7 +138,25 @@ fn part_path(dir: &Path, table: &str, parts: &[String], input: &Path) -> PathBuf
         .map(|s| escape(&s.to_string_lossy()))
         .unwrap_or_else(|| "stdin".into());
     let id = hex(&Sha256::digest(input.as_os_str().as_encoded_bytes())[..6]);
-    p.join(format!("part-{stem}-{id}.parquet"))
+    p.join(format!("part-{}-{id}.parquet", shortened(&stem)))
+}
+
+/// The most bytes of a part name's stem: `part-` + stem + `-` + 12 hex digits + `.parquet`
+/// stays within the 255 bytes a file name may hold (a legal 240-byte input name, or a shorter
+/// one that percent-encoding makes three times as long, used to be dropped from the dataset).
+/// The hash of the whole path keeps shortened names apart.
+const STEM_MAX: usize = 200;
+
+/// `stem` (percent-encoded, so ASCII) cut to [`STEM_MAX`] bytes, never inside a `%XX`.
+fn shortened(stem: &str) -> &str {
+    if stem.len() <= STEM_MAX {
+        return stem;
+    }
+    let cut = &stem[..STEM_MAX];
+    match cut.rfind('%') {
+        Some(i) if i + 3 > STEM_MAX => &cut[..i],
+        _ => cut,
+    }
 }
 
 /// Writes one file's tables; the error of a file that could not be read is returned after

@@ -195,7 +195,7 @@ fn trace(
         return Ok(());
     }
     let span = match (t.first_time_us, t.last_time_us) {
-        (Some(a), Some(b)) => format!(" over {}", duration_us(b - a)),
+        (Some(a), Some(b)) => format!(" over {}", duration_us(b.saturating_sub(a))),
         _ => String::new(),
     };
     let actions: Vec<String> = t

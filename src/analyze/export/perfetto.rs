@@ -11,6 +11,10 @@
 //! PyTorch 2.2) is placed at its event index: entry `i` at `i + 1` µs, the state before the
 //! first at 0, and a note says so.
 //!
+//! Times are clamped, never wrapped: a `time_us` near ±2^63 (an absurd file) gives spans that
+//! end at `i64::MAX` rather than durations that wrap negative; the export stays usable for the
+//! rest of the trace.
+//!
 //! Counter samples: with `points` > 0 and a longer window, the window is cut into
 //! `points / 2` buckets and each bucket keeps the states where each of the three series is
 //! lowest and highest, so every series' maximum (and `timeline`'s peak and highest reserved)
@@ -293,7 +297,7 @@ fn device_tracks(
         Span {
             name,
             ts,
-            dur: (clock.ts(last) - ts).max(1),
+            dur: clock.ts(last).saturating_sub(ts).max(1),
             first_event: first,
             last_event: last,
             lane: 0,
@@ -312,7 +316,7 @@ fn device_tracks(
             TimeBasis::TimeUs => Span {
                 name: p.name,
                 ts: clock.at(p.start_us),
-                dur: (p.end_us - p.start_us).max(1),
+                dur: p.end_us.saturating_sub(p.start_us).max(1),
                 first_event: p.first_event,
                 last_event: p.last_event,
                 lane: 0,
@@ -409,7 +413,7 @@ fn assign_lanes(spans: &mut [Span]) {
     // Per lane, the ends of the spans still open, outermost first.
     let mut lanes: Vec<Vec<i64>> = Vec::new();
     for s in spans.iter_mut() {
-        let end = s.ts + s.dur;
+        let end = s.ts.saturating_add(s.dur);
         let mut placed = None;
         for (k, open) in lanes.iter_mut().enumerate() {
             while open.last().is_some_and(|&e| e <= s.ts) {
@@ -465,7 +469,7 @@ fn largest(
                 alloc_event: a.start,
                 free_event: (a.end != NEVER).then_some(a.end),
                 ts,
-                end_ts: clock.ts(end).max(ts + 1),
+                end_ts: clock.ts(end).max(ts.saturating_add(1)),
             }
         })
         .collect()
