@@ -537,9 +537,9 @@ pub fn evaluate(
                     .devices
                     .iter()
                     .filter_map(|d| {
-                        d.uncovered.as_ref().map(|u| {
-                            format!("{}: its fragmentation is not measured", u.reason)
-                        })
+                        d.uncovered
+                            .as_ref()
+                            .map(|u| format!("{}: its fragmentation is not measured", u.reason))
                     })
                     .collect();
                 let d = p
@@ -550,9 +550,7 @@ pub fn evaluate(
                     .max_by(|a, b| a.fragmentation.total_cmp(&b.fragmentation));
                 match d {
                     None if p.devices.is_empty() => unmeasured(b, NOTHING.into()),
-                    _ if !gaps.is_empty()
-                        && d.map_or(true, |d| d.fragmentation <= limit) =>
-                    {
+                    _ if !gaps.is_empty() && d.map_or(true, |d| d.fragmentation <= limit) => {
                         unmeasured(b, gaps.join("; "))
                     }
                     None => unmeasured(

@@ -28,8 +28,10 @@ fn free(addr: u64, size: u64, t: u64) -> Value {
 /// A segment of one active block (`live` of `size` bytes requested) and, when `size` is
 /// larger, one inactive block after it.
 fn segment(address: u64, size: u64, live: u64, extra: Value) -> Value {
-    let mut blocks = vec![json!({"address": address, "size": live, "requested_size": live,
-        "state": "active_allocated", "frames": []})];
+    let mut blocks = vec![
+        json!({"address": address, "size": live, "requested_size": live,
+        "state": "active_allocated", "frames": []}),
+    ];
     if size > live {
         blocks.push(json!({"address": address + live, "size": size - live,
             "requested_size": 0, "state": "inactive", "frames": []}));
@@ -59,11 +61,7 @@ fn ten_gib(dir: &Path, name: &str, segments: Vec<Value>) -> PathBuf {
 fn crafted(dir: &Path) -> (PathBuf, PathBuf) {
     (
         ten_gib(dir, "empty.json", vec![]),
-        ten_gib(
-            dir,
-            "one.json",
-            vec![segment(BASE, GIB, GIB, json!({}))],
-        ),
+        ten_gib(dir, "one.json", vec![segment(BASE, GIB, GIB, json!({}))]),
     )
 }
 
@@ -181,7 +179,10 @@ fn fragmentation_and_peak_on_uncovered_segments() {
     );
     let (code, b) = check_json(&["check", "--max-peak", "4GiB"], &one);
     assert_eq!((code, b["status"].as_str()), (1, Some("fail")));
-    assert_eq!((b["actual_bytes"].clone(), b["lower_bound"].clone()), (json!(10 * GIB), json!(true)));
+    assert_eq!(
+        (b["actual_bytes"].clone(), b["lower_bound"].clone()),
+        (json!(10 * GIB), json!(true))
+    );
 }
 
 /// GIVEN the same files, THEN `summary` says the segments do not cover the trace and by how
