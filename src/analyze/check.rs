@@ -25,10 +25,13 @@
 //!   ([`super::profile::Unrecorded`]): it has no trace (at any moment but `end`, which the
 //!   final state is), or at `peak` its trace records no alloc or free (PyTorch 2.0's single
 //!   `snapshot` entry), so the peak was not recorded. The final state is no peak; it is only a
-//!   lower bound of one;
+//!   lower bound of one. Or a device whose segments do not cover its trace: what was live
+//!   before the trace in the unlisted segments is unknown, so its live bytes are a lower bound;
 //! - `max_reserved`: no device (the final segments are a device's reserved bytes without a
-//!   trace);
-//! - `max_frag`: no device holds segments at the moment;
+//!   trace), or a device whose segments do not cover its trace
+//!   ([`super::profile::Uncovered`]: its reserved bytes have only a floor);
+//! - `max_frag`: no device holds segments at the moment, or a device's segments do not cover
+//!   its trace;
 //! - `max_leaked`: no device, or a device the leaks analysis cannot judge: no trace, no steps
 //!   found in its trace, or fewer steps than it needs
 //!   ([`super::leaks::LeaksOptions::steps_needed`]: one warm-up + 3);
@@ -36,7 +39,8 @@
 //!
 //! What was measured still breaks a budget: when some devices are unmeasured but a measured
 //! one, or a lower bound (an unrecorded device's final state at `peak`; the leaked bytes of the
-//! devices that could be judged), already exceeds the limit, the budget fails ("at least") and
+//! devices that could be judged; the reserved floor or live bytes of a device whose segments
+//! do not cover its trace), already exceeds the limit, the budget fails ("at least") and
 //! the unmeasured devices become notes. The reason of an unmeasured budget names each device
 //! and what it lacks.
 

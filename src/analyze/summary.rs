@@ -119,6 +119,20 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// Requested bytes `dev`'s trace leaves live outside its segments: measured only where the
+/// load found the segments short of the trace (warning `segments_do_not_cover_trace`).
+fn uncovered_live_bytes(snap: &Snapshot, dev: &crate::model::Device) -> u64 {
+    let warned = snap
+        .warnings
+        .iter()
+        .any(|w| w.code == "segments_do_not_cover_trace" && w.device == Some(dev.id));
+    if warned {
+        crate::model::coverage::coverage(snap, dev).uncovered_bytes
+    } else {
+        0
+    }
+}
+
 /// Totals for one (pool kind, pool id, stream).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PoolSummary {
@@ -193,80 +207,73 @@ impl Serialize for SettingJson<'_> {
 
 /// Summarizes `snap`.
 pub fn run(snap: &Snapshot) -> SummaryReport {
-    let devices =
-        snap.devices
-            .iter()
-            .map(|dev| {
-                let mut d = DeviceSummary {
-                    device: dev.id,
-                    segments: dev.segments.len(),
-                    blocks: 0,
-                    reserved_bytes: 0,
-                    allocated_bytes: 0,
-                    requested_bytes: 0,
-                    rounding_waste_bytes: 0,
-                    pending_free_bytes: 0,
-                    inactive_bytes: 0,
-                    largest_inactive_block_bytes: 0,
-                    trace_entries: dev.trace.len(),
-                    expandable_segments: 0,
-                    private_pool_segments: 0,
-                    pools: Vec::new(),
-                    trace: trace_summary(snap, snap.device_trace(dev)),
-                    // Only measured again where the load found the segments short of the trace.
-                    uncovered_live_bytes: if snap.warnings.iter().any(|w| {
-                        w.code == "segments_do_not_cover_trace" && w.device == Some(dev.id)
-                    }) {
-                        crate::model::coverage::coverage(snap, dev).uncovered_bytes
-                    } else {
-                        0
-                    },
-                };
-                let mut pools: BTreeMap<(PoolKind, (u64, u64), u64), PoolSummary> = BTreeMap::new();
-                for s in snap.device_segments(dev) {
-                    let p = pools
-                        .entry((s.pool, s.pool_id, s.stream))
-                        .or_insert_with(|| PoolSummary {
-                            pool: s.pool,
-                            pool_id: [s.pool_id.0, s.pool_id.1],
-                            stream: s.stream,
-                            segments: 0,
-                            reserved_bytes: 0,
-                            allocated_bytes: 0,
-                            inactive_bytes: 0,
-                            largest_inactive_block_bytes: 0,
-                        });
-                    p.segments += 1;
-                    p.reserved_bytes += s.total_size;
-                    d.reserved_bytes += s.total_size;
-                    d.expandable_segments += s.expandable as usize;
-                    d.private_pool_segments += s.is_private_pool() as usize;
-                    let blocks = snap.segment_blocks(s);
-                    d.blocks += blocks.len();
-                    for b in blocks {
-                        match b.state {
-                            BlockState::ActiveAllocated => {
-                                d.allocated_bytes += b.size;
-                                d.requested_bytes += b.requested_size;
-                                p.allocated_bytes += b.size;
-                            }
-                            BlockState::ActivePendingFree => d.pending_free_bytes += b.size,
-                            BlockState::Inactive => {
-                                d.inactive_bytes += b.size;
-                                p.inactive_bytes += b.size;
-                                d.largest_inactive_block_bytes =
-                                    d.largest_inactive_block_bytes.max(b.size);
-                                p.largest_inactive_block_bytes =
-                                    p.largest_inactive_block_bytes.max(b.size);
-                            }
+    let devices = snap
+        .devices
+        .iter()
+        .map(|dev| {
+            let mut d = DeviceSummary {
+                device: dev.id,
+                segments: dev.segments.len(),
+                blocks: 0,
+                reserved_bytes: 0,
+                allocated_bytes: 0,
+                requested_bytes: 0,
+                rounding_waste_bytes: 0,
+                pending_free_bytes: 0,
+                inactive_bytes: 0,
+                largest_inactive_block_bytes: 0,
+                trace_entries: dev.trace.len(),
+                expandable_segments: 0,
+                private_pool_segments: 0,
+                pools: Vec::new(),
+                trace: trace_summary(snap, snap.device_trace(dev)),
+                uncovered_live_bytes: uncovered_live_bytes(snap, dev),
+            };
+            let mut pools: BTreeMap<(PoolKind, (u64, u64), u64), PoolSummary> = BTreeMap::new();
+            for s in snap.device_segments(dev) {
+                let p = pools
+                    .entry((s.pool, s.pool_id, s.stream))
+                    .or_insert_with(|| PoolSummary {
+                        pool: s.pool,
+                        pool_id: [s.pool_id.0, s.pool_id.1],
+                        stream: s.stream,
+                        segments: 0,
+                        reserved_bytes: 0,
+                        allocated_bytes: 0,
+                        inactive_bytes: 0,
+                        largest_inactive_block_bytes: 0,
+                    });
+                p.segments += 1;
+                p.reserved_bytes += s.total_size;
+                d.reserved_bytes += s.total_size;
+                d.expandable_segments += s.expandable as usize;
+                d.private_pool_segments += s.is_private_pool() as usize;
+                let blocks = snap.segment_blocks(s);
+                d.blocks += blocks.len();
+                for b in blocks {
+                    match b.state {
+                        BlockState::ActiveAllocated => {
+                            d.allocated_bytes += b.size;
+                            d.requested_bytes += b.requested_size;
+                            p.allocated_bytes += b.size;
+                        }
+                        BlockState::ActivePendingFree => d.pending_free_bytes += b.size,
+                        BlockState::Inactive => {
+                            d.inactive_bytes += b.size;
+                            p.inactive_bytes += b.size;
+                            d.largest_inactive_block_bytes =
+                                d.largest_inactive_block_bytes.max(b.size);
+                            p.largest_inactive_block_bytes =
+                                p.largest_inactive_block_bytes.max(b.size);
                         }
                     }
                 }
-                d.rounding_waste_bytes = d.allocated_bytes.saturating_sub(d.requested_bytes);
-                d.pools = pools.into_values().collect();
-                d
-            })
-            .collect();
+            }
+            d.rounding_waste_bytes = d.allocated_bytes.saturating_sub(d.requested_bytes);
+            d.pools = pools.into_values().collect();
+            d
+        })
+        .collect();
     SummaryReport {
         schema_version: super::SCHEMA_VERSION,
         layout: snap.layout,
