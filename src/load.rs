@@ -6,6 +6,7 @@
 use crate::error::Error;
 use crate::input::{self, Input};
 use crate::model::{self, BuildError, BuildOptions, Snapshot, Warning};
+use crate::pickle::{self, scan::Followed};
 use std::path::Path;
 
 /// How a file is read and decoded; the default is what `memlens FILE` does without flags.
@@ -25,13 +26,42 @@ pub struct LoadOptions {
 
 /// Opens `path` for [`build`]: a gzip or zstd file is decompressed by a thread of its own
 /// while the decode starts, except with `salvage`, where the stream is read whole so that a
-/// break keeps what came before it.
+/// break keeps what came before it. A stream or a decompressor holding a pickle is read only
+/// as far as the pickle goes (its `STOP`), and refused at the first byte that is no opcode.
 pub fn read(path: &Path, opts: &LoadOptions) -> Result<Input, Error> {
-    if opts.salvage {
-        input::read_with(path, true)
-    } else {
-        input::read_streaming(path)
+    read_keeping(path, opts, false)
+}
+
+/// Like [`read`]; with `keep_stored`, the input also holds its bytes as stored
+/// ([`Input::stored`]: compressed or JSON), so they can be hashed without reading the file
+/// again.
+pub fn read_keeping(path: &Path, opts: &LoadOptions, keep_stored: bool) -> Result<Input, Error> {
+    input::read_opts(
+        path,
+        &input::ReadOptions {
+            salvage: opts.salvage,
+            overlap: !opts.salvage,
+            keep_stored,
+            extent: Some(follow_pickle),
+        },
+    )
+}
+
+/// The pickle layer's walk ([`pickle::scan::Follow`]) as the input layer's [`input::Extent`].
+struct Follow(pickle::scan::Follow);
+
+impl input::Extent for Follow {
+    fn feed(&mut self, chunk: &[u8]) -> input::End {
+        match self.0.feed(chunk) {
+            Followed::More => input::End::More,
+            Followed::End(at) => input::End::At(at),
+            Followed::Refused(at, why) => input::End::Refused(at, why),
+        }
     }
+}
+
+fn follow_pickle() -> Box<dyn input::Extent> {
+    Box::new(Follow(pickle::scan::Follow::new()))
 }
 
 /// Builds the snapshot from input already read from `path`; `progress` gets the decoded

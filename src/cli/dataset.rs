@@ -116,15 +116,32 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// SHA-256 of the file's bytes as stored (`None` for standard input).
-fn sha256(path: &Path) -> Result<Option<String>, Error> {
-    if path.as_os_str() == "-" {
-        return Ok(None);
-    }
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+/// SHA-256 of the input's bytes as stored, from the bytes read for decoding (nothing is read
+/// twice): a regular file's whole content, a stream's bytes as far as they were read. The
+/// pages of a mapped pickle are handed back as they are hashed.
+fn sha256(input: &memlens::input::Input) -> Option<String> {
+    const STEP: usize = 16 << 20;
+    let stored = input.stored()?;
     let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).map_err(|e| Error::io(path, &e))?;
-    Ok(Some(hex(&h.finalize())))
+    for (i, chunk) in stored.chunks(STEP).enumerate() {
+        h.update(chunk);
+        input.release(i * STEP, chunk.len());
+    }
+    Some(hex(&h.finalize()))
+}
+
+/// Reads and decodes `path` once, through the input layer every command uses (streams as
+/// streams), and hashes the bytes that were read.
+fn load(
+    path: &Path,
+    load: &LoadOptions,
+    device: DeviceArg,
+) -> Result<(Loaded, Option<String>), Error> {
+    let input = memlens::load::read_keeping(path, load, true)?;
+    let snap = memlens::load::build(path, &input, load, &mut |_| {})?;
+    let sha = sha256(&input);
+    drop(input);
+    Ok((Loaded::with(path, snap, device)?, sha))
 }
 
 /// The part file of `input` in `table`'s directory.
@@ -170,14 +187,14 @@ fn one(
     force: bool,
 ) -> Result<Result<usize, Error>, Error> {
     let name = path.display().to_string();
-    let (tables, failure): (Vec<Table>, Option<Error>) = match sha256(path).and_then(|sha| {
-        let src = Source {
-            file: &name,
-            sha256: sha,
-        };
-        let l = Loaded::quiet(path, load, device)?;
-        dataset::tables(&src, &l.snap, l.replays()).map_err(|m| l.failed(m))
-    }) {
+    let (tables, failure): (Vec<Table>, Option<Error>) = match self::load(path, load, device)
+        .and_then(|(l, sha)| {
+            let src = Source {
+                file: &name,
+                sha256: sha,
+            };
+            dataset::tables(&src, &l.snap, l.replays()).map_err(|m| l.failed(m))
+        }) {
         Ok(t) => (t, None),
         Err(e) => {
             let src = Source {

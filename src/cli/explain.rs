@@ -24,26 +24,39 @@ pub struct Args {
     out: OutputArgs,
 }
 
+/// The longest message read (from standard input or `--message-file`): an OOM message with
+/// its traceback is a few KiB; more is refused rather than read without end (`/dev/zero`).
+const MAX_MESSAGE: u64 = 1 << 20;
+
+/// Reads at most [`MAX_MESSAGE`] bytes of `r` (`path` names it in errors); invalid UTF-8
+/// becomes U+FFFD, the same wherever the message comes from.
+fn read_message(path: &Path, r: impl Read) -> Result<String, Error> {
+    let mut bytes = Vec::new();
+    r.take(MAX_MESSAGE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, &e))?;
+    if bytes.len() as u64 > MAX_MESSAGE {
+        return Err(Error::Input {
+            path: path.to_path_buf(),
+            location: format!("byte {MAX_MESSAGE}"),
+            message: "the message is longer than 1 MiB; give the OOM message or the end of the log (tail -c 100k LOG)".into(),
+            truncated: false,
+        });
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 fn read_input(args: &Args) -> Result<String, Error> {
     if !args.message.is_empty() && args.message != ["-"] {
         return Ok(args.message.join(" "));
     }
-    let read_stdin = || {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| Error::io(Path::new("<stdin>"), &e))?;
-        Ok(s)
-    };
+    let read_stdin = || read_message(Path::new("<stdin>"), std::io::stdin().lock());
     if args.message == ["-"] {
         return read_stdin();
     }
     match &args.message_file {
         Some(p) if p.as_os_str() == "-" => read_stdin(),
-        Some(p) => {
-            let bytes = std::fs::read(p).map_err(|e| Error::io(p, &e))?;
-            Ok(String::from_utf8_lossy(&bytes).into_owned())
-        }
+        Some(p) => read_message(p, std::fs::File::open(p).map_err(|e| Error::io(p, &e))?),
         None if std::io::stdin().is_terminal() => Err(Error::Usage(
             "explain: expected the OOM message as an argument, with --message-file FILE, or on standard input".into(),
         )),

@@ -55,7 +55,8 @@ impl Loaded {
         Self::with(path, memlens::load_with(path, load, &mut |_| {})?, device)
     }
 
-    fn with(path: &Path, mut snap: Snapshot, device: DeviceArg) -> Result<Loaded, Error> {
+    /// A snapshot already built from `path`, with the device rule applied.
+    pub fn with(path: &Path, mut snap: Snapshot, device: DeviceArg) -> Result<Loaded, Error> {
         only_device(path, &mut snap, device.device)?;
         Ok(Loaded {
             path: path.to_path_buf(),

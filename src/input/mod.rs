@@ -15,6 +15,7 @@ use crate::alloc_guard::fallible;
 use crate::error::Error;
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Input bytes still arriving (a decompressing thread): the parallel decoder's pass 1
 /// follows them, so decompression overlaps the decode.
@@ -26,6 +27,47 @@ pub trait Arriving: Sync {
     fn all(&self) -> &[u8];
     /// The most bytes [`Arriving::upto`] returns (the expected size).
     fn capacity(&self) -> usize;
+}
+
+/// Where a pickle arriving from a stream or a decompressor ends, as far as [`Extent::feed`]
+/// has seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Not yet: read more.
+    More,
+    /// Just before this offset (after its last byte); what follows is no part of it.
+    At(u64),
+    /// The bytes stop being a pickle at this offset, for this reason.
+    Refused(u64, String),
+}
+
+/// Follows a pickle's bytes chunk by chunk, in constant memory, so that a stream or a
+/// decompressor is read no further than the pickle goes. The caller gives it (input knows
+/// nothing of opcodes: `load` passes the pickle layer's walk, `pickle::scan::Follow`).
+pub trait Extent: Send {
+    /// Walks the next chunk of bytes (chunks arrive in order, each once).
+    fn feed(&mut self, chunk: &[u8]) -> End;
+}
+
+/// Makes a fresh [`Extent`] for one input.
+pub type NewExtent = fn() -> Box<dyn Extent>;
+
+/// How an input is read ([`read_opts`]).
+#[derive(Clone, Copy, Default)]
+pub struct ReadOptions {
+    /// A compressed stream that breaks off keeps the bytes decompressed before the break, and
+    /// bytes that stop being a pickle are handed to the decoder (which salvages before them)
+    /// instead of being refused here.
+    pub salvage: bool,
+    /// A gzip or zstd file is decompressed by a thread of its own while the caller decodes
+    /// ([`Input::arriving`]); not with `salvage`.
+    pub overlap: bool,
+    /// Keep the bytes as stored (compressed, or JSON) for [`Input::stored`].
+    pub keep_stored: bool,
+    /// Where a pickle read from a stream or a decompressor ends: reading stops there, and
+    /// stops at once (an error naming the byte) where the bytes stop being a pickle. Without
+    /// it, streams are read to their end.
+    pub extent: Option<NewExtent>,
 }
 
 /// How the file was packaged.
@@ -53,6 +95,9 @@ pub struct Input {
     pub cut: Option<String>,
     /// The bytes are a JSON snapshot transcoded into a pickle (errors say `transcoded byte`).
     transcoded: bool,
+    /// The bytes as stored, when asked for ([`ReadOptions::keep_stored`]) and not the
+    /// decoder's own.
+    stored: Option<Arc<open::Raw>>,
 }
 
 enum Data {
@@ -121,6 +166,17 @@ impl Input {
             _ if self.transcoded => format!("transcoded byte {offset}"),
             Container::Pickle => format!("byte {offset}"),
             _ => format!("decompressed byte {offset}"),
+        }
+    }
+
+    /// The bytes as stored (compressed, JSON, or the pickle itself) when the input was read
+    /// with [`ReadOptions::keep_stored`]: a regular file's whole content; a stream's bytes as
+    /// far as they were read (a raw pickle's up to its `STOP`).
+    pub fn stored(&self) -> Option<&[u8]> {
+        match &self.stored {
+            Some(raw) => Some((**raw).as_ref()),
+            None if self.container == Container::Pickle => Some(self.bytes()),
+            None => None,
         }
     }
 
@@ -322,17 +378,30 @@ pub fn read(path: &Path) -> Result<Input, Error> {
 /// while the caller decodes what is already there ([`Input::arriving`]); an error of that
 /// decompression comes from [`Input::finish`].
 pub fn read_streaming(path: &Path) -> Result<Input, Error> {
-    read_input(path, false, true)
+    read_opts(
+        path,
+        &ReadOptions {
+            overlap: true,
+            ..ReadOptions::default()
+        },
+    )
 }
 
 /// Like [`read`]; with `salvage`, a compressed stream that breaks off keeps the bytes
 /// decompressed before the break.
 pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
-    read_input(path, salvage, false)
+    read_opts(
+        path,
+        &ReadOptions {
+            salvage,
+            ..ReadOptions::default()
+        },
+    )
 }
 
-fn read_input(path: &Path, salvage: bool, overlap: bool) -> Result<Input, Error> {
-    let raw = open::open(path)?;
+/// Reads `path` (opened read-only) into pickle bytes as `opts` say.
+pub fn read_opts(path: &Path, opts: &ReadOptions) -> Result<Input, Error> {
+    let raw = open::open(path, opts)?;
     let bytes = raw.as_ref();
     let file_len = bytes.len() as u64;
     if bytes.is_empty() {
@@ -343,21 +412,26 @@ fn read_input(path: &Path, salvage: bool, overlap: bool) -> Result<Input, Error>
         ));
     }
     let container = sniff(&bytes[..bytes.len().min(64)]);
-    let input = |data, transcoded, cut| Input {
+    let input = |data, transcoded, cut, stored| Input {
         data,
         container,
         file_len,
         cut,
         transcoded,
+        stored,
     };
     let (open, what, hint): (stream::Opener, &str, u64) = match container {
         Container::Pickle => {
             if let Some(other) = foreign_container(bytes) {
                 return Err(Error::at_byte(path, 0, other));
             }
-            return Ok(input(raw.into(), false, None));
+            return Ok(input(raw.into(), false, None, None));
         }
-        Container::Json => return Ok(input(Data::Owned(transcode(path, bytes)?), true, None)),
+        Container::Json => {
+            let pickle = transcode(path, bytes)?;
+            let stored = opts.keep_stored.then(|| Arc::new(raw));
+            return Ok(input(Data::Owned(pickle), true, None, stored));
+        }
         Container::Gzip => (gzip_reader, "gzip", gzip_size_hint(bytes)),
         // No size in the frames (a compressed pipe): reserve generously, since only the pages
         // written are ever mapped, and a stream that outgrows its reservation costs a copy
@@ -374,30 +448,50 @@ fn read_input(path: &Path, salvage: bool, overlap: bool) -> Result<Input, Error>
         .min(file_len.saturating_mul(MAX_RATIO))
         .saturating_add(1);
     let reserve = usize::try_from(reserve).unwrap_or(usize::MAX / 2);
-    let raw = if overlap && !salvage && kind == Payload::Pickle {
-        match stream::Stream::start(raw, open, reserve, path.to_path_buf(), what) {
-            Ok(s) => return Ok(input(Data::Arriving(s), false, None)),
+    let raw = Shared(Arc::new(raw));
+    let stored = opts.keep_stored.then(|| Arc::clone(&raw.0));
+    let extent = match kind {
+        Payload::Pickle => opts.extent.map(|new| new()),
+        Payload::Json => None,
+    };
+    let (raw, extent) = if opts.overlap && !opts.salvage && kind == Payload::Pickle {
+        match stream::Stream::start(raw, open, reserve, path.to_path_buf(), what, extent) {
+            Ok(s) => return Ok(input(Data::Arriving(s), false, None, stored)),
             // The reservation was refused: decompress here, into memory that grows as it
             // fills.
-            Err(raw) => raw,
+            Err(back) => back,
         }
     } else {
-        raw
+        (raw, extent)
     };
     let bytes = raw.as_ref();
     let reader = open(bytes).map_err(|e| Error::at_byte(path, 0, format!("{what} stream: {e}")))?;
     let mut cut = None;
-    let out = match decompress(path, reader, what, reserve) {
+    let out = match decompress(path, reader, what, reserve, extent, opts.salvage) {
         Ok(v) => v,
-        Err((partial, e)) if salvage && !partial.is_empty() && kind == Payload::Pickle => {
+        Err((partial, e)) if opts.salvage && !partial.is_empty() && kind == Payload::Pickle => {
             cut = Some(e.to_string());
             partial
         }
         Err((_, e)) => return Err(e),
     };
     match kind {
-        Payload::Pickle => Ok(input(Data::Owned(out), false, cut)),
-        Payload::Json => Ok(input(Data::Owned(transcode(path, &out)?), true, None)),
+        Payload::Pickle => Ok(input(Data::Owned(out), false, cut, stored)),
+        Payload::Json => Ok(input(
+            Data::Owned(transcode(path, &out)?),
+            true,
+            None,
+            stored,
+        )),
+    }
+}
+
+/// The raw bytes shared between the decompressing thread and [`Input::stored`].
+struct Shared(Arc<open::Raw>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        (*self.0).as_ref()
     }
 }
 
@@ -431,25 +525,58 @@ const MAX_RATIO: u64 = 1032;
 
 /// Decompresses everything into a buffer of `reserve` bytes (asked for fallibly: a hint the
 /// system refuses only means the buffer grows as it fills); on failure, the bytes
-/// decompressed so far and the error.
+/// decompressed so far and the error. With an `extent`, stops where the pickle ends and, as
+/// soon as the bytes stop being a pickle, refuses them (with `salvage`: keeps them up to and
+/// with the byte that is no pickle, for the decoder to salvage before it).
 fn decompress(
     path: &Path,
     mut r: impl Read,
     what: &str,
     reserve: usize,
+    mut extent: Option<Box<dyn Extent>>,
+    salvage: bool,
 ) -> Result<Vec<u8>, (Vec<u8>, Error)> {
     let mut out = Vec::new();
     let _ = fallible(|| out.try_reserve_exact(reserve));
-    match r.read_to_end(&mut out) {
-        Ok(_) => Ok(out),
-        Err(e) => {
-            let err = Error::Input {
-                path: path.to_path_buf(),
-                location: format!("decompressed byte {}", out.len()),
-                message: format!("{what} stream is broken: {e}"),
-                truncated: e.kind() == std::io::ErrorKind::UnexpectedEof,
-            };
-            Err((out, err))
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let err = Error::Input {
+                    path: path.to_path_buf(),
+                    location: format!("decompressed byte {}", out.len()),
+                    message: format!("{what} stream is broken: {e}"),
+                    truncated: e.kind() == std::io::ErrorKind::UnexpectedEof,
+                };
+                return Err((out, err));
+            }
+        };
+        out.extend_from_slice(&buf[..n]);
+        let Some(x) = extent.as_mut() else {
+            continue;
+        };
+        match x.feed(&buf[..n]) {
+            End::More => {}
+            End::At(end) => {
+                out.truncate(end as usize);
+                return Ok(out);
+            }
+            End::Refused(at, message) => {
+                out.truncate(at as usize + 1);
+                if salvage {
+                    return Ok(out);
+                }
+                let err = Error::Input {
+                    path: path.to_path_buf(),
+                    location: format!("decompressed byte {at}"),
+                    message,
+                    truncated: false,
+                };
+                return Err((out, err));
+            }
         }
     }
 }

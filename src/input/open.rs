@@ -3,6 +3,7 @@
 //! first bytes have shown it may be a snapshot, so `/dev/zero` or a binary on a pipe is
 //! refused at once instead of being read to the end.
 
+use super::{End, Extent, ReadOptions};
 use crate::alloc_guard::fallible;
 use crate::error::{quoted_path, Error};
 use std::fs::File;
@@ -32,10 +33,11 @@ impl AsRef<[u8]> for Raw {
 /// How long an input may stay silent before memlens says what it is waiting for.
 const PATIENCE: Duration = Duration::from_secs(2);
 
-/// Opens `path` read-only (`-` is standard input) and returns its raw bytes.
-pub fn open(path: &Path) -> Result<Raw, Error> {
+/// Opens `path` read-only (`-` is standard input) and returns its raw bytes; a stream
+/// holding a raw pickle is read as far as `opts.extent` lets it go.
+pub fn open(path: &Path, opts: &ReadOptions) -> Result<Raw, Error> {
     if path.as_os_str() == "-" {
-        return read_stream(path, std::io::stdin().lock(), "standard input").map(Raw::Owned);
+        return read_stream(path, std::io::stdin().lock(), "standard input", opts).map(Raw::Owned);
     }
     // The metadata of what the path leads to, without opening it (opening a FIFO blocks
     // until a writer comes).
@@ -59,7 +61,7 @@ pub fn open(path: &Path) -> Result<Raw, Error> {
         } else {
             "this device"
         };
-        return read_stream(path, file, what).map(Raw::Owned);
+        return read_stream(path, file, what, opts).map(Raw::Owned);
     }
     if meta.len() == 0 {
         return Ok(Raw::Owned(Vec::new()));
@@ -90,15 +92,26 @@ pub fn open(path: &Path) -> Result<Raw, Error> {
     }
 }
 
-/// Reads a stream to its end. Its first bytes must look like a snapshot container
-/// ([`super::plausible_start`]); memory grows as the bytes arrive, and running out of it is an
-/// error naming how far the stream got. Says so on stderr when nothing arrives for a while.
-fn read_stream(path: &Path, mut r: impl Read, what: &str) -> Result<Vec<u8>, Error> {
+/// Reads a stream to its end, or, for a raw pickle with `opts.extent`, to the pickle's end
+/// (`STOP`; what follows is not read) and no further than the first byte that is no pickle
+/// (refused there, naming it; with `opts.salvage` kept for the decoder). Its first bytes must
+/// look like a snapshot container ([`super::plausible_start`]); memory grows as the bytes
+/// arrive, and running out of it is an error naming how far the stream got. Says so on stderr
+/// when nothing arrives for a while.
+fn read_stream(
+    path: &Path,
+    mut r: impl Read,
+    what: &str,
+    opts: &ReadOptions,
+) -> Result<Vec<u8>, Error> {
     const STEP: usize = 1 << 20;
     let mut out: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 256 << 10];
     let mut note = Some(Waiting::start(path, &format!("input on {what}")));
     let mut checked = false;
+    // Decided once the first bytes are there: a raw pickle is followed, opcode by opcode.
+    let mut extent: Option<Box<dyn Extent>> = None;
+    let mut fed = 0;
     loop {
         let n = match r.read(&mut buf) {
             Ok(0) => break,
@@ -122,13 +135,48 @@ fn read_stream(path: &Path, mut r: impl Read, what: &str) -> Result<Vec<u8>, Err
         if !checked && out.len() >= 64 {
             super::plausible_start(path, &out)?;
             checked = true;
+            extent = follows(&out, opts);
+        }
+        if let Some(x) = extent.as_mut() {
+            let end = x.feed(&out[fed..]);
+            fed = out.len();
+            if let Some(end) = ended(path, end, opts)? {
+                out.truncate(end);
+                return Ok(out);
+            }
         }
     }
     drop(note);
     if !checked && !out.is_empty() {
         super::plausible_start(path, &out)?;
+        // A short stream: still cut at its pickle's end, and refused at a byte that is none.
+        if let Some(mut x) = follows(&out, opts) {
+            let end = x.feed(&out);
+            if let Some(end) = ended(path, end, opts)? {
+                out.truncate(end);
+            }
+        }
     }
     Ok(out)
+}
+
+/// The walk that follows a stream starting with `head`, when it holds a raw pickle and the
+/// caller gave one.
+fn follows(head: &[u8], opts: &ReadOptions) -> Option<Box<dyn Extent>> {
+    let raw = super::sniff(&head[..head.len().min(64)]) == super::Container::Pickle
+        && super::foreign_container(head).is_none();
+    opts.extent.filter(|_| raw).map(|new| new())
+}
+
+/// Where a followed stream ends: `None` while it goes on; the length to keep; or the error of
+/// a byte that is no pickle (with salvage, kept up to and with that byte).
+fn ended(path: &Path, end: End, opts: &ReadOptions) -> Result<Option<usize>, Error> {
+    match end {
+        End::More => Ok(None),
+        End::At(end) => Ok(Some(end as usize)),
+        End::Refused(at, _) if opts.salvage => Ok(Some(at as usize + 1)),
+        End::Refused(at, message) => Err(Error::at_byte(path, at, message)),
+    }
 }
 
 /// Prints one line on stderr if it is still alive after [`PATIENCE`]: what the input is

@@ -7,7 +7,7 @@
 //! complete buffer; [`Stream::upto`] then stops at the reservation and only [`Stream::all`]
 //! sees everything.
 
-use super::Arriving;
+use super::{Arriving, End, Extent};
 use crate::error::Error;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io::Read;
@@ -63,24 +63,28 @@ impl Drop for Stream {
 
 impl Stream {
     /// Starts decompressing `source` (opened as a reader by `open`) on its own thread into a
-    /// reservation of `reserve` bytes; `what` names the format in errors about `path`.
-    /// The source back when the reservation cannot be had.
+    /// reservation of `reserve` bytes; `what` names the format in errors about `path`. With an
+    /// `extent`, decompression stops where the pickle ends, and where it stops being one (an
+    /// error naming the decompressed byte). The source and the extent back when the
+    /// reservation cannot be had.
+    #[allow(clippy::type_complexity)]
     pub fn start<S: AsRef<[u8]> + Send + 'static>(
         source: S,
         open: Opener,
         reserve: usize,
         path: PathBuf,
         what: &'static str,
-    ) -> Result<Arc<Stream>, S> {
+        extent: Option<Box<dyn Extent>>,
+    ) -> Result<Arc<Stream>, (S, Option<Box<dyn Extent>>)> {
         let cap = reserve.max(1);
         let Ok(layout) = Layout::array::<u8>(cap) else {
-            return Err(source);
+            return Err((source, extent));
         };
         // SAFETY: the layout is not zero-sized; zeroed pages are mapped only when written.
         // A refusal is answered by the caller (it decompresses into a growing buffer).
         let ptr = crate::alloc_guard::fallible(|| unsafe { alloc_zeroed(layout) });
         if ptr.is_null() {
-            return Err(source);
+            return Err((source, extent));
         }
         let stream = Arc::new(Stream {
             ptr,
@@ -93,7 +97,7 @@ impl Stream {
         });
         let writer = Arc::clone(&stream);
         std::thread::spawn(move || match open(source.as_ref()) {
-            Ok(r) => writer.fill(r, path, what),
+            Ok(r) => writer.fill(r, path, what, extent),
             Err(e) => writer.end(
                 Some(Error::Input {
                     path,
@@ -111,14 +115,36 @@ impl Stream {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The writer: decompresses until the end, an error, or cancellation.
-    fn fill(&self, mut r: impl Read, path: PathBuf, what: &'static str) {
+    /// The writer: decompresses until the end, an error, cancellation, or where `extent`
+    /// says the pickle ends or stops being one.
+    fn fill(
+        &self,
+        mut r: impl Read,
+        path: PathBuf,
+        what: &'static str,
+        mut extent: Option<Box<dyn Extent>>,
+    ) {
         let mut at = 0usize;
         let broken = |at: usize, e: std::io::Error| Error::Input {
             path: path.clone(),
             location: format!("decompressed byte {at}"),
             message: format!("{what} stream is broken: {e}"),
             truncated: e.kind() == std::io::ErrorKind::UnexpectedEof,
+        };
+        let refused = |at: u64, message: String| Error::Input {
+            path: path.clone(),
+            location: format!("decompressed byte {at}"),
+            message,
+            truncated: false,
+        };
+        // How far `extent` lets the `n` bytes from `at` go: all (`None`), or `Some` length to
+        // keep and the error, if any.
+        let mut follow = |chunk: &[u8], at: usize| -> Option<(usize, Option<Error>)> {
+            match extent.as_mut()?.feed(chunk) {
+                End::More => None,
+                End::At(end) => Some((end as usize - at, None)),
+                End::Refused(bad, m) => Some((bad as usize + 1 - at, Some(refused(bad, m)))),
+            }
         };
         let (error, overflow) = loop {
             if self.cancel.load(Ordering::Relaxed) {
@@ -127,10 +153,24 @@ impl Stream {
             if at == self.cap {
                 // Longer than the hint: the rest goes into a buffer of its own.
                 let mut rest = Vec::new();
-                break match r.read_to_end(&mut rest) {
-                    Ok(0) => (None, None),
-                    Ok(_) => (None, Some(rest)),
-                    Err(e) => (Some(broken(at + rest.len(), e)), None),
+                let mut buf = vec![0u8; 256 << 10];
+                break loop {
+                    if self.cancel.load(Ordering::Relaxed) {
+                        break (None, None);
+                    }
+                    let k = match r.read(&mut buf) {
+                        Ok(0) => break (None, (!rest.is_empty()).then_some(rest)),
+                        Ok(k) => k,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => break (Some(broken(at + rest.len(), e)), None),
+                    };
+                    match follow(&buf[..k], at + rest.len()) {
+                        None => rest.extend_from_slice(&buf[..k]),
+                        Some((keep, e)) => {
+                            rest.extend_from_slice(&buf[..keep]);
+                            break (e, Some(rest));
+                        }
+                    }
                 };
             }
             let n = STEP.min(self.cap - at);
@@ -140,11 +180,15 @@ impl Stream {
             match r.read(dst) {
                 Ok(0) => break (None, None),
                 Ok(k) => {
-                    at += k;
+                    let stop = follow(&dst[..k], at);
+                    at += stop.as_ref().map_or(k, |s| s.0);
                     self.avail.store(at, Ordering::Release);
                     // Through the lock, so a reader between its check and its wait is woken.
                     drop(self.lock());
                     self.cv.notify_all();
+                    if let Some((_, e)) = stop {
+                        break (e, None);
+                    }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => break (Some(broken(at, e)), None),
@@ -267,7 +311,7 @@ mod tests {
     }
 
     fn start(source: Vec<u8>, open: Opener, reserve: usize) -> Arc<Stream> {
-        Stream::start(source, open, reserve, PathBuf::from("x.gz"), "gzip")
+        Stream::start(source, open, reserve, PathBuf::from("x.gz"), "gzip", None)
             .ok()
             .unwrap()
     }
@@ -340,7 +384,16 @@ mod tests {
 
     #[test]
     fn a_reader_that_cannot_open_or_read_is_an_error() {
-        let s = Stream::start(b"x".to_vec(), refuses, 10, PathBuf::from("x.zst"), "zstd").unwrap();
+        let s = Stream::start(
+            b"x".to_vec(),
+            refuses,
+            10,
+            PathBuf::from("x.zst"),
+            "zstd",
+            None,
+        )
+        .ok()
+        .unwrap();
         assert!(s.all().is_empty());
         let (location, message) = error_of(&s);
         assert_eq!(location, "byte 0");
@@ -351,7 +404,9 @@ mod tests {
             10,
             PathBuf::from("x.zst"),
             "zstd",
+            None,
         )
+        .ok()
         .unwrap();
         assert!(s.all().is_empty());
         let (location, message) = error_of(&s);

@@ -171,3 +171,20 @@ pub fn names_code(byte: u8) -> bool {
             | BINPERSID
     )
 }
+
+/// Why the decoder refuses `byte` as an opcode (it names code, snapshots never use it, or it is
+/// no opcode at all); the walk that follows a stream ([`super::scan::Follow`]) says the same.
+pub fn refusal(byte: u8) -> String {
+    if names_code(byte) {
+        return format!(
+            "opcode {} (0x{byte:02x}) names or calls Python code; memlens never runs code from a file, and real snapshots never contain it",
+            name(byte).unwrap_or("?")
+        );
+    }
+    match name(byte) {
+        Some(n) => format!(
+            "opcode {n} (0x{byte:02x}) is not used by memory snapshots; is this a snapshot?"
+        ),
+        None => format!("byte 0x{byte:02x} is not a pickle opcode; is this a snapshot?"),
+    }
+}

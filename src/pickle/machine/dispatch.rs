@@ -443,20 +443,7 @@ impl Machine<'_> {
                     let v = self.memo_get(hooks, index)?;
                     self.push(v)?;
                 }
-                c if ops::names_code(c) => {
-                    return self.err(format!(
-                        "opcode {} (0x{c:02x}) names or calls Python code; memlens never runs code from a file, and real snapshots never contain it",
-                        ops::name(c).unwrap()
-                    ));
-                }
-                c => {
-                    return self.err(match ops::name(c) {
-                        Some(n) => format!(
-                            "opcode {n} (0x{c:02x}) is not used by memory snapshots; is this a snapshot?"
-                        ),
-                        None => format!("byte 0x{c:02x} is not a pickle opcode; is this a snapshot?"),
-                    });
-                }
+                c => return self.err(ops::refusal(c)),
             }
         }
     }

@@ -4,53 +4,212 @@
 
 use crate::pickle::ops::op;
 
+/// What the bytes at an opcode boundary are, as far as a walk without the stack can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Too few bytes to say how long the opcode is.
+    Short,
+    /// The opcode with its argument takes this many bytes (possibly more than are there).
+    Width(u64),
+    /// The opcode's argument is text up to a newline (protocol 0/1).
+    Line,
+    /// `STOP`: the pickle ends after this byte.
+    Stop,
+    /// No opcode the decoder reads ([`refusal`] says why).
+    Refused,
+}
+
+/// Longest argument a length field may announce: the decoder refuses more (1 TiB).
+const MAX_LENGTH: u64 = 1 << 40;
+
+/// What the opcode at the start of `buf` is and how many bytes it takes, for every opcode of
+/// the data-only subset the decoder reads (`machine/dispatch.rs`); everything else, and a
+/// length past [`MAX_LENGTH`] or a negative `LONG4` length, is [`Step::Refused`].
+#[inline(always)]
+pub fn step(buf: &[u8]) -> Step {
+    let arg = |n: usize| -> Step {
+        let Some(b) = buf.get(1..1 + n) else {
+            return Step::Short;
+        };
+        let mut v = 0u64;
+        for (i, &x) in b.iter().enumerate() {
+            v |= (x as u64) << (8 * i);
+        }
+        if v > MAX_LENGTH {
+            return Step::Refused;
+        }
+        Step::Width(v + 1 + n as u64)
+    };
+    let Some(&code) = buf.first() else {
+        return Step::Short;
+    };
+    if code == op::STOP {
+        return Step::Stop;
+    }
+    let fixed = FIXED[code as usize];
+    if fixed != 0 {
+        return Step::Width(fixed as u64);
+    }
+    match code {
+        op::DUP | op::TUPLE | op::LIST | op::DICT => Step::Width(1),
+        op::BINPUT => Step::Width(2),
+        op::LONG_BINPUT => Step::Width(5),
+        op::SHORT_BINUNICODE | op::SHORT_BINBYTES | op::LONG1 => arg(1),
+        op::BINUNICODE | op::BINBYTES => arg(4),
+        op::LONG4 => match buf.get(1..5) {
+            None => Step::Short,
+            Some(b) => match i32::from_le_bytes(b.try_into().expect("4 bytes")) {
+                n if n < 0 => Step::Refused,
+                n => Step::Width(n as u64 + 5),
+            },
+        },
+        op::BINUNICODE8 | op::BINBYTES8 => arg(8),
+        op::UNICODE | op::INT | op::LONG | op::FLOAT | op::PUT | op::GET => Step::Line,
+        _ => Step::Refused,
+    }
+}
+
+/// Why [`step`] refused the opcode at the start of `buf`, in the decoder's words.
+pub fn refusal(buf: &[u8]) -> String {
+    let code = buf.first().copied().unwrap_or(0);
+    let n = match code {
+        op::LONG4 => 4,
+        op::BINUNICODE | op::BINBYTES => 4,
+        op::BINUNICODE8 | op::BINBYTES8 => 8,
+        c => return crate::pickle::ops::refusal(c),
+    };
+    let b = buf.get(1..1 + n).unwrap_or(&[]);
+    let len = b
+        .iter()
+        .enumerate()
+        .fold(0u64, |v, (i, &x)| v | (x as u64) << (8 * i));
+    let name = crate::pickle::ops::name(code).unwrap_or("?");
+    if code == op::LONG4 {
+        return format!("LONG4 length {} is negative", len as u32 as i32);
+    }
+    format!("{name} length {len} is past 2^40 bytes, more than any snapshot holds; not a snapshot")
+}
+
+/// Follows a pickle's opcodes as its bytes arrive, chunk by chunk, in constant memory: says
+/// where it ends (just after `STOP`) or where it stops being a pickle, so that a stream or a
+/// decompressor is read no further. It walks without the stack, so an opcode it steps over
+/// can still be refused by the decoder; one it refuses, the decoder refuses too.
+#[derive(Debug, Default)]
+pub struct Follow {
+    /// Bytes seen so far (the offset of the next byte fed).
+    at: u64,
+    /// Argument bytes still to step over.
+    skip: u64,
+    /// Inside a text argument, looking for its newline.
+    line: bool,
+    /// The first bytes of an opcode split across chunks (an opcode's header is at most 9).
+    head: [u8; 9],
+    held: usize,
+}
+
+/// Where [`Follow::feed`] got to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Followed {
+    /// No end yet: feed more.
+    More,
+    /// The pickle ends at this offset (just after its `STOP`); the bytes after are no part
+    /// of it.
+    End(u64),
+    /// The bytes stop being a pickle at this offset, for this reason (the decoder's words).
+    Refused(u64, String),
+}
+
+impl Follow {
+    /// A walk from the first byte of a pickle.
+    pub fn new() -> Follow {
+        Follow::default()
+    }
+
+    /// Walks the next `chunk` of the input.
+    pub fn feed(&mut self, mut chunk: &[u8]) -> Followed {
+        loop {
+            if self.skip > 0 {
+                let n = self.skip.min(chunk.len() as u64);
+                self.skip -= n;
+                self.at += n;
+                chunk = &chunk[n as usize..];
+                if self.skip > 0 {
+                    return Followed::More;
+                }
+            }
+            if self.line {
+                match chunk.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        self.line = false;
+                        self.at += i as u64 + 1;
+                        chunk = &chunk[i + 1..];
+                    }
+                    None => {
+                        self.at += chunk.len() as u64;
+                        return Followed::More;
+                    }
+                }
+            }
+            if chunk.is_empty() {
+                return Followed::More;
+            }
+            // An opcode boundary at `at - held`: its first bytes, held over or in this chunk.
+            let take = (self.head.len() - self.held).min(chunk.len());
+            let mut head = self.head;
+            head[self.held..self.held + take].copy_from_slice(&chunk[..take]);
+            let have = &head[..self.held + take];
+            let start = self.at - self.held as u64;
+            match step(have) {
+                Step::Short => {
+                    self.head = head;
+                    self.held += take;
+                    self.at += take as u64;
+                    return Followed::More;
+                }
+                Step::Stop => return Followed::End(start + 1),
+                Step::Refused => return Followed::Refused(start, refusal(have)),
+                Step::Line => {
+                    // Only length-prefixed opcodes are ever held over, so nothing is held:
+                    // the text starts after this byte.
+                    debug_assert_eq!(self.held, 0);
+                    self.at += 1;
+                    chunk = &chunk[1..];
+                    self.line = true;
+                }
+                Step::Width(w) => {
+                    // Bytes of this chunk that belong to the opcode (the held ones are counted).
+                    let in_chunk = w - self.held as u64;
+                    self.skip = in_chunk;
+                }
+            }
+            self.held = 0;
+        }
+    }
+}
+
 /// Bytes of the opcode at `p` with its argument, or `None` for an opcode the walk does not
 /// step over (anything pass 1 does not plan, and the explicit memo stores, whose ids a count
 /// cannot predict).
 #[inline(always)]
 fn width(buf: &[u8], p: usize) -> Option<usize> {
-    let arg = |n: usize| -> Option<usize> {
-        let b = buf.get(p + 1..p + 1 + n)?;
-        let mut v = 0u64;
-        for (i, &x) in b.iter().enumerate() {
-            v |= (x as u64) << (8 * i);
-        }
-        usize::try_from(v).ok()?.checked_add(1 + n)
-    };
-    Some(match *buf.get(p)? {
-        op::MARK
-        | op::STOP
-        | op::POP
-        | op::POP_MARK
-        | op::EMPTY_DICT
-        | op::EMPTY_LIST
-        | op::EMPTY_TUPLE
-        | op::NONE
-        | op::NEWTRUE
-        | op::NEWFALSE
-        | op::TUPLE1
-        | op::TUPLE2
-        | op::TUPLE3
-        | op::APPEND
-        | op::APPENDS
-        | op::SETITEM
-        | op::SETITEMS
-        | op::MEMOIZE => 1,
-        op::PROTO | op::BININT1 | op::BINGET => 2,
-        op::BININT2 => 3,
-        op::BININT | op::LONG_BINGET => 5,
-        op::BINFLOAT | op::FRAME => 9,
-        op::SHORT_BINUNICODE | op::SHORT_BINBYTES | op::LONG1 => arg(1)?,
-        op::BINUNICODE | op::BINBYTES => arg(4)?,
-        op::LONG4 => {
-            let b: [u8; 4] = buf.get(p + 1..p + 5)?.try_into().ok()?;
-            usize::try_from(i32::from_le_bytes(b))
-                .ok()?
-                .checked_add(5)?
-        }
-        op::BINUNICODE8 | op::BINBYTES8 => arg(8)?,
-        _ => return None,
-    })
+    let code = *buf.get(p)?;
+    let stepped = FIXED[code as usize] != 0
+        || matches!(
+            code,
+            op::SHORT_BINUNICODE
+                | op::SHORT_BINBYTES
+                | op::LONG1
+                | op::BINUNICODE
+                | op::BINBYTES
+                | op::LONG4
+                | op::BINUNICODE8
+                | op::BINBYTES8
+        );
+    match step(buf.get(p..)?) {
+        Step::Width(w) if stepped => usize::try_from(w).ok(),
+        Step::Stop if stepped => Some(1),
+        _ => None,
+    }
 }
 
 /// The offset of the `FRAME` opcode whose frame holds offset `target` (walking the chain of
@@ -206,5 +365,97 @@ mod tests {
                 assert_eq!(width(&b, 0), Some(w), "opcode {code:#x}");
             }
         }
+    }
+
+    /// Feeds `buf` to a fresh walk in chunks of `size`; where it ended.
+    fn follow(buf: &[u8], size: usize) -> Followed {
+        let mut f = Follow::new();
+        for c in buf.chunks(size.max(1)) {
+            match f.feed(c) {
+                Followed::More => {}
+                end => return end,
+            }
+        }
+        Followed::More
+    }
+
+    #[test]
+    fn the_walk_that_follows_a_stream_ends_where_the_decoder_does() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut seen = 0;
+        for dir in [root.join("samples"), root.join("../shared/samples/real")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for path in entries.flatten().map(|e| e.path()) {
+                let Ok(input) = crate::input::read(&path) else {
+                    continue;
+                };
+                let buf = input.bytes();
+                let name = path.display().to_string();
+                let ok = crate::pickle::decode(
+                    buf,
+                    &mut crate::pickle::NoHooks,
+                    crate::pickle::Limits::for_input(buf.len()),
+                )
+                .is_ok();
+                if !ok || buf.last() != Some(&op::STOP) {
+                    continue;
+                }
+                // Every opcode boundary is found: the walk ends on the last byte, in any
+                // chunking, and ignores what follows.
+                for size in [1, 2, 7, 9, 4096, usize::MAX] {
+                    assert_eq!(follow(buf, size), Followed::End(buf.len() as u64), "{name}");
+                }
+                let mut more = buf.to_vec();
+                more.extend_from_slice(b"\x00\xffjunk");
+                assert_eq!(follow(&more, 5), Followed::End(buf.len() as u64), "{name}");
+                seen += 1;
+            }
+        }
+        assert!(seen >= 10, "only {seen} samples");
+    }
+
+    #[test]
+    fn the_walk_refuses_what_the_decoder_refuses_where_it_does() {
+        // A valid start, then a byte that is no opcode: the decoder's own words and offset.
+        let mut buf = b"\x80\x04\x95\x60\x00\x00\x00\x00\x00\x00\x00}\x94(".to_vec();
+        buf.extend_from_slice(&[0u8; 100]);
+        let e = crate::pickle::decode(
+            &buf,
+            &mut crate::pickle::NoHooks,
+            crate::pickle::Limits::for_input(buf.len()),
+        )
+        .err()
+        .unwrap();
+        for size in [1, 3, 1000] {
+            assert_eq!(
+                follow(&buf, size),
+                Followed::Refused(e.offset, e.message.clone())
+            );
+        }
+        assert_eq!(e.offset, 14);
+        // Code is refused as the decoder refuses it; protocol 0 text opcodes are stepped over
+        // across chunks; a length past 2^40 is refused.
+        let code = b"(I1\nI22\ncos\nsystem\n";
+        assert_eq!(
+            follow(code, 2),
+            Followed::Refused(8, crate::pickle::ops::refusal(op::GLOBAL))
+        );
+        let mut huge = vec![op::BINBYTES8];
+        huge.extend_from_slice(&(1u64 << 41).to_le_bytes());
+        match follow(&huge, 1) {
+            Followed::Refused(0, m) => assert!(m.contains("past 2^40"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // A length that is there is stepped over, whatever its bytes.
+        let mut bytes = vec![op::SHORT_BINBYTES, 3, b'.', 0, 0xff, op::STOP];
+        bytes.push(0);
+        assert_eq!(follow(&bytes, 1), Followed::End(6));
+        let neg = [op::LONG4, 0xff, 0xff, 0xff, 0xff];
+        assert_eq!(
+            follow(&neg, 2),
+            Followed::Refused(0, "LONG4 length -1 is negative".into())
+        );
     }
 }

@@ -19,6 +19,7 @@ mod skim;
 mod split;
 mod walk;
 
+pub use align::{refusal, step, Follow, Followed, Step};
 pub use defs::{Defs, MemoDef};
 pub use plan::{Chunk, Plan, Target};
 use scanner::scan_into_with;
