@@ -1,5 +1,18 @@
 //! IEC byte units as PyTorch prints them (`20.00 MiB`) and durations; shared by every layer.
 
+/// `1234567` as `1,234,567`.
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The IEC units above a byte, smallest first.
 const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
@@ -86,6 +99,14 @@ pub fn duration_us(us: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grouped_digits() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(299_744), "299,744");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+    }
 
     #[test]
     fn iec_matches_pytorch_style() {

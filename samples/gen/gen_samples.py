@@ -9,6 +9,8 @@
   python3 samples/gen/gen_samples.py deep --entries 200000 --out PATH [--frames 1000] [--size 4096]
                                           [--extra N --extra-size BYTES]
       write entries that all share one deep stack (memgen/deep.py)
+  python3 samples/gen/gen_samples.py streams --entries 300000 --out PATH [--streams 65535]
+      write entries spread over many distinct streams, one segment each (memgen/streams.py)
   python3 samples/gen/gen_samples.py layouts [--entries 300]
       write one small file per benchmark layout (a 2-layer model) into samples/layouts/ (shared, protocol 2,
       fresh, torch, memo, cpp; and torch_batches, 3,500 entries in several batches, where a split pass 1
@@ -130,7 +132,16 @@ def main(argv=None):
     dp.add_argument("--extra", type=int, default=0, help="allocations at a second site")
     dp.add_argument("--extra-size", type=int, default=4096)
     dp.add_argument("--out", required=True)
+    sp = sub.add_parser("streams", help="write entries spread over many streams (memgen/streams.py)")
+    sp.add_argument("--entries", type=int, default=300000)
+    sp.add_argument("--streams", type=int, default=65535, help="distinct non-default stream handles")
+    sp.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    if args.cmd == "streams":
+        from memgen import streams
+        size = streams.write_streams(args.out, args.entries, args.streams)
+        print("%s %d bytes (%.1f MB)" % (args.out, size, size / 1e6))
+        return 0
     if args.cmd == "deep":
         from memgen import deep
         size = deep.write_deep(args.out, args.entries, args.size, args.frames, args.extra, args.extra_size)

@@ -1,7 +1,7 @@
 //! `memlens top`: live bytes (or another cost) per call site, biggest first.
 
 use super::sites::{self, SiteOptions, NO_FRAMES};
-use crate::model::{Snapshot, StackId, TraceEvent, Warning};
+use crate::model::{FrameId, Snapshot, StackId, TraceEvent, Warning};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec, Window, WindowSpec, NEVER};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -57,6 +57,10 @@ pub struct TopOptions {
     /// Flamegraphs only: keep the allocator's own C++ frames (`--allocator-frames`); without,
     /// they are folded into the frame that called them.
     pub allocator_frames: bool,
+    /// With `full_stacks`: a stack longer than twice this keeps only its innermost and
+    /// outermost this many frames, with one `… N frames not shown` between them (the page's
+    /// rows: a 300,000-frame stack must not put 300,000 strings into it). `None`: whole.
+    pub stack_ends: Option<usize>,
 }
 
 impl Default for TopOptions {
@@ -70,6 +74,7 @@ impl Default for TopOptions {
             sites: SiteOptions::default(),
             full_stacks: false,
             allocator_frames: false,
+            stack_ends: None,
         }
     }
 }
@@ -460,10 +465,17 @@ fn group(
     for (i, ((key, context), bytes, count, stack)) in rows.into_iter().enumerate() {
         if i < opts.limit {
             let frames = (opts.by == GroupBy::Stack || opts.full_stacks).then(|| {
-                sites::shown_frames(snap, stack, stack_view(opts))
-                    .into_iter()
-                    .map(|f| sites::format_frame(snap, snap.frames.get(f)))
-                    .collect()
+                let shown = sites::shown_frames(snap, stack, stack_view(opts));
+                let text = |f: &FrameId| sites::format_frame(snap, snap.frames.get(*f));
+                match opts.stack_ends {
+                    Some(k) if shown.len() > 2 * k => {
+                        let mut out: Vec<String> = shown[..k].iter().map(text).collect();
+                        out.push(sites::elided_label((shown.len() - 2 * k) as u64));
+                        out.extend(shown[shown.len() - k..].iter().map(text));
+                        out
+                    }
+                    _ => shown.iter().map(text).collect(),
+                }
             });
             let site = if opts.by == GroupBy::Stack {
                 sites::site_label(snap, stack, opts.sites)

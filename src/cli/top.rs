@@ -60,6 +60,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         sites: args.sites.options(),
         full_stacks: args.full_stacks,
         allocator_frames: false,
+        stack_ends: None,
     };
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
         top::run(&l.snap, l.replays(), &opts)

@@ -54,16 +54,22 @@ pub fn loop_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(String, Vec
         return None;
     }
     let enough = |n: usize| n as f64 >= DOMINANT * total as f64;
-    let mut members: Vec<(i64, crate::model::StackId)> = allocs;
+    // The descent works on distinct stacks, each weighed by its allocations: the cost is the
+    // frames of the distinct stacks, never allocations x depth (issue #36).
+    let mut weight: FxHashMap<crate::model::StackId, usize> = FxHashMap::default();
+    for (_, s) in &allocs {
+        *weight.entry(*s).or_default() += 1;
+    }
+    let mut members: Vec<(crate::model::StackId, usize)> = weight.into_iter().collect();
     let mut depth = 0;
     loop {
         // The most common function at this depth.
         let mut by_fn: FxHashMap<(crate::model::StrId, crate::model::StrId), usize> =
             FxHashMap::default();
-        for (_, s) in &members {
+        for (s, w) in &members {
             if let Some(&f) = stacks[s].get(depth) {
                 let fr = snap.frames.get(f);
-                *by_fn.entry((fr.filename, fr.name)).or_default() += 1;
+                *by_fn.entry((fr.filename, fr.name)).or_default() += w;
             }
         }
         let (&(file, name), &n) = by_fn
@@ -72,7 +78,7 @@ pub fn loop_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(String, Vec
         if !enough(n) || is_module_call(snap.strings.get(name)) {
             return None;
         }
-        members.retain(|(_, s)| {
+        members.retain(|(s, _)| {
             stacks[s].get(depth).is_some_and(|&f| {
                 let fr = snap.frames.get(f);
                 (fr.filename, fr.name) == (file, name)
@@ -80,27 +86,35 @@ pub fn loop_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(String, Vec
         });
         let line_of = |s: &crate::model::StackId| snap.frames.get(stacks[s][depth]).line;
         let mut by_line: FxHashMap<i64, usize> = FxHashMap::default();
-        for (_, s) in &members {
-            *by_line.entry(line_of(s)).or_default() += 1;
+        for (s, w) in &members {
+            *by_line.entry(line_of(s)).or_default() += w;
         }
         let (&line, &n) = by_line
             .iter()
             .max_by_key(|(&l, &n)| (n, std::cmp::Reverse(l)))?;
-        let callee_is_module = members.iter().any(|(_, s)| {
+        let callee_is_module = members.iter().any(|(s, _)| {
             line_of(s) == line
                 && stacks[s]
                     .get(depth + 1)
                     .is_some_and(|&f| is_module_call(snap.strings.get(snap.frames.get(f).name)))
         });
-        let deeper = members
+        let deeper: usize = members
             .iter()
-            .filter(|(_, s)| line_of(s) == line && stacks[s].len() > depth + 1)
-            .count();
+            .filter(|(s, _)| line_of(s) == line && stacks[s].len() > depth + 1)
+            .map(|(_, w)| w)
+            .sum();
         if enough(n) && enough(deeper) && !callee_is_module {
-            members.retain(|(_, s)| line_of(s) == line);
+            members.retain(|(s, _)| line_of(s) == line);
             depth += 1;
             continue;
         }
+        // The allocations of the stacks left, in trace order.
+        let kept: rustc_hash::FxHashSet<crate::model::StackId> =
+            members.iter().map(|(s, _)| *s).collect();
+        let members: Vec<(i64, crate::model::StackId)> = allocs
+            .into_iter()
+            .filter(|(_, s)| kept.contains(s))
+            .collect();
         // This frame holds the loop, if its lines jump back.
         let lines: Vec<(i64, i64)> = members.iter().map(|(i, s)| (*i, line_of(s))).collect();
         let mut targets: FxHashMap<i64, usize> = FxHashMap::default();

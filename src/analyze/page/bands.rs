@@ -237,6 +237,8 @@ pub fn bands(
         }
     };
     let mut samples = Samples::default();
+    // Site labels once per stack, not once per band (a deep stack's site walks its frames).
+    let mut labels: rustc_hash::FxHashMap<crate::model::StackId, String> = Default::default();
     let mut out: Vec<Band> = kept
         .iter()
         .map(|&i| {
@@ -245,7 +247,10 @@ pub fn bands(
                 address: a.addr,
                 size: a.size,
                 stack: table.stack(snap, a.stack),
-                site: sites::site_label(snap, a.stack, SiteOptions::default()),
+                site: labels
+                    .entry(a.stack)
+                    .or_insert_with(|| sites::site_label(snap, a.stack, SiteOptions::default()))
+                    .clone(),
                 origin: a.origin,
                 alloc_event: a.start,
                 alloc_time_us: time(a.start),

@@ -50,6 +50,40 @@ pub struct FrameInfo {
     pub line: i64,
     /// What the frame is.
     pub kind: FrameKind,
+    /// Only on the mark that stands for the middle of a stack deeper than the page shows
+    /// ([`page_frames`]): how many frames it stands for (`label` says "… N frames not shown").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elided: Option<u64>,
+}
+
+/// Frames the page keeps at each end of a stack: the innermost and the outermost
+/// `PAGE_FRAMES_EACH_END`, the frames between them one mark. A flamegraph 2 x 128 rows deep
+/// is already taller than anything read on a screen; a stack of 300,000 frames must not put
+/// 300,000 frames into the page (issue #36).
+pub const PAGE_FRAMES_EACH_END: usize = 128;
+
+/// One frame of a stack as the page ships it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageFrame {
+    /// A recorded frame.
+    Frame(FrameId),
+    /// The mark of this many frames left out between the two ends.
+    Elided(u64),
+}
+
+/// The frames of `stack` the page ships, innermost first, in call order
+/// ([`sites::ordered_frames`]): all of them up to 2 x [`PAGE_FRAMES_EACH_END`], else the
+/// innermost and outermost [`PAGE_FRAMES_EACH_END`] with one [`PageFrame::Elided`] between.
+pub fn page_frames(snap: &Snapshot, stack: StackId) -> Vec<PageFrame> {
+    let all = sites::ordered_frames(snap, stack);
+    let k = PAGE_FRAMES_EACH_END;
+    if all.len() <= 2 * k {
+        return all.into_iter().map(PageFrame::Frame).collect();
+    }
+    let mut out: Vec<PageFrame> = all[..k].iter().map(|&f| PageFrame::Frame(f)).collect();
+    out.push(PageFrame::Elided((all.len() - 2 * k) as u64));
+    out.extend(all[all.len() - k..].iter().map(|&f| PageFrame::Frame(f)));
+    out
 }
 
 /// Frames and stacks shown by the page, each written once.
@@ -59,6 +93,7 @@ pub struct FrameTable {
     frame_index: FxHashMap<FrameId, u32>,
     stacks: Vec<Vec<u32>>,
     stack_index: FxHashMap<StackId, u32>,
+    elided_index: FxHashMap<u64, u32>,
 }
 
 impl FrameTable {
@@ -77,20 +112,44 @@ impl FrameTable {
             name: name.to_string(),
             line: fr.line,
             kind: FrameKind::of(file, name),
+            elided: None,
         });
         self.frame_index.insert(frame, i);
         i
     }
 
-    /// The page index of `stack` (its frames innermost first, in call order:
-    /// [`sites::ordered_frames`]), adding it on first use.
+    /// The page index of `f`: a recorded frame ([`FrameTable::frame`]), or the mark of `n`
+    /// frames elided, added on first use (kind `user`, so that every view shows it).
+    pub fn page_frame(&mut self, snap: &Snapshot, f: PageFrame) -> u32 {
+        let n = match f {
+            PageFrame::Frame(frame) => return self.frame(snap, frame),
+            PageFrame::Elided(n) => n,
+        };
+        if let Some(&i) = self.elided_index.get(&n) {
+            return i;
+        }
+        let i = self.frames.len() as u32;
+        self.frames.push(FrameInfo {
+            label: sites::elided_label(n),
+            file: String::new(),
+            name: "…".into(),
+            line: -1,
+            kind: FrameKind::User,
+            elided: Some(n),
+        });
+        self.elided_index.insert(n, i);
+        i
+    }
+
+    /// The page index of `stack` (its frames innermost first, in call order, the middle of
+    /// a very deep one elided: [`page_frames`]), adding it on first use.
     pub fn stack(&mut self, snap: &Snapshot, stack: StackId) -> u32 {
         if let Some(&i) = self.stack_index.get(&stack) {
             return i;
         }
-        let frames: Vec<u32> = sites::ordered_frames(snap, stack)
+        let frames: Vec<u32> = page_frames(snap, stack)
             .into_iter()
-            .map(|f| self.frame(snap, f))
+            .map(|f| self.page_frame(snap, f))
             .collect();
         let i = self.stacks.len() as u32;
         self.stacks.push(frames);

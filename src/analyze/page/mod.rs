@@ -408,6 +408,7 @@ fn moment_parts(
         at: MomentSpec::Index(at),
         limit: opts.sites,
         full_stacks: true,
+        stack_ends: Some(frames::PAGE_FRAMES_EACH_END),
         ..TopOptions::default()
     };
     let mut weights: FxHashMap<StackId, u64> = FxHashMap::default();

@@ -1,7 +1,7 @@
 //! Flamegraph trees of one live set, one per frame view: the page switches between them when
 //! C++ or PyTorch-internal frames are toggled, so no merging happens in the browser.
 
-use super::frames::{FrameKind, FrameTable};
+use super::frames::{FrameKind, FrameTable, PageFrame};
 use crate::model::{Snapshot, StackId};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -144,14 +144,18 @@ pub fn trees(
     let stacks: Vec<(Vec<(i64, FrameKind)>, u64)> = ordered
         .into_iter()
         .map(|(s, w)| {
-            let frames = crate::analyze::sites::ordered_frames(snap, s)
+            let frames = super::frames::page_frames(snap, s)
                 .into_iter()
                 .rev()
                 .map(|f| {
-                    let fr = snap.frames.get(f);
-                    let kind =
-                        FrameKind::of(snap.strings.get(fr.filename), snap.strings.get(fr.name));
-                    (table.frame(snap, f) as i64, kind)
+                    let kind = match f {
+                        PageFrame::Frame(f) => {
+                            let fr = snap.frames.get(f);
+                            FrameKind::of(snap.strings.get(fr.filename), snap.strings.get(fr.name))
+                        }
+                        PageFrame::Elided(_) => FrameKind::User,
+                    };
+                    (table.page_frame(snap, f) as i64, kind)
                 })
                 .collect();
             (frames, w)

@@ -283,6 +283,12 @@ pub fn format_frame(snap: &Snapshot, frame: &Frame) -> String {
     )
 }
 
+/// What stands for `n` frames left out of a stack where only its ends are
+/// shown (the page, its top rows): `… 299,744 frames not shown`.
+pub fn elided_label(n: u64) -> String {
+    format!("… {} frames not shown", crate::units::grouped(n))
+}
+
 /// The site label of `stack` ([`Site::label`]).
 pub fn site_label(snap: &Snapshot, stack: StackId, opts: SiteOptions) -> String {
     site_of(snap, stack, opts).label

@@ -1,15 +1,19 @@
 //! The builder's state: interning tables, converted records and the decoder-facing options.
 //! Its methods live beside their jobs: `convert.rs`, `assemble.rs`, `hooks.rs`, `chunk.rs`.
 
-use crate::model::ids::{FrameId, StrId};
+use crate::model::ids::{FrameId, StrId, StreamId};
 use crate::model::intern::{Frames, Stacks, Strings};
 use crate::model::keys::KeyCache;
 use crate::model::snapshot::{Annotation, Block, Segment, TraceEvent};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 pub(super) struct Builder<'p> {
     /// Raw stream handles of the events so far, by [`StreamId`](crate::model::StreamId).
     pub(super) streams: Vec<u64>,
+    /// Where each raw handle of `streams` lies: a stream is found in constant time however
+    /// many the trace has (65,536 at most), never by a scan of the list (issue #36).
+    pub(super) stream_index: FxHashMap<u64, StreamId>,
     pub(super) strings: Strings,
     pub(super) frames: Frames,
     pub(super) stacks: Stacks,
@@ -51,6 +55,7 @@ impl<'p> Builder<'p> {
     pub(super) fn new(progress: Option<&'p mut dyn FnMut(u64)>) -> Self {
         Builder {
             streams: vec![0],
+            stream_index: FxHashMap::from_iter([(0, StreamId::DEFAULT)]),
             strings: Strings::default(),
             frames: Frames::default(),
             stacks: Stacks::default(),

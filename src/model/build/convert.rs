@@ -61,10 +61,11 @@ fn expect_str<'h>(heap: &'h Heap, v: Value, key: &str) -> Result<&'h [u8], Strin
 }
 
 impl Builder<'_> {
-    /// The id of stream handle `raw` (the last one is checked first: traces run on one or two).
+    /// The id of stream handle `raw`: ids in order of first appearance, found through
+    /// [`Builder::stream_index`].
     pub(super) fn intern_stream(&mut self, raw: u64) -> Result<StreamId, String> {
-        if let Some(i) = self.streams.iter().rposition(|&s| s == raw) {
-            return Ok(StreamId(i as u16));
+        if let Some(&id) = self.stream_index.get(&raw) {
+            return Ok(id);
         }
         if self.streams.len() > u16::MAX as usize {
             return Err(format!(
@@ -73,7 +74,9 @@ impl Builder<'_> {
             ));
         }
         self.streams.push(raw);
-        Ok(StreamId(self.streams.len() as u16 - 1))
+        let id = StreamId(self.streams.len() as u16 - 1);
+        self.stream_index.insert(raw, id);
+        Ok(id)
     }
 
     fn intern_text(&mut self, bytes: &[u8]) -> StrId {
