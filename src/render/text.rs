@@ -57,7 +57,7 @@ impl Style {
             if numeric.get(i).copied().unwrap_or(false) {
                 right(s)
             } else {
-                Cell::new(s)
+                cell(s)
             }
         };
         let mut flat = Style::plain().table();

@@ -100,6 +100,10 @@ fn every_text_output_shows_snapshot_strings_escaped() {
         (&["summary"], 0, &[FILE_NAME_SHOWN]),
         (&["top"], 0, &[NAME_SHOWN, FILE_SHOWN]),
         (&["top", "--full-stacks"], 0, &[NAME_SHOWN, NAME2_SHOWN]),
+        (&["top", "--by", "function"], 0, &[NAME_SHOWN]),
+        (&["top", "--by", "stack"], 0, &[NAME_SHOWN]),
+        (&["top", "--by", "file"], 0, &[FILE_SHOWN]),
+        (&["top", "--cost", "allocated", "--width", "60"], 0, &[]),
         (&["diff", "samples/snapshot.json"], 0, &[]),
         (
             &["flame", "--format", "folded"],
