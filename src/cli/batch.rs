@@ -225,7 +225,10 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
                 profiles.push(Some(p));
             }
             Err((file, e)) => {
-                eprintln!("memlens: {e}");
+                eprintln!(
+                    "memlens: {}",
+                    memlens::render::visible::visible(&e.to_string())
+                );
                 rows.push(FileRow::failed(&file, e.to_string()));
                 profiles.push(None);
             }

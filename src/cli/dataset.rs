@@ -261,7 +261,10 @@ pub fn run(
         match r? {
             Ok(n) => rows += n,
             Err(e) => {
-                eprintln!("memlens: {e}");
+                eprintln!(
+                    "memlens: {}",
+                    memlens::render::visible::visible(&e.to_string())
+                );
                 failed += 1;
             }
         }

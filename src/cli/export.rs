@@ -49,7 +49,11 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     })?;
     // The trace has room for notes only in `otherData`: say them where a person sees them.
     for n in &export.notes {
-        eprintln!("memlens: {}: note: {n}", quoted_path(&args.file));
+        eprintln!(
+            "memlens: {}: note: {}",
+            quoted_path(&args.file),
+            memlens::render::visible::visible(n)
+        );
     }
     Ok(Outcome::Ok)
 }

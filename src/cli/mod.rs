@@ -163,7 +163,11 @@ fn exit_code(result: Result<Outcome, Error>) -> i32 {
             if is_broken_pipe(&e) {
                 return 0;
             }
-            eprintln!("memlens: {e}");
+            // An error may quote snapshot content: shown escaped, on one line.
+            eprintln!(
+                "memlens: {}",
+                memlens::render::visible::visible(&e.to_string())
+            );
             2
         }
     }

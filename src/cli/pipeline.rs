@@ -135,7 +135,7 @@ pub fn load(path: &Path, g: &GlobalOptions) -> Result<Snapshot, Error> {
     if timing {
         eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
     }
-    let bar = progress::bytes_bar(inp.len_hint() as u64, &path.display().to_string());
+    let bar = progress::bytes_bar(inp.len_hint() as u64, &quoted_path(path));
     let snap = memlens::load::build(path, &inp, &g.load, &mut |pos| bar.set_position(pos));
     bar.finish_and_clear();
     if let (Ok(s), true) = (&snap, timing) {

@@ -58,8 +58,9 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     })?;
     for n in &plan.notes {
         eprintln!(
-            "memlens: {}: note: {n}",
-            memlens::error::quoted_path(&args.file)
+            "memlens: {}: note: {}",
+            memlens::error::quoted_path(&args.file),
+            memlens::render::visible::visible(n)
         );
     }
     let report = SliceReport {

@@ -33,7 +33,10 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
                 if args.files.len() == 1 {
                     return Err(e);
                 }
-                eprintln!("memlens: {e}");
+                eprintln!(
+                    "memlens: {}",
+                    memlens::render::visible::visible(&e.to_string())
+                );
                 first_error.get_or_insert(e);
             }
         }

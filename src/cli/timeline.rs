@@ -41,7 +41,11 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     // CSV has no room for a note: what is absent goes to stderr (JSON and SVG carry it).
     if args.out.format == TimelineFormat::Csv {
         for a in &report.absent {
-            eprintln!("memlens: {}: note: {}", quoted_path(&args.file), a.message);
+            eprintln!(
+                "memlens: {}: note: {}",
+                quoted_path(&args.file),
+                memlens::render::visible::visible(&a.message)
+            );
         }
     }
     Ok(Outcome::Ok)

@@ -1,10 +1,10 @@
 //! Renderings of a batch: a table, CSV, or JSON lines (one object per file, then one
 //! `{"kind":"imbalance",...}` line).
 
-use super::text::{right, width, Style};
+use super::text::{cell, right, width, Style};
+use super::visible::visible;
 use crate::analyze::batch::{BatchReport, FileRow, Imbalance};
 use crate::units::{iec, plural};
-use comfy_table::Cell;
 use std::io::Write;
 
 /// Writes the rows and the imbalance as tables, fitted to `style`. Files in one directory
@@ -67,7 +67,7 @@ pub fn table(out: &mut dyn Write, r: &BatchReport, style: &Style) -> std::io::Re
                 if (1..=4).contains(&i) {
                     right(v)
                 } else {
-                    Cell::new(v)
+                    cell(v)
                 }
             }));
         }
@@ -158,7 +158,7 @@ fn imbalance(
             } else {
                 format!("{:.2}×", r.peak_bytes as f64 / i.median_peak_bytes as f64)
             }),
-            Cell::new(name(&r.file)),
+            cell(&name(&r.file)),
         ]);
     }
     writeln!(out, "{t}")?;
@@ -176,7 +176,7 @@ fn imbalance(
                 right(format!("+{}", iec(s.excess_bytes))),
                 right(iec(s.outlier_bytes)),
                 right(iec(s.median_bytes)),
-                Cell::new(&s.site),
+                cell(&s.site),
             ]);
         }
         writeln!(out, "{t}")?;
@@ -187,8 +187,9 @@ fn imbalance(
     Ok(())
 }
 
-/// Quotes a CSV field when it needs it (RFC 4180).
+/// A CSV field: controls escaped ([`visible`]), quoted when it needs it (RFC 4180).
 pub fn csv_field(s: &str) -> String {
+    let s = visible(s);
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

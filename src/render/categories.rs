@@ -1,7 +1,7 @@
 //! Text rendering of [`CategoriesReport`]: one table per device, its notes, and what could
 //! not be categorised.
 
-use super::text::{right, Style};
+use super::text::{cell, right, Style};
 use crate::analyze::categories::CategoriesReport;
 use crate::units::iec;
 use comfy_table::Cell;
@@ -42,7 +42,7 @@ pub fn text(
         ]);
         for c in &d.categories {
             t.add_row(vec![
-                Cell::new(&c.category),
+                cell(&c.category),
                 right(iec(c.bytes)),
                 right(format!("{:.1}%", c.share * 100.0)),
                 right(c.count),

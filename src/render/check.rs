@@ -3,6 +3,7 @@
 //! passed: `unmeasured` with its reason in text, ⚠️ in Markdown, `<skipped>` in JUnit.
 
 use super::text::Style;
+use super::visible::{visible, visible_lines};
 use crate::analyze::check::{BudgetResult, CheckReport, CheckStatus, SiteLine};
 use crate::units::{iec, signed_iec};
 use std::io::Write;
@@ -65,7 +66,7 @@ pub fn text(out: &mut dyn Write, r: &CheckReport, style: &Style) -> std::io::Res
                         "       {:>12} ×{:<4} {}",
                         site_amount(b, s),
                         s.count,
-                        s.site
+                        visible(&s.site)
                     )?;
                 }
             }
@@ -90,8 +91,45 @@ pub fn text(out: &mut dyn Write, r: &CheckReport, style: &Style) -> std::io::Res
     style.para(out, "", "  ", &last)
 }
 
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+/// Text for a Markdown table cell, a heading or a quote (GitHub-flavoured Markdown): controls
+/// and line breaks escaped ([`visible`]), and every character Markdown would act on escaped
+/// with a backslash (`|` would end the cell; `` ` ``, `*`, `_`, `~`, `[`, `]` start inline
+/// markup; `<`, `>` and `&` HTML or entities; `\` an escape), so the text shows as written
+/// and cannot close the cell, start a row or carry HTML.
+pub fn md_text(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in visible(s).chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '<' | '>' | '&' | '|'
+        ) {
+            o.push('\\');
+        }
+        o.push(c);
+    }
+    o
+}
+
+/// A Markdown code span of `s` inside a table cell: controls and line breaks escaped
+/// ([`visible`]), fenced by one backtick more than the longest run of backticks inside (so no
+/// backtick in the text closes it; padded with spaces when the text starts or ends with one),
+/// and `|` written `\|` (GitHub splits table rows at a bare `|` even inside a code span, and
+/// drops the backslash there). Inside a code span `<`, `&` and `*` are shown as they are.
+pub fn md_code(s: &str) -> String {
+    let text = visible(s).replace('|', "\\|");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
 }
 
 fn icon(s: CheckStatus) -> &'static str {
@@ -124,7 +162,7 @@ pub fn markdown(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
     };
     writeln!(out, "## memlens check: {head}\n")?;
     for f in &r.files {
-        writeln!(out, "### {} `{}`\n", icon(f.status), md_cell(&f.file))?;
+        writeln!(out, "### {} {}\n", icon(f.status), md_code(&f.file))?;
         writeln!(out, "| | budget | limit | result |")?;
         writeln!(out, "|---|---|---|---|")?;
         for b in &f.budgets {
@@ -133,8 +171,8 @@ pub fn markdown(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
                 "| {} | {} | {} | {} |",
                 icon(b.status),
                 b.budget.as_str(),
-                md_cell(&b.limit),
-                md_cell(&b.message)
+                md_text(&b.limit),
+                md_text(&b.message)
             )?;
         }
         for b in f
@@ -148,32 +186,34 @@ pub fn markdown(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
             for s in &b.top_sites {
                 writeln!(
                     out,
-                    "| {} | {} | `{}` |",
+                    "| {} | {} | {} |",
                     site_amount(b, s),
                     s.count,
-                    md_cell(&s.site)
+                    md_code(&s.site)
                 )?;
             }
         }
         for n in &f.notes {
-            writeln!(out, "\n> note: {}", md_cell(n))?;
+            writeln!(out, "\n> note: {}", md_text(n))?;
         }
         writeln!(out)?;
     }
     Ok(())
 }
 
-/// Escapes text for XML attributes and content.
+/// Escapes text for XML attributes and content: controls (none of C0 but tab, newline and
+/// carriage return is allowed in XML 1.0), DEL, C1, bidirectional marks and U+FFFE/U+FFFF
+/// shown escaped first ([`visible_lines`]; the newlines of a failure's body stay), then `&`,
+/// `<`, `>`, `"` and `'` as entities. Valid XML 1.0 for any input.
 pub fn xml_escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
+    for c in visible_lines(s).chars() {
         match c {
             '&' => o.push_str("&amp;"),
             '<' => o.push_str("&lt;"),
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
             c => o.push(c),
         }
     }
@@ -219,7 +259,12 @@ pub fn junit(out: &mut dyn Write, r: &CheckReport) -> std::io::Result<()> {
             writeln!(out, r#"  <testcase classname="{class}" name="{name}">"#)?;
             let mut body = String::new();
             for s in &b.top_sites {
-                body.push_str(&format!("{} x{} {}\n", site_amount(b, s), s.count, s.site));
+                body.push_str(&format!(
+                    "{} x{} {}\n",
+                    site_amount(b, s),
+                    s.count,
+                    visible(&s.site)
+                ));
             }
             writeln!(
                 out,

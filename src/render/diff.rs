@@ -1,6 +1,6 @@
 //! Text rendering of [`DiffReport`].
 
-use super::text::{right, Style};
+use super::text::{cell, right, Style};
 use crate::analyze::absence;
 use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
 use crate::units::{iec, plural, signed_iec, signed_percent};
@@ -64,7 +64,7 @@ pub fn text(
         t.set_header(vec!["category", "base", "candidate", "change", "count"]);
         for c in cats {
             t.add_row(vec![
-                Cell::new(&c.category),
+                cell(&c.category),
                 right(iec(c.base_bytes)),
                 right(iec(c.cand_bytes)),
                 right(signed_iec(c.delta_bytes)),
@@ -191,7 +191,7 @@ pub fn sites_table(sites: &[SiteDelta], limit: usize, style: &Style) -> Table {
             right(iec(s.cand_bytes)),
             right(signed_iec(s.delta_bytes)),
             right(format!("{} → {}", s.base_count, s.cand_count)),
-            Cell::new(&s.site),
+            cell(&s.site),
         ]);
     }
     t

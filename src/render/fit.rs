@@ -1,7 +1,7 @@
 //! Text rendering of [`FitReport`]: per device, the anatomy at the moment, the setup it
 //! suggests, the fixes cheapest first with their savings, and the plan for a capacity.
 
-use super::text::{right, Style};
+use super::text::{cell, right, Style};
 use crate::analyze::fit::{DeviceFit, FitReport};
 use crate::units::iec;
 use comfy_table::Cell;
@@ -105,7 +105,7 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
                 right(iec(f.saves_bytes)),
                 right(iec(f.peak_after_bytes)),
                 Cell::new(f.confidence),
-                Cell::new(&f.action),
+                cell(&f.action),
             ]);
         }
         writeln!(out, "{t}")?;

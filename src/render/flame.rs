@@ -1,12 +1,16 @@
 //! Flamegraph renderers: folded lines (the text contract `a;b;c weight`), an SVG drawn
 //! in-process with inferno (no perl, no network), and speedscope JSON.
 
+use super::visible::visible;
 use crate::analyze::flame::FlameReport;
 use serde_json::json;
 use std::io::Write;
 
+/// A frame as a folded line holds it: controls and line breaks escaped ([`visible`]), so a
+/// frame is one line of text and the SVG drawn from it valid XML, and `;` (the folded
+/// format's separator) written `,`.
 fn clean(frame: &str) -> String {
-    frame.replace(';', ",").replace('\n', " ")
+    visible(frame).replace(';', ",")
 }
 
 /// Folded lines, rooted at `device_N`.
@@ -37,7 +41,7 @@ pub fn svg(out: &mut dyn Write, title: &str, r: &FlameReport) -> std::io::Result
     let lines = folded_lines(r);
     let unit = r.devices.first().map_or("bytes", |d| d.unit);
     let mut opts = inferno::flamegraph::Options::default();
-    opts.title = title.to_string();
+    opts.title = visible(title).into_owned();
     opts.count_name = unit.to_string();
     opts.subtitle = Some(format!("memlens flame at {}", r.moment));
     opts.deterministic = true;

@@ -1,7 +1,7 @@
 //! Text rendering of [`LeaksReport`]: per device the steps in a few lines (every step with
 //! `--steps`) and what limited the analysis, then one block per finding.
 
-use super::text::{right, Style};
+use super::text::{cell, right, Style};
 use crate::analyze::leaks::{DeviceLeaks, Finding, LeaksReport};
 use crate::replay::steps::StepSource;
 use crate::units::{iec, plural};
@@ -56,7 +56,7 @@ fn steps_table(d: &DeviceLeaks, style: &Style) -> Table {
     ]);
     for s in &d.steps.steps {
         t.add_row(vec![
-            Cell::new(&s.name),
+            cell(&s.name),
             right(format!("{}..={}", s.first_event, s.last_event)),
             right(iec(s.live_at_start)),
             right(iec(s.live_at_end)),

@@ -18,6 +18,7 @@ pub mod perfetto;
 pub mod slice;
 pub mod summary;
 pub mod text;
+pub mod visible;
 pub use crate::units;
 pub mod timeline;
 pub mod top;

@@ -5,6 +5,7 @@
 //! `--width N`, or no limit for pipes and files; the snapshot's root for its paths); the
 //! renderers only follow it. JSON never goes through here: its paths stay as recorded.
 
+use super::visible::{visible, visible_lines};
 use crate::analyze::profile::normalize_path;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
 use std::io::{Result, Write};
@@ -56,7 +57,7 @@ impl Style {
             if numeric.get(i).copied().unwrap_or(false) {
                 right(s)
             } else {
-                Cell::new(s)
+                cell(s)
             }
         };
         let mut flat = Style::plain().table();
@@ -136,6 +137,8 @@ impl Style {
 
     /// The lines [`Style::para`] writes; without a width, the text as it is.
     pub fn wrap(&self, first: &str, rest: &str, text: &str) -> Vec<String> {
+        // Snapshot strings in the text are shown escaped; its own line breaks stay.
+        let text = &*visible_lines(text);
         if self.columns().is_none() {
             return text
                 .split('\n')
@@ -188,17 +191,19 @@ impl Style {
     /// `text` with every word that is a call site or a path shortened as [`Style::site`]
     /// shortens it (a note or a fix that names a site).
     pub fn sites_in(&self, text: &str) -> String {
-        text.split(' ')
+        let text = text
+            .split(' ')
             .map(|w| {
                 let core = w.trim_start_matches(['(', '`', '\'', '"']);
                 if core.contains('/') || core.contains('\\') {
-                    format!("{}{}", &w[..w.len() - core.len()], self.site(core))
+                    format!("{}{}", &w[..w.len() - core.len()], self.site_raw(core))
                 } else {
                     w.to_string()
                 }
             })
             .collect::<Vec<_>>()
-            .join(" ")
+            .join(" ");
+        visible_lines(&text).into_owned()
     }
 
     /// A call-site label (`path:line:function`, `path:function`, a path, or a stack frame of
@@ -206,6 +211,11 @@ impl Style {
     /// `site-packages/` or `dist-packages/`, the path below the snapshot's root, or what
     /// follows `lib/pythonX.Y/`. Labels without a path (`<no frames>`, C++ frames) stay.
     pub fn site(&self, label: &str) -> String {
+        visible(&self.site_raw(label)).into_owned()
+    }
+
+    /// [`Style::site`] before escaping (the path is found in the label as recorded).
+    fn site_raw(&self, label: &str) -> String {
         let (path, tail) = split_label(label);
         if path.is_empty() || !(path.contains('/') || path.contains('\\')) {
             return label.to_string();
@@ -259,6 +269,12 @@ fn cut_point(word: &str, room: usize) -> usize {
 /// Columns a string takes (one per character: reports hold no double-width text but paths).
 pub fn width(s: &str) -> usize {
     s.chars().count()
+}
+
+/// A left-aligned cell of text that may hold snapshot strings, shown [`visible_lines`] (its own
+/// line breaks kept; every other control escaped).
+pub fn cell(s: &str) -> Cell {
+    Cell::new(visible_lines(s))
 }
 
 /// A right-aligned cell (numbers).

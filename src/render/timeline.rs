@@ -34,11 +34,9 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 40.0;
 
+/// Text in the SVG: valid XML for any input (controls shown escaped, then entities).
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    super::check::xml_escape(s)
 }
 
 /// An SVG with one plot per device, stacked vertically.

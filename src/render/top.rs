@@ -1,7 +1,8 @@
 //! Text rendering of [`TopReport`].
 
-use super::text::{right, Style};
+use super::text::{cell, right, Style};
 use super::units::iec;
+use super::visible::visible;
 use crate::analyze::top::{Cost, DeviceTop, TopReport};
 use comfy_table::Cell;
 use std::io::Write;
@@ -117,7 +118,7 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> s
         let mut site = style.site(&row.site);
         if let Some(c) = &row.context {
             site.push_str("\n  via ");
-            site.push_str(short_library_path(c));
+            site.push_str(&visible(short_library_path(c)));
         }
         if let Some(frames) = &row.frames {
             for f in frames {
@@ -139,7 +140,7 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> s
             right(amount(d.unit, o.bytes)),
             right(format!("{:.1}%", o.share * 100.0)),
             right(o.count.to_string()),
-            Cell::new(&o.site),
+            cell(&o.site),
         ]);
     }
     writeln!(out, "{t}")?;

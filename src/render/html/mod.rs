@@ -22,11 +22,56 @@ pub struct Embedded<'a> {
     pub report: &'a PageReport,
 }
 
-/// The static page's policy: nothing may be requested at all.
-const CSP_STATIC: &str =
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:";
-/// The served page's policy: requests only to the server that served it.
-const CSP_SERVED: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'";
+/// The page's policy: its one script and its one style element run by their SHA-256 (no
+/// `'unsafe-inline'`: a script or a handler that a slip in escaping let into the page would
+/// not run); style attributes are not allowed either (the script sets styles through the
+/// CSSOM, `element.style`). The static page may request nothing at all; the served page
+/// (`served`) only the server that served it.
+pub fn csp(served: bool) -> String {
+    format!(
+        "default-src 'none'; script-src '{}'; style-src '{}'; img-src data:{}",
+        inline_hash("<script>", "{{SCRIPT}}", SCRIPT),
+        inline_hash("<style>", "{{STYLE}}", STYLE),
+        if served { "; connect-src 'self'" } else { "" }
+    )
+}
+
+/// `sha256-BASE64` of the text of the template's element opened by `open` (the first one),
+/// with `marker` standing for `body`: what the browser hashes to match the policy.
+fn inline_hash(open: &str, marker: &str, body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let start = TEMPLATE.find(open).expect("the template holds the element") + open.len();
+    let text = &TEMPLATE[start..];
+    let text = &text[..text.find("</").expect("the element is closed")];
+    let (before, after) = text
+        .split_once(marker)
+        .expect("the element holds its marker");
+    let mut h = Sha256::new();
+    h.update(before.as_bytes());
+    h.update(body.as_bytes());
+    h.update(after.as_bytes());
+    format!("sha256-{}", base64(&h.finalize()))
+}
+
+/// Standard base64 with padding (RFC 4648 §4), as CSP hashes are written.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
 
 /// What a page served by `memlens serve` knows of its server: the files it serves and which
 /// one this page is. The token is not written here: the page reads it from its own URL.
@@ -65,14 +110,10 @@ fn write_page(
         report,
     })?;
     let serve = serde_json::to_string(&served)?;
-    let csp = if served.is_some() {
-        CSP_SERVED
-    } else {
-        CSP_STATIC
-    };
+    let csp = csp(served.is_some());
     let mut rest = TEMPLATE;
     for (marker, what) in [
-        ("{{CSP}}", Part::Raw(csp)),
+        ("{{CSP}}", Part::Raw(&csp)),
         ("{{TITLE}}", Part::Text(title)),
         ("{{STYLE}}", Part::Raw(STYLE)),
         ("{{DATA}}", Part::Json(&data)),
@@ -134,6 +175,21 @@ fn write_json(out: &mut dyn Write, s: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn base64_as_rfc_4648_spells_it() {
+        for (i, o) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(super::base64(i.as_bytes()), o);
+        }
+    }
+
     #[test]
     fn script_text_cannot_close_the_element() {
         let mut v = Vec::new();

@@ -52,6 +52,8 @@
         if (v == null || v === false) continue;
         if (k === "class") e.className = v;
         else if (k === "text") e.textContent = v;
+        // Through the CSSOM: the page's policy allows no style attribute.
+        else if (k === "style") e.style.cssText = v;
         else if (k.startsWith("on")) e.addEventListener(k.slice(2), guard(v));
         else e.setAttribute(k, v === true ? "" : String(v));
       }
