@@ -90,8 +90,10 @@ pub fn text(out: &mut dyn Write, r: &CheckReport, style: &Style) -> std::io::Res
     style.para(out, "", "  ", &last)
 }
 
+/// Text inside one Markdown table cell (or heading): `|` escaped, and each line ending
+/// CommonMark knows (`\n`, `\r`) a space, so a file or frame name cannot end the row.
 fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
 fn icon(s: CheckStatus) -> &'static str {
