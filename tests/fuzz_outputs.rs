@@ -34,8 +34,8 @@ fn every_sample_goes_through_every_output() {
     let mut total = Written::default();
     let (mut pages, mut traces, mut checks, mut n) = (0, 0, 0, 0);
     for path in samples() {
-        let snap = memlens::load(&path, &mut |_| {})
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let snap =
+            memlens::load(&path, &mut |_| {}).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let replays = memlens::replay::replay(&snap);
         let w = exercise(&snap, &replays);
         // Every sample writes its Parquet tables: the five of the file and the failed file's.
@@ -118,7 +118,12 @@ fn slice_to_a_peak_before_the_first_event_is_the_state_there() {
         "--format".as_ref(),
         "json".as_ref(),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let d = &r["devices"][0];
     assert_eq!(d["window"], serde_json::json!({"first": -1, "last": -1}));
@@ -127,7 +132,13 @@ fn slice_to_a_peak_before_the_first_event_is_the_state_there() {
     // summary's figures of the original file.
     let whole = summary_json(&sample("legacy_2_0.pickle"));
     let sliced = summary_json(&out);
-    for key in ["reserved_bytes", "allocated_bytes", "requested_bytes", "segments", "blocks"] {
+    for key in [
+        "reserved_bytes",
+        "allocated_bytes",
+        "requested_bytes",
+        "segments",
+        "blocks",
+    ] {
         assert_eq!(sliced["devices"][0][key], whole["devices"][0][key], "{key}");
     }
     assert_eq!(whole["devices"][0]["reserved_bytes"], 383_778_816);
@@ -151,10 +162,18 @@ fn check_markdown_keeps_a_carriage_return_inside_its_line() {
         "--format".as_ref(),
         "md".as_ref(),
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let md = String::from_utf8(o.stdout).unwrap();
     assert!(!md.contains('\r'), "{md:?}");
     let heading: Vec<&str> = md.lines().filter(|l| l.starts_with("### ")).collect();
     assert_eq!(heading.len(), 1, "{md}");
-    assert!(heading[0].starts_with("### ✅ `") && heading[0].ends_with("b.pickle`"), "{md}");
+    assert!(
+        heading[0].starts_with("### ✅ `") && heading[0].ends_with("b.pickle`"),
+        "{md}"
+    );
 }

@@ -74,7 +74,10 @@ fn page_html(snap: &Snapshot, replays: &[DeviceReplay]) -> bool {
     let html = std::str::from_utf8(&out).expect("the page is UTF-8");
     let lower = html.to_ascii_lowercase();
     let scripts = (count(&lower, "<script"), count(&lower, "</script"));
-    assert_eq!(scripts.0, scripts.1, "unbalanced script elements in the page");
+    assert_eq!(
+        scripts.0, scripts.1,
+        "unbalanced script elements in the page"
+    );
     let first = *SCRIPTS.get_or_init(|| scripts);
     assert_eq!(
         scripts, first,
@@ -208,7 +211,11 @@ fn markdown_lines(md: &str, n_budgets: usize) {
             !line.contains('|') || line.starts_with("> note: ")
         } else if line.starts_with('|') {
             let p = pipes(line);
-            if p == 5 && ["| ✅ |", "| ❌ |", "| ⚠️ |"].iter().any(|i| line.starts_with(i)) {
+            if p == 5
+                && ["| ✅ |", "| ❌ |", "| ⚠️ |"]
+                    .iter()
+                    .any(|i| line.starts_with(i))
+            {
                 rows += 1;
             }
             p == 5 || p == 4

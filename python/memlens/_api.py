@@ -179,10 +179,10 @@ def _refuse_streams(caller: str, command: str, args: Sequence[StrPath], options:
         if value is not None and not isinstance(value, bool):
             items = value if isinstance(value, (list, tuple)) else [value]
             paths += [("--" + key.replace("_", "-") + " ", v) for v in items]
-    for flag, value in paths:
-        if not isinstance(value, (str, os.PathLike)):
+    for flag, item in paths:
+        if not isinstance(item, (str, os.PathLike)):
             continue
-        path = os.fspath(value)
+        path = os.fspath(item)
         if not isinstance(path, str) or path == "-":
             continue
         kind = _kind(path)
