@@ -35,7 +35,11 @@ const INTS: &[u8] = b"KMJ\x8a";
 /// `value`: 9 bytes, so that values past `i64::MAX` read as positive. Nothing when no integer
 /// opcode follows.
 fn write_big(buf: &mut Vec<u8>, pos: usize, value: u64) {
-    let Some(at) = buf[pos..].iter().position(|b| INTS.contains(b)).map(|i| pos + i) else {
+    let Some(at) = buf[pos..]
+        .iter()
+        .position(|b| INTS.contains(b))
+        .map(|i| pos + i)
+    else {
         return;
     };
     let arg = match buf[at] {

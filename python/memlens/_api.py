@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._binary import find_memlens_bin
 from ._errors import MemlensError
+from ._options import OPTIONS, PATH_OPTIONS, TEXT_POSITIONALS
 
 __all__ = [
     "analyze",
@@ -31,7 +34,37 @@ OptionValue = Union[None, bool, Scalar, Sequence[Scalar]]
 
 # Keywords that would change where or how the report is printed: analyze() always reads
 # `--format json` from standard output.
-_RESERVED = {"format", "output", "o", "force"}
+_RESERVED = {"format", "output", "o", "force", "f"}
+
+# What a keyword name may look like at all (a command's flags are in `_options.OPTIONS`).
+_KEYWORD = re.compile(r"[a-z][a-z0-9_]*\Z")
+# What a command name may look like (`memlens COMMAND`).
+_COMMAND = re.compile(r"[a-z][a-z0-9-]*\Z")
+
+# What `os.stat` says a path is, for the kinds that are not files a snapshot is read from.
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _checked(what: str, text: str) -> str:
+    """``text`` as one argument of the command line, or :class:`MemlensError` naming ``what``
+    (the flag, or the positional argument) when no command line can carry it: a NUL byte
+    (``execve`` would cut the argument there; ``subprocess`` refuses it), or characters the
+    file system encoding cannot write."""
+    nul = text.find("\0")
+    if nul >= 0:
+        raise MemlensError(
+            "memlens: %s %r: a NUL byte at index %d; no command-line argument can hold one" % (what, text, nul)
+        )
+    try:
+        os.fsencode(text)
+    except UnicodeError as e:
+        raise MemlensError("memlens: %s %r: not encodable on the command line (%s)" % (what, text, e)) from e
+    return text
 
 
 def _text(flag: str, value: object) -> str:
@@ -47,12 +80,54 @@ def _text(flag: str, value: object) -> str:
             text = ("%.20f" % value).rstrip("0").rstrip(".")
         return text
     if isinstance(value, str):
-        return value
+        return _checked(flag, value)
     if isinstance(value, os.PathLike):
-        return str(os.fspath(value))
+        path = os.fspath(value)
+        if not isinstance(path, str):
+            raise TypeError("%s: expected a str path, not %s" % (flag, type(path).__name__))
+        return _checked(flag, path)
     raise TypeError(
         "%s: expected a string, an int, a float or a path, not %s" % (flag, type(value).__name__)
     )
+
+
+def _unexpected(caller: str, key: str, command: str) -> TypeError:
+    known = OPTIONS.get(command)
+    text = "%s() got an unexpected keyword argument %r" % (caller, key)
+    if known is not None:
+        text += " (memlens %s's options: %s)" % (command, ", ".join(sorted(known)))
+    return TypeError(text)
+
+
+def _argv(caller: str, command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]) -> List[str]:
+    if not isinstance(command, str) or not _COMMAND.match(command):
+        raise ValueError("command must be a memlens command name such as 'summary', not %r" % (command,))
+    known = OPTIONS.get(command)
+    argv: List[str] = [command]
+    for key, value in options.items():
+        if key in _RESERVED:
+            raise TypeError(
+                "%s=: memlens.analyze always reads the JSON report from standard output; "
+                "run the binary (memlens.find_memlens_bin()) for other formats" % key
+            )
+        # Only names of the command's flags: anything else ("output=/x", "-o", "x y") would
+        # reach the command line as an argument of its own.
+        if not _KEYWORD.match(key) or (known is not None and key not in known):
+            raise _unexpected(caller, key, command)
+        flag = ("-" + key) if len(key) == 1 else ("--" + key.replace("_", "-"))
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+            continue
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            text = _text(flag, item)
+            # A value that starts with "-" is joined to its flag, or clap reads it as a flag.
+            argv += ["%s=%s" % (flag, text)] if text.startswith("-") else [flag, text]
+    argv += ["--format", "json", "--"]
+    argv += [_text("argument %d" % i, a) for i, a in enumerate(args, 1)]
+    return argv
 
 
 def command_line(command: str, *args: StrPath, **options: OptionValue) -> List[str]:
@@ -63,48 +138,92 @@ def command_line(command: str, *args: StrPath, **options: OptionValue) -> List[s
     become dashes; a one-letter name is a short flag, ``n=5`` is ``-n 5``), ``True`` a bare
     flag (``allow_unmeasured=True`` is ``--allow-unmeasured``), ``False`` and ``None`` are
     left out, a list or tuple repeats the flag once per item, ints are bytes or counts as
-    written, and ``os.PathLike`` values are paths. ``format``, ``output`` and ``force`` are
+    written, and ``os.PathLike`` values are paths; a value that starts with ``-`` is joined
+    to its flag (``--baseline=-old.pickle``). ``format``, ``output`` and ``force`` are
     refused: the report is always JSON on standard output.
+
+    A keyword that is not one of the command's flags (``memlens COMMAND --help``) raises
+    :class:`TypeError`, as Python does for an unexpected keyword argument (for a command
+    memlens does not have, only names such as ``max_peak`` pass: the binary refuses the
+    command); an argument holding a NUL byte raises :class:`memlens.MemlensError` naming it.
     """
-    if not isinstance(command, str) or not command or command.startswith("-"):
-        raise ValueError("command must be a memlens command name such as 'summary', not %r" % (command,))
-    argv: List[str] = [command]
-    for key, value in options.items():
-        if key in _RESERVED:
-            raise TypeError(
-                "%s=: memlens.analyze always reads the JSON report from standard output; "
-                "run the binary (memlens.find_memlens_bin()) for other formats" % key
+    return _argv("command_line", command, args, options)
+
+
+def _kind(path: str) -> Optional[str]:
+    """What ``path`` is when it is neither a regular file, a directory nor missing: a FIFO,
+    a device, a socket (``os.stat`` never blocks, even on a FIFO)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None  # missing, unreadable: the binary says so in its line
+    for test, kind in _SPECIAL:
+        if test(mode):
+            return kind
+    return None
+
+
+def _refuse_streams(caller: str, command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]) -> None:
+    """:class:`MemlensError` for a path argument that is a FIFO, a device or a socket.
+
+    The API reads snapshot files: a FIFO would make the binary wait for a writer (its "waiting
+    for a writer" line goes to the standard error this module captures, so the call would hang
+    without a word), a device or a socket would be read as a stream. Missing paths and
+    directories are left to the binary, whose line says so at once.
+    """
+    paths: List[Tuple[str, object]] = []
+    if command not in TEXT_POSITIONALS:
+        paths += [("", a) for a in args]
+    for key in PATH_OPTIONS:
+        value = options.get(key)
+        if value is not None and not isinstance(value, bool):
+            items = value if isinstance(value, (list, tuple)) else [value]
+            paths += [("--" + key.replace("_", "-") + " ", v) for v in items]
+    for flag, item in paths:
+        if not isinstance(item, (str, os.PathLike)):
+            continue
+        path = os.fspath(item)
+        if not isinstance(path, str) or path == "-":
+            continue
+        kind = _kind(path)
+        if kind is not None:
+            raise MemlensError(
+                "memlens: %s%s: is %s, not a regular file; %s() reads snapshot files, not streams"
+                % (flag, path, kind, caller)
             )
-        flag = ("-" + key) if len(key) == 1 else ("--" + key.replace("_", "-"))
-        if value is None or value is False:
-            continue
-        if value is True:
-            argv.append(flag)
-            continue
-        items = value if isinstance(value, (list, tuple)) else [value]
-        for item in items:
-            argv += [flag, _text(flag, item)]
-    argv += ["--format", "json", "--"]
-    argv += [_text("path", a) for a in args]
-    return argv
 
 
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.rstrip()
-    return ""
+def _error_line(stderr: str) -> str:
+    """The message of a run that failed: memlens's own error is its first line; clap's
+    (``error: ...``) is every line up to its usage and help lines, joined, so that the line
+    naming the argument (``<FILES>...``, ``[possible values: ...]``, a tip) is kept."""
+    lines = [line.strip() for line in stderr.splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return ""
+    if not lines[0].startswith("error: "):
+        return lines[0]
+    kept = []
+    for line in lines:
+        if line.startswith("Usage:") or line.startswith("For more information"):
+            break
+        kept.append(line)
+    return " ".join(kept)
 
 
-def _run_json(command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]) -> Tuple[Dict[str, Any], int]:
-    argv = [find_memlens_bin()] + command_line(command, *args, **options)
+def _run_json(
+    caller: str, command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]
+) -> Tuple[Dict[str, Any], int]:
+    tail = _argv(caller, command, args, options)
+    _refuse_streams(caller, command, args, options)
+    argv = [find_memlens_bin()] + tail
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as e:
         raise MemlensError("memlens: could not run %s: %s" % (argv[0], e), argv=argv) from e
     stderr = proc.stderr.decode("utf-8", "replace")
     if proc.returncode not in (0, 1):
-        line = _first_line(stderr)
+        line = _error_line(stderr)
         if proc.returncode < 0:
             line = line or "memlens: killed by signal %d" % -proc.returncode
         raise MemlensError(
@@ -147,9 +266,15 @@ def analyze(command: str, *args: StrPath, **options: OptionValue) -> Dict[str, A
     ``docs/schemas/``). Exit status 1 (``leaks`` found something, a ``check`` budget broke,
     ``diff --fail-on-growth`` tripped) is a result, not an error: the report is returned.
     Exit status 2 (usage or input errors) raises :class:`memlens.MemlensError` whose text is
-    the one line memlens printed.
+    the one line memlens printed (for an argument the command line parser refused, its whole
+    message on one line, which names the argument).
+
+    Nothing runs when an argument cannot be right: a keyword that is not one of the command's
+    flags raises :class:`TypeError`; an argument holding a NUL byte, and a path that is a
+    FIFO, a device or a socket (which the binary would wait on or read as a stream), raise
+    :class:`memlens.MemlensError` naming it.
     """
-    report, _ = _run_json(command, args, options)
+    report, _ = _run_json("analyze", command, args, options)
     return report
 
 
@@ -335,5 +460,5 @@ def check(
         "allow_unmeasured": allow_unmeasured,
     }
     opts.update(options)
-    report, code = _run_json("check", paths, opts)
+    report, code = _run_json("check", "check", paths, opts)
     return CheckResult(report, code)

@@ -229,7 +229,9 @@ fn add_segment(p: &mut PoolFrag, s: &SegmentAt) {
         }
     }
     p.free_bytes += free;
-    let rel = releasable(s);
+    // A segment's blocks may not cover it (a damaged or salvaged file): what can be released
+    // is never more than what is free, or stranded bytes would wrap.
+    let rel = releasable(s).min(free);
     p.releasable_bytes += rel;
     p.stranded_free_bytes += free - rel;
 }

@@ -28,8 +28,8 @@ def test_command_line_maps_keywords() -> None:
         "check", "--max-peak", "40GiB", "--format", "json", "--", "a.pickle"]
     assert command_line("check", "a", allow_unmeasured=True, ignore_lines=False, baseline=None) == [
         "check", "--allow-unmeasured", "--format", "json", "--", "a"]
-    assert command_line("top", "a", n=5, max_peak=42 * 2**30) == [
-        "top", "-n", "5", "--max-peak", "45097156608", "--format", "json", "--", "a"]
+    assert command_line("check", "a", n=5, max_peak=42 * 2**30) == [
+        "check", "-n", "5", "--max-peak", "45097156608", "--format", "json", "--", "a"]
     assert command_line("check", "a", max_frag=0.3, min_abs=0.000001) == [
         "check", "--max-frag", "0.3", "--min-abs", "0.000001", "--format", "json", "--", "a"]
     assert command_line("x", Path("dir") / "f.pickle", rules=Path("r.toml"), tag=["a", "b"]) == [
@@ -107,8 +107,10 @@ def test_exit_2_on_corrupt_input(memlens_bin: str, tmp_path: Path) -> None:
 
 
 def test_usage_error_raises(memlens_bin: str) -> None:
-    with pytest.raises(memlens.MemlensError, match="unexpected argument") as e:
-        memlens.analyze("summary", TRAIN, no_such_flag=True)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_flag'"):
+        memlens.analyze("summary", TRAIN, no_such_flag=True)  # refused before the binary runs
+    with pytest.raises(memlens.MemlensError, match="unrecognized subcommand") as e:
+        memlens.analyze("no-such-command", TRAIN)
     assert e.value.returncode == 2
     with pytest.raises(memlens.MemlensError) as e2:
         memlens.analyze("flame", TRAIN)  # flame has no JSON format (svg, folded, speedscope)

@@ -404,9 +404,12 @@ impl<W: Write> Pickler<'_, W> {
                     .find(|(d, _)| d.device == id)
                     .and_then(|(d, _)| Some((d.window?, self.snap.device(id)?)))
                 {
-                    Some((w, dev)) => {
+                    // A window that ends before the first event (`--to` a peak at the
+                    // start: state -1) holds no entries.
+                    Some((w, dev)) if w.last >= w.first.max(0) => {
                         &self.snap.device_trace(dev)[w.first.max(0) as usize..=w.last as usize]
                     }
+                    Some(_) => &[],
                     None => &[],
                 };
                 self.w.empty_list()?;
