@@ -130,10 +130,17 @@ fn split_options(options: &BuildOptions) -> scan::SplitOptions {
 /// and the split pays, from about 6 cores on; on two it is slower.
 pub const SPLIT_FROM_THREADS: usize = 6;
 
+/// The most decoder threads one decode starts: one per core, and two on a single core (so that
+/// asking for the parallel decoder still runs it). More threads than cores only add switching;
+/// `--threads 100000` used to start 100,000 (issue 36).
+pub fn max_threads() -> usize {
+    default_threads().max(2)
+}
+
 fn resolved_threads(options: &BuildOptions) -> usize {
     match options.threads {
         0 => default_threads(),
-        n => n,
+        n => n.min(max_threads()),
     }
 }
 
@@ -240,6 +247,20 @@ mod shared_canonical;
 mod tests {
     use super::*;
     use crate::model::{StreamId, TraceEvent};
+
+    #[test]
+    fn threads_asked_past_the_cores_are_cut_to_them() {
+        let asked = |threads| {
+            resolved_threads(&BuildOptions {
+                threads,
+                ..Default::default()
+            })
+        };
+        assert_eq!(asked(100_000), default_threads().max(2));
+        assert_eq!(asked(0), default_threads());
+        assert_eq!(asked(1), 1);
+        assert_eq!(asked(2), 2);
+    }
 
     /// The sequential decoder with or without the flat-dict fast path, and how many trace
     /// entries took it.
