@@ -5,7 +5,6 @@
 mod common;
 use common::*;
 use std::io::{BufRead, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -21,39 +20,9 @@ fn capped(cap: Option<u64>, threads: usize, args: &[&std::ffi::OsStr]) -> (Outpu
         .arg(threads.to_string())
         .args(args);
     if let Some(cap) = cap {
-        // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: cap,
-                    rlim_max: cap,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        cap_address_space(&mut cmd, cap);
     }
-    let mut o = cmd.output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let mut rss = 0;
-    let kept: Vec<&str> = err
-        .lines()
-        .filter(|l| match l.strip_prefix("peak_rss_bytes ") {
-            Some(n) => {
-                rss = n.parse().unwrap();
-                false
-            }
-            None => true,
-        })
-        .collect();
-    o.stderr = kept
-        .iter()
-        .map(|l| format!("{l}\n"))
-        .collect::<String>()
-        .into_bytes();
-    (o, rss)
+    split_peak_rss(cmd.output().unwrap())
 }
 
 /// Exit code 2 and exactly one line on stderr that contains `needle`.

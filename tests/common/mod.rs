@@ -414,3 +414,38 @@ pub fn deep_stack_snapshot(frames: usize, sites: &[DeepSite]) -> Vec<u8> {
     p.op(b'u');
     p.finish()
 }
+
+/// Caps `cmd`'s address space at `cap` bytes (`RLIMIT_AS`, as `ulimit -v`) in the child, so
+/// that an allocation past it is refused as under a container's limit.
+pub fn cap_address_space(cmd: &mut Command, cap: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: cap,
+                rlim_max: cap,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// `o` with memlens's `peak_rss_bytes N` line (printed under `MEMLENS_PEAK_RSS=1`) taken out
+/// of its stderr, and N (0 when it died before printing it).
+pub fn split_peak_rss(mut o: Output) -> (Output, u64) {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let mut rss = 0;
+    let mut kept = String::new();
+    for l in err.lines() {
+        match l.strip_prefix("peak_rss_bytes ") {
+            Some(n) => rss = n.parse().unwrap(),
+            None => kept.push_str(&format!("{l}\n")),
+        }
+    }
+    o.stderr = kept.into_bytes();
+    (o, rss)
+}

@@ -8,29 +8,12 @@
 use super::common::*;
 use sha2::Digest;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_memlens");
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
-
-/// Splits the `peak_rss_bytes N` line (`MEMLENS_PEAK_RSS`) off `o`'s stderr; the peak in
-/// bytes (0 when it died before printing it).
-fn peak(mut o: Output) -> (Output, u64) {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let mut rss = 0;
-    let mut kept = String::new();
-    for l in err.lines() {
-        match l.strip_prefix("peak_rss_bytes ") {
-            Some(n) => rss = n.parse().unwrap(),
-            None => kept.push_str(&format!("{l}\n")),
-        }
-    }
-    o.stderr = kept.into_bytes();
-    (o, rss)
-}
 
 /// memlens `args` with `--threads threads`, under an address-space cap (`RLIMIT_AS`) of
 /// `cap` bytes, killed after 60 s; its output and peak RSS.
@@ -42,20 +25,8 @@ fn capped(cap: u64, threads: usize, args: &[&std::ffi::OsStr]) -> (Output, u64) 
         .arg("--threads")
         .arg(threads.to_string())
         .args(args);
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: cap,
-                rlim_max: cap,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    peak(cmd.output().unwrap())
+    cap_address_space(&mut cmd, cap);
+    split_peak_rss(cmd.output().unwrap())
 }
 
 /// A bash script (the binary is `$M`), with peak RSS reporting; its output and peak RSS.
@@ -67,7 +38,7 @@ fn bash(script: &str) -> (Output, u64) {
         .env("MEMLENS_PEAK_RSS", "1")
         .output()
         .unwrap();
-    peak(o)
+    split_peak_rss(o)
 }
 
 /// Exit code 2 and exactly one line on stderr that contains `needle`.
@@ -339,7 +310,7 @@ fn explain_reads_at_most_1_mib_and_invalid_utf8_the_same_from_stdin_and_a_file()
             .args(args)
             .env("MEMLENS_PEAK_RSS", "1")
             .stdin(Stdio::from(std::fs::File::open("/dev/zero").unwrap()));
-        let (o, rss) = peak(cmd.output().unwrap());
+        let (o, rss) = split_peak_rss(cmd.output().unwrap());
         let what = args.join(" ");
         assert_one_line(&o, "byte 1048576: the message is longer than 1 MiB", &what);
         assert!(rss > 0 && rss < 64 * MIB, "{what}: peak RSS {rss}");
