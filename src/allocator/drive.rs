@@ -31,6 +31,14 @@ pub struct Scenario {
     /// Keep the model's segment events (for [`super::fidelity`]) and place new segments at
     /// the recorded addresses where sizes agree.
     pub follow_recorded: bool,
+    /// Measure [`Outcome::unreleasable_at_probe`] after this trace index (-1: the start
+    /// state).
+    pub probe: Option<i64>,
+    /// Rebuild the state before the trace under these settings instead of taking its
+    /// recorded segments: its live blocks are requested again, in address order, from an
+    /// empty allocator (what a run under these settings from the start would hold, without
+    /// the fragmentation of the history before the trace, which is not recorded).
+    pub repack_start: bool,
 }
 
 /// Oom events kept per scenario (the count is always whole).
@@ -71,6 +79,17 @@ pub struct Outcome {
     /// Mallocs after releases the model served from its cache (when following the
     /// recording): those releases were an `empty_cache` call, not a failed cudaMalloc.
     pub empty_cache_inferred: Vec<u32>,
+    /// At the probe: what stays reserved once the cache is released (every wholly free
+    /// segment, every free page of an expandable one), as under memory pressure before an
+    /// OOM: the live blocks with their rounding and the free space stranded among them.
+    pub unreleasable_at_probe: Option<u64>,
+}
+
+/// What `model` keeps reserved after releasing its cache.
+fn unreleasable(model: &DeviceAllocator) -> u64 {
+    let mut m = model.clone();
+    m.empty_cache();
+    m.reserved
 }
 
 fn seed(model: &mut DeviceAllocator, rec: &Recorded) -> FxHashMap<u64, (BlockId, u64)> {
@@ -116,6 +135,25 @@ fn seed(model: &mut DeviceAllocator, rec: &Recorded) -> FxHashMap<u64, (BlockId,
     live
 }
 
+/// The live blocks of the state before the trace, requested again in address order.
+fn repack(model: &mut DeviceAllocator, rec: &Recorded) -> FxHashMap<u64, (BlockId, u64)> {
+    let mut live = FxHashMap::default();
+    for s in &rec.start.segments {
+        for b in s.blocks.iter().filter(|b| {
+            matches!(
+                b.state,
+                BlockState::ActiveAllocated | BlockState::ActivePendingFree
+            )
+        }) {
+            let size = if b.requested > 0 { b.requested } else { b.size };
+            if let Some(id) = model.malloc(size, s.stream, s.pool_id) {
+                live.insert(b.address, (id, model.block(id).serial));
+            }
+        }
+    }
+    live
+}
+
 /// Replays the trace of device `rec.device` of `snap` under `sc`.
 pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
     let Some(dev) = snap.device(rec.device) else {
@@ -129,7 +167,11 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
         rec.fresh,
         sc.follow_recorded,
     );
-    let mut live = seed(&mut model, rec);
+    let mut live = if sc.repack_start {
+        repack(&mut model, rec)
+    } else {
+        seed(&mut model, rec)
+    };
     let mut out = Outcome {
         peak_reserved: model.reserved,
         peak_event: -1,
@@ -137,6 +179,9 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
         peak_cached_free: model.cached_free,
         ..Outcome::default()
     };
+    if sc.probe == Some(-1) {
+        out.unreleasable_at_probe = Some(unreleasable(&model));
+    }
     let mut hints: Vec<(Action, u64, u64)> = Vec::new();
     let mut ec = rec.empty_cache_at.iter().peekable();
     let mut flushes: Vec<u32> = if sc.follow_recorded {
@@ -215,6 +260,9 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
             out.cached_free_at_peak = model.cached_free;
         }
         out.peak_cached_free = out.peak_cached_free.max(model.cached_free);
+        if sc.probe == Some(i as i64) {
+            out.unreleasable_at_probe = Some(unreleasable(&model));
+        }
     }
     out.end_reserved = model.reserved;
     out.device_mallocs = model.device_mallocs;

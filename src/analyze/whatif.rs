@@ -388,6 +388,16 @@ fn verdict(d: &DeviceWhatif) -> String {
     }
 }
 
+/// The settings the file ran with: recorded, else PyTorch's defaults (expandable when its
+/// segments are).
+fn file_settings(snap: &Snapshot) -> Settings {
+    Settings::recorded(snap).unwrap_or_else(|| {
+        let mut s = Settings::default();
+        s.expandable_segments = snap.segments.iter().any(|s| s.expandable);
+        s
+    })
+}
+
 /// Replays every device with a trace as recorded and under each scenario of `opts`.
 pub fn run(
     snap: &Snapshot,
@@ -395,11 +405,7 @@ pub fn run(
     opts: &WhatifOptions,
 ) -> Result<WhatifReport, Error> {
     let recorded_settings = Settings::recorded(snap);
-    let base = recorded_settings.clone().unwrap_or_else(|| {
-        let mut s = Settings::default();
-        s.expandable_segments = snap.segments.iter().any(|s| s.expandable);
-        s
-    });
+    let base = file_settings(snap);
     let tried = scenarios(opts, &base)?;
     let mut notes = Vec::new();
     let mut devices = Vec::new();
@@ -432,6 +438,8 @@ pub fn run(
                 capacity: cap,
                 va_bytes,
                 follow_recorded: true,
+                probe: None,
+                repack_start: false,
             };
             (cap, capacity, drive::run(snap, rec, &sc))
         };
@@ -483,6 +491,10 @@ pub fn run(
                     capacity: cap,
                     va_bytes,
                     follow_recorded: false,
+                    probe: None,
+                    // Under another segment kind, the memory allocated before the trace
+                    // would have been too: its recorded segments are not kept.
+                    repack_start: s.expandable_segments != base.expandable_segments,
                 },
             );
             results.push(result(set.clone(), set.clone(), s, &o));
@@ -552,4 +564,45 @@ fn va_bytes(rec: &Recorded, given: &Option<(u64, String)>) -> u64 {
         })
         .unwrap_or(1 << 40);
     gpu + gpu / 8
+}
+
+/// What the allocator keeps reserved on device `device` after trace index `probe` (-1: the
+/// start state) once its cache is released (as under memory pressure before an OOM),
+/// replayed without a capacity: `(recorded, with conf)`. The recorded run starts from the
+/// recorded state before the trace; the run with `conf` applied over the file's settings
+/// rebuilds that state under them (its live blocks requested again), as a run with them
+/// from the start would hold it. `None` when the device has no trace.
+pub fn unreleasable_at(
+    snap: &Snapshot,
+    device: u32,
+    probe: i64,
+    conf: &str,
+) -> Result<Option<(u64, u64)>, Error> {
+    let Some(dev) = snap.device(device) else {
+        return Ok(None);
+    };
+    if snap.device_trace(dev).is_empty() {
+        return Ok(None);
+    }
+    let base = file_settings(snap);
+    let mut other = base.clone();
+    other.apply(conf)?;
+    let rec = recorded::read(snap, dev, &base);
+    let va_bytes = va_bytes(&rec, &None);
+    let run = |settings: Settings, repack_start: bool| {
+        drive::run(
+            snap,
+            &rec,
+            &Scenario {
+                settings,
+                capacity: None,
+                va_bytes,
+                follow_recorded: false,
+                probe: Some(probe),
+                repack_start,
+            },
+        )
+        .unreleasable_at_probe
+    };
+    Ok(run(base, false).zip(run(other, true)))
 }

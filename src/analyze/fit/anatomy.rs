@@ -3,8 +3,10 @@
 //! activations, the layers the activations repeat over, and the ratios that tell the setup
 //! (optimizer state per parameter byte, bytes per parameter of the static part).
 
+use super::attention::{self, AttentionScores};
 use crate::analyze::categories::rules::Ctx;
 use crate::analyze::sites::{self, SiteOptions};
+use crate::model::kinds::is_native_frame;
 use crate::model::{Snapshot, StackId};
 use crate::replay::{Allocation, DeviceReplay, NEVER};
 use rustc_hash::FxHashMap;
@@ -22,7 +24,7 @@ pub struct Parts {
     /// Activations saved for backward, or kept by an autograd graph (attention scores
     /// included).
     pub activations_bytes: u64,
-    /// Among the activations: attention-score-like tensors (see [`is_attention_score`]).
+    /// Among the activations: attention-score-shaped tensors (see [`super::attention`]).
     pub attention_scores_bytes: u64,
     /// Key/value caches.
     pub kv_cache_bytes: u64,
@@ -88,25 +90,44 @@ pub struct Setup {
 pub struct Flags {
     /// The trace runs a backward pass.
     pub training: bool,
+    /// A training job: the trace runs a backward pass, gradients or optimizer state are
+    /// alive at the moment (a trace recorded around one forward pass of a training step), or
+    /// the modules' forward passes are called from training code (a function named for
+    /// training — `train`, `train_step`, `training_step` — and none named for evaluation).
+    pub trains: bool,
+    /// Of those: the forward passes are called from training code.
+    pub called_from_training_code: bool,
+    /// The forward runs under autocast (C++ frames of `at::autocast`): activations are
+    /// already 16-bit, and autocast keeps a 16-bit copy of each weight through the forward.
+    pub autocast: bool,
     /// The phase of the moment: `forward`, `backward`, `optimizer`, or null.
     pub phase: Option<&'static str>,
     /// Gradients are alive during a forward pass (left from the previous backward).
     pub gradients_alive_in_forward: bool,
-    /// Activations kept by an autograd graph in a trace without backward (evaluation or
-    /// generation with autograd on): a forward pass that returned left many of its tensors
-    /// alive.
+    /// Activations kept by an autograd graph in a trace without backward and without
+    /// training state (evaluation or generation with autograd on): a forward pass that
+    /// returned left many of its tensors alive, or the moment is inside a forward pass that
+    /// holds the tensors of several layers at once.
     pub evaluation_with_autograd: bool,
     /// Those activations' bytes (what `torch.inference_mode()` frees).
     pub activations_kept_by_graph_bytes: u64,
+    /// A training job's forward pass recorded without its backward (gradients or optimizer
+    /// state alive, no backward in the trace): when that forward is only measured or
+    /// evaluated, `torch.no_grad()` keeps none of its activations.
+    pub forward_without_backward: bool,
     /// The optimizer frees and re-allocates its state each step (out of place), holding two
     /// copies during its call.
     pub optimizer_state_rebuilt: bool,
-    /// The layers the activations repeat over: the count of the most repeated activation site
-    /// per step (null when none repeats).
+    /// The layers the activations repeat over: the count the most activation sites share
+    /// (each layer runs the same lines; a line allocating two tensors per layer counts twice
+    /// the layers, and is outvoted), null when none repeats.
     pub layers: Option<u64>,
     /// A typical per-layer boundary tensor (the median activation tensor of the repeated
     /// sites), the one checkpointing keeps per layer.
     pub layer_boundary_bytes: Option<u64>,
+    /// How many activation sites share that count: the more, the surer the layers (three
+    /// and more make checkpointing's estimate `medium`).
+    pub layer_sites: u64,
 }
 
 /// The anatomy of one device at one moment.
@@ -118,6 +139,8 @@ pub struct Anatomy {
     pub setup: Setup,
     /// The trace's evidence.
     pub flags: Flags,
+    /// The attention-score-shaped tensors among the activations, with their evidence.
+    pub attention: Option<AttentionScores>,
     /// Reserved bytes at the moment.
     pub reserved_bytes: u64,
     /// Cached free bytes in wholly free segments: what the allocator releases (and retries)
@@ -125,38 +148,6 @@ pub struct Anatomy {
     pub releasable_cache_bytes: u64,
     /// Live bytes in blocks (rounded) at the moment: what expandable segments map, in pages.
     pub rounded_bytes: u64,
-}
-
-/// True when a frame of `stack` is in attention code (a file or function named `attn` or
-/// `attention`, not a fused kernel's wrapper) and another names a score computation
-/// (`softmax`, `bmm`, `baddbmm`, `matmul`, `einsum`): the B×H×S×S score matrix a
-/// non-fused attention materialises.
-pub fn is_attention_score(snap: &Snapshot, stack: StackId) -> bool {
-    let mut attention = false;
-    let mut score_op = false;
-    for &f in snap.stacks.get(stack) {
-        let frame = snap.frames.get(f);
-        let file = snap.strings.get(frame.filename).to_ascii_lowercase();
-        let name = snap.strings.get(frame.name).to_ascii_lowercase();
-        if name.contains("scaled_dot_product") || name.contains("flash") {
-            return false;
-        }
-        let base = file.rsplit(['/', '\\']).next().unwrap_or("");
-        if base.contains("attn")
-            || base.contains("attention")
-            || name.contains("attn")
-            || name.contains("attention")
-        {
-            attention = true;
-        }
-        if ["softmax", "bmm", "baddbmm", "matmul", "einsum"]
-            .iter()
-            .any(|op| name.contains(op))
-        {
-            score_op = true;
-        }
-    }
-    attention && score_op
 }
 
 fn reading(ratio: Option<f64>, gradients: u64) -> (String, Option<u32>) {
@@ -222,8 +213,10 @@ pub fn measure(
     // Activation sites, for the layers: site stack → (allocations, sizes).
     let mut by_stack: FxHashMap<StackId, Vec<u64>> = FxHashMap::default();
     let mut kept_by_graph = 0;
+    let mut live = Vec::new();
     for a in replay.live_allocations(at) {
         let (cat, rule, _) = ctx.classify(a);
+        live.push((a, cat));
         if cat == "activations" && rule.contains("autograd graph still allows") {
             kept_by_graph += a.size;
         }
@@ -232,9 +225,6 @@ pub fn measure(
             "gradients" => &mut p.gradients_bytes,
             "optimizer_state" => &mut p.optimizer_state_bytes,
             "activations" => {
-                if is_attention_score(snap, a.stack) {
-                    p.attention_scores_bytes += a.size;
-                }
                 by_stack.entry(a.stack).or_default().push(a.size);
                 &mut p.activations_bytes
             }
@@ -247,6 +237,8 @@ pub fn measure(
         };
         *slot += a.size;
     }
+    let attention = attention::measure(snap, &replay.allocations, live.into_iter());
+    p.attention_scores_bytes = attention.as_ref().map_or(0, |s| s.parts.activations_bytes);
     let reserved = replay.reserved_at(at);
     p.allocator_cache_bytes = reserved.saturating_sub(p.live()).saturating_sub(releasable);
     p.pending_request_bytes = pending;
@@ -278,11 +270,15 @@ pub fn measure(
             by_frame.entry(site.label).or_default().extend(sizes);
         }
     }
-    let layers = by_frame
-        .values()
-        .map(|v| v.len() as u64)
-        .max()
-        .filter(|&n| n >= 2);
+    // The count the most sites share (ties: the smaller, a layer's own lines).
+    let mut votes: FxHashMap<u64, usize> = FxHashMap::default();
+    for v in by_frame.values().filter(|v| v.len() >= 2) {
+        *votes.entry(v.len() as u64).or_default() += 1;
+    }
+    let (layers, layer_sites) = votes
+        .iter()
+        .max_by_key(|(n, k)| (**k, std::cmp::Reverse(**n)))
+        .map_or((None, 0), |(n, k)| (Some(*n), *k as u64));
     let layer_boundary_bytes = layers.and_then(|n| {
         let mut sizes: Vec<u64> = by_frame
             .values()
@@ -294,26 +290,113 @@ pub fn measure(
     });
 
     let training = ctx.has_backward();
+    let training_code = called_from_training_code(snap, replay);
+    let trains = training || p.gradients_bytes > 0 || p.optimizer_state_bytes > 0 || training_code;
     let phase = (at >= 0).then(|| ctx.phase_at(at)).flatten();
     let rebuilt = replay.allocations.iter().any(|a: &Allocation| {
         a.end != NEVER && ctx.classify(a).0 == "optimizer_state" && a.start >= 0
     });
+    // Inside a forward pass of a trace without training state, the tensors of several layers
+    // alive at once are kept for a backward that never comes.
+    let holding_layers =
+        !trains && phase == Some("forward") && layers.is_some_and(|l| l >= 3) && layer_sites >= 3;
+    if holding_layers && kept_by_graph == 0 {
+        kept_by_graph =
+            p.activations_bytes
+                .saturating_sub(one_layer(&p, layers, layer_boundary_bytes));
+    }
     let flags = Flags {
         training,
+        trains,
+        called_from_training_code: training_code,
+        autocast: runs_autocast(snap, replay),
         phase,
-        gradients_alive_in_forward: training && phase == Some("forward") && p.gradients_bytes > 0,
-        evaluation_with_autograd: !training && kept_by_graph > 0,
+        gradients_alive_in_forward: trains && phase == Some("forward") && p.gradients_bytes > 0,
+        evaluation_with_autograd: !trains && kept_by_graph > 0,
         activations_kept_by_graph_bytes: kept_by_graph,
+        forward_without_backward: trains && !training && p.activations_bytes > 0,
         optimizer_state_rebuilt: rebuilt,
         layers,
         layer_boundary_bytes,
+        layer_sites,
     };
     Anatomy {
         parts: p,
         setup,
         flags,
+        attention,
         reserved_bytes: reserved,
         releasable_cache_bytes: releasable.min(reserved),
         rounded_bytes: replay.rounded_at(at),
     }
+}
+
+/// What a forward pass without autograd holds of its activations at once: one layer's share
+/// and the boundary tensor passed on (all of them when no layer repeats).
+pub fn one_layer(p: &Parts, layers: Option<u64>, boundary: Option<u64>) -> u64 {
+    match layers {
+        Some(l) if l >= 2 => {
+            (p.activations_bytes / l + boundary.unwrap_or(0)).min(p.activations_bytes)
+        }
+        _ => p.activations_bytes,
+    }
+}
+
+/// True when an allocation of the trace was made under autocast (C++ frames of
+/// `at::autocast::`, recorded with `stacks="all"`).
+fn runs_autocast(snap: &Snapshot, replay: &DeviceReplay) -> bool {
+    let mut seen = rustc_hash::FxHashSet::default();
+    replay.allocations.iter().any(|a| {
+        seen.insert(a.stack)
+            && snap.stacks.get(a.stack).iter().any(|&f| {
+                let fr = snap.frames.get(f);
+                let (file, name) = (snap.strings.get(fr.filename), snap.strings.get(fr.name));
+                is_native_frame(file, name) && name.starts_with("at::autocast::")
+            })
+    })
+}
+
+/// Words of a function name that say it trains, and that say it does not.
+const TRAIN_WORDS: [&str; 4] = ["train", "training", "trainer", "finetune"];
+const EVAL_WORDS: [&str; 14] = [
+    "eval",
+    "evaluate",
+    "evaluation",
+    "validate",
+    "validation",
+    "val",
+    "test",
+    "inference",
+    "infer",
+    "generate",
+    "predict",
+    "benchmark",
+    "profile",
+    "measure",
+];
+
+/// True when the modules' forward passes are called from training code: a user frame of a
+/// forward's stack is a function named for training (`trainers.py:train`,
+/// `train_one_epoch`, `training_step`), and no frame of any forward's stack is named for
+/// evaluation, generation or measurement.
+fn called_from_training_code(snap: &Snapshot, replay: &DeviceReplay) -> bool {
+    let mut seen = rustc_hash::FxHashSet::default();
+    let (mut train, mut eval) = (false, false);
+    for a in &replay.allocations {
+        if !seen.insert(a.stack) || !crate::replay::steps::under_module_forward(snap, a.stack) {
+            continue;
+        }
+        for &f in snap.stacks.get(a.stack) {
+            let fr = snap.frames.get(f);
+            let (file, name) = (snap.strings.get(fr.filename), snap.strings.get(fr.name));
+            if is_native_frame(file, name) || crate::model::kinds::is_torch(file) {
+                continue;
+            }
+            let lname = name.to_ascii_lowercase();
+            let words: Vec<&str> = lname.split(['_', '.']).collect();
+            train |= words.iter().any(|w| TRAIN_WORDS.contains(w));
+            eval |= words.iter().any(|w| EVAL_WORDS.contains(w));
+        }
+    }
+    train && !eval
 }

@@ -4,7 +4,7 @@
 //! its confidence and the evidence it stands on. The allocator's share stays as it is under
 //! every fix but the allocator setting's.
 
-use super::anatomy::{Anatomy, Parts};
+use super::anatomy::{one_layer, Anatomy, Parts};
 use crate::units::iec;
 use serde::Serialize;
 
@@ -57,13 +57,6 @@ pub fn expandable_cache(a: &Anatomy) -> u64 {
     (a.rounded_bytes.div_ceil(LARGE_PAGE) * LARGE_PAGE).saturating_sub(a.parts.live())
 }
 
-fn expandable(p: &Parts, a: &Anatomy, _: u64) -> Parts {
-    Parts {
-        allocator_cache_bytes: p.allocator_cache_bytes.min(expandable_cache(a)),
-        ..p.clone()
-    }
-}
-
 fn no_gradients(p: &Parts, _: &Anatomy, _: u64) -> Parts {
     Parts {
         gradients_bytes: 0,
@@ -75,6 +68,15 @@ fn no_graph(p: &Parts, a: &Anatomy, _: u64) -> Parts {
     let activations = p
         .activations_bytes
         .saturating_sub(a.flags.activations_kept_by_graph_bytes);
+    Parts {
+        activations_bytes: activations,
+        attention_scores_bytes: p.attention_scores_bytes.min(activations),
+        ..p.clone()
+    }
+}
+
+fn no_grad(p: &Parts, a: &Anatomy, _: u64) -> Parts {
+    let activations = one_layer(p, a.flags.layers, a.flags.layer_boundary_bytes);
     Parts {
         activations_bytes: activations,
         attention_scores_bytes: p.attention_scores_bytes.min(activations),
@@ -132,10 +134,17 @@ fn eight_bit_state(p: &Parts, _: &Anatomy, _: u64) -> Parts {
     }
 }
 
-fn fused_attention(p: &Parts, _: &Anatomy, _: u64) -> Parts {
+fn fused_attention(p: &Parts, a: &Anatomy, _: u64) -> Parts {
+    let elsewhere = a.attention.as_ref().map(|s| &s.parts);
     Parts {
         activations_bytes: p.activations_bytes - p.attention_scores_bytes,
         attention_scores_bytes: 0,
+        temporaries_bytes: p
+            .temporaries_bytes
+            .saturating_sub(elsewhere.map_or(0, |s| s.temporaries_bytes)),
+        other_bytes: p
+            .other_bytes
+            .saturating_sub(elsewhere.map_or(0, |s| s.other_bytes)),
         ..p.clone()
     }
 }
@@ -182,37 +191,78 @@ fn drop_retained(p: &Parts, retained: u64) -> Parts {
     q
 }
 
+/// The allocator's share under expandable segments at the moment, from a replay of the
+/// trace (`memlens whatif`'s model) under the file's settings and under
+/// `expandable_segments:True`: what each holds there that a release of its cache cannot
+/// give back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExpandableReplay {
+    /// The file's own settings, replayed.
+    pub recorded_share_bytes: u64,
+    /// With expandable segments.
+    pub expandable_share_bytes: u64,
+}
+
+impl ExpandableReplay {
+    /// The allocator's share of the moment under expandable segments: the measured share
+    /// less what the replay saves (the model's own error cancels out).
+    fn share_after(&self, measured: u64) -> u64 {
+        measured.saturating_sub(
+            self.recorded_share_bytes
+                .saturating_sub(self.expandable_share_bytes),
+        )
+    }
+}
+
 /// What the catalogue offers for this anatomy, in cost order (the order within a class is
-/// set later, by savings). `expandable_on` is true when the file already runs with
-/// expandable segments; `retained` is the live bytes of `leaks`'s retained graphs on the
-/// device, with the line to change.
+/// set later: material savings first, conditional fixes last in their class, then savings). `expandable_on` is true when the file already
+/// runs with expandable segments; `replayed` is the replay's answer for them (else the
+/// moment's blocks estimate it); `retained` is the live bytes of `leaks`'s retained graphs
+/// on the device, with the line to change.
 pub(super) fn candidates(
     a: &Anatomy,
     expandable_on: bool,
+    replayed: Option<ExpandableReplay>,
     retained: Option<(u64, &str)>,
 ) -> Vec<Candidate> {
     let p = &a.parts;
     let f = &a.flags;
     let mut out = Vec::new();
-    if !expandable_on && p.allocator_cache_bytes > expandable_cache(a) {
-        out.push(Candidate {
-            id: "expandable_segments",
-            cost: "free",
-            confidence: "medium",
-            action: "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
-            evidence: format!(
-                "{} is held beyond the live bytes (rounding, and free blocks stranded between live ones); one growing segment per pool unmaps whole free 20 MiB pages and maps them where a request needs them, leaving about {} (`memlens whatif --set expandable_segments:True` replays it)",
+    let expandable_after = match replayed {
+        Some(r) => r.share_after(p.allocator_cache_bytes),
+        None => p.allocator_cache_bytes.min(expandable_cache(a)),
+    };
+    if !expandable_on && p.allocator_cache_bytes > expandable_after {
+        let evidence = match replayed {
+            Some(r) => format!(
+                "{} is held beyond the live bytes (rounding, and free blocks stranded between live ones); replayed through the allocator's model (`memlens whatif --set expandable_segments:True`), the share that a release of the cache cannot give back here goes from {} to {}",
+                iec(p.allocator_cache_bytes),
+                iec(r.recorded_share_bytes),
+                iec(r.expandable_share_bytes)
+            ),
+            None => format!(
+                "{} is held beyond the live bytes (rounding, and free blocks stranded between live ones); one growing segment per pool unmaps whole free 20 MiB pages and maps them where a request needs them, leaving about {} (estimated from the moment's blocks: no trace to replay)",
                 iec(p.allocator_cache_bytes),
                 iec(expandable_cache(a))
             ),
-            rewrite: Box::new(expandable),
+        };
+        out.push(Candidate {
+            id: "expandable_segments",
+            cost: "free",
+            confidence: if replayed.is_some() { "high" } else { "medium" },
+            action: "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
+            evidence,
+            rewrite: Box::new(move |p, _, _| Parts {
+                allocator_cache_bytes: p.allocator_cache_bytes.min(expandable_after),
+                ..p.clone()
+            }),
         });
     }
     if f.gradients_alive_in_forward {
         out.push(Candidate {
             id: "zero_grad_set_to_none",
             cost: "free",
-            confidence: "medium",
+            confidence: "high",
             action: "call optimizer.zero_grad(set_to_none=True) before the forward pass (not after it)".into(),
             evidence: format!(
                 "{} of gradients are alive during the forward pass, left from the previous backward",
@@ -228,10 +278,25 @@ pub(super) fn candidates(
             confidence: "medium",
             action: "run evaluation/generation under torch.inference_mode() (or torch.no_grad())".into(),
             evidence: format!(
-                "the trace runs no backward, yet {} of activations outlive the forward pass that made them, kept by its outputs' autograd graph",
+                "the trace runs no backward and holds no gradients or optimizer state, yet {} of activations are kept for a backward (outliving the forward that made them, or several layers' tensors alive at once inside it)",
                 iec(a.flags.activations_kept_by_graph_bytes)
             ),
             rewrite: Box::new(no_graph),
+        });
+    }
+    // A forward called from training code is no forward "only measured".
+    if f.forward_without_backward && !f.called_from_training_code {
+        out.push(Candidate {
+            id: "no_grad_forward",
+            cost: "free",
+            confidence: "low",
+            action: "if this forward pass is only measured or evaluated (no backward follows it), run it under torch.no_grad(): none of its activations are kept".into(),
+            evidence: format!(
+                "the trace records a forward pass of a training job (gradients or optimizer state alive) and no backward; {} of activations are kept for one; without autograd about {} (one layer at a time) stays",
+                iec(p.activations_bytes),
+                iec(one_layer(p, f.layers, f.layer_boundary_bytes))
+            ),
+            rewrite: Box::new(no_grad),
         });
     }
     if let Some((bytes, site)) = retained.filter(|r| r.0 > 0) {
@@ -249,7 +314,7 @@ pub(super) fn candidates(
             rewrite: Box::new(move |p, _, _| drop_retained(p, bytes)),
         });
     }
-    if f.training && p.activations_bytes > 0 {
+    if f.trains && p.activations_bytes > 0 {
         out.push(Candidate {
             id: "gradient_accumulation",
             cost: "slower",
@@ -265,10 +330,10 @@ pub(super) fn candidates(
             out.push(Candidate {
                 id: "activation_checkpointing",
                 cost: "slower",
-                confidence: "low",
+                confidence: if f.layer_sites >= 3 { "medium" } else { "low" },
                 action: "checkpoint each layer (torch.utils.checkpoint), about 20% slower: only layer-boundary tensors stay until backward".into(),
                 evidence: format!(
-                    "{} layers (the most repeated activation site), boundary tensor about {}; activations {} → about {}",
+                    "{} layers (the count most repeated activation sites share), boundary tensor about {}; activations {} → about {}",
                     f.layers.unwrap_or(0),
                     iec(f.layer_boundary_bytes.unwrap_or(0)),
                     iec(p.activations_bytes),
@@ -311,20 +376,24 @@ pub(super) fn candidates(
             });
         }
     }
-    if p.attention_scores_bytes > 0 {
+    if let Some(att) = a.attention.as_ref().filter(|s| s.bytes > 0) {
         out.push(Candidate {
             id: "fused_attention",
-            cost: "changes_results",
-            confidence: "medium",
-            action: "compute attention with torch.nn.functional.scaled_dot_product_attention (FlashAttention / memory-efficient kernels): the B×H×S×S scores are never materialised".into(),
+            cost: "free",
+            confidence: if att.softmax_seen { "high" } else { "medium" },
+            action: "compute attention with torch.nn.functional.scaled_dot_product_attention (flash / memory-efficient kernels: exact attention, faster): the B×H×S×S scores are never materialised".into(),
             evidence: format!(
-                "{} of attention-score-like tensors (softmax/bmm/matmul in attention code) among the activations",
-                iec(p.attention_scores_bytes)
+                "{} in {} score-shaped tensors (B×H×S×S: {} each{}, up to twice that for fp32 copies, down to half for 16-bit ones) made in {} and its backward",
+                iec(att.bytes),
+                att.tensors,
+                iec(att.score_tensor_bytes),
+                if att.softmax_seen { ", the size its softmax allocates" } else { ", its largest allocation" },
+                att.function
             ),
             rewrite: Box::new(fused_attention),
         });
     }
-    if f.training && a.setup.weight_bytes == Some(4) && p.activations_bytes > 0 {
+    if f.trains && !f.autocast && a.setup.weight_bytes == Some(4) && p.activations_bytes > 0 {
         out.push(Candidate {
             id: "bf16_autocast",
             cost: "changes_results",
@@ -338,7 +407,7 @@ pub(super) fn candidates(
             rewrite: Box::new(bf16_activations),
         });
     }
-    if f.training && p.gradients_bytes + p.optimizer_state_bytes > 0 {
+    if f.trains && p.gradients_bytes + p.optimizer_state_bytes > 0 {
         out.push(Candidate {
             id: "lora",
             cost: "changes_results",
@@ -352,7 +421,7 @@ pub(super) fn candidates(
             rewrite: Box::new(lora),
         });
     }
-    if !f.training && p.parameters_bytes > 0 {
+    if !f.trains && p.parameters_bytes > 0 {
         out.push(Candidate {
             id: "int8_weights",
             cost: "changes_results",

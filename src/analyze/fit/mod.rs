@@ -9,6 +9,7 @@
 //! moment; the allocator's share stays as it is under every fix but the allocator setting's.
 
 pub mod anatomy;
+pub mod attention;
 pub mod fixes;
 
 use super::absence::{self, Absence};
@@ -16,6 +17,7 @@ use super::categories::rules::Ctx;
 use super::frag::{self, FragOptions};
 use super::leaks::{self, LeaksOptions};
 use super::oom::{self, OomOptions};
+use super::whatif;
 use crate::model::{Action, Snapshot};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
@@ -25,6 +27,15 @@ use serde::Serialize;
 
 /// Share of the capacity kept free by a plan.
 pub const MARGIN: f64 = 0.05;
+
+/// A fix saving less than this share of the demand comes after every other: nobody changes
+/// a job first for a 2% saving when a larger one is offered.
+pub const MATERIAL: f64 = 0.02;
+
+/// The least saving that counts as material for `demand`.
+fn material(demand: u64) -> u64 {
+    (demand as f64 * MATERIAL) as u64
+}
 
 /// Accumulation factors a plan tries, smallest first.
 const ACCUMULATION: [u64; 3] = [2, 4, 8];
@@ -87,7 +98,9 @@ pub struct DeviceFit {
     pub anatomy: Anatomy,
     /// Live + the allocator's share + an OOM's pending request.
     pub demand_bytes: u64,
-    /// Fixes that save anything, by cost class then savings.
+    /// Fixes that save anything: those saving at least [`MATERIAL`] of the demand first; then
+    /// by cost class, the conditional ones (confidence `low`) last in their class, then by
+    /// savings.
     pub fixes: Vec<Fix>,
     /// With a capacity: the plan.
     pub plan: Option<Plan>,
@@ -164,7 +177,7 @@ fn measure_fix(c: &fixes::Candidate, a: &Anatomy) -> Fix {
     }
 }
 
-/// The plan: fixes in list order (cost class, then savings), each applied on top of the
+/// The plan: fixes in list order, each applied on top of the
 /// ones before, until the demand reaches the target; accumulation takes the smallest factor
 /// that reaches it (else the largest).
 fn plan(
@@ -238,6 +251,12 @@ fn notes_of(a: &Anatomy) -> Vec<String> {
     }
     if f.evaluation_with_autograd {
         notes.push("the trace runs no backward but keeps activations: evaluation or generation ran with autograd on".into());
+    }
+    if f.forward_without_backward {
+        notes.push("the trace records a training job's forward pass without its backward (gradients or optimizer state are alive): the moment is read as that step's forward".into());
+    }
+    if f.autocast {
+        notes.push("the forward runs under autocast: activations are already 16-bit, and autocast keeps a 16-bit copy of each weight until the autocast region ends".into());
     }
     if f.optimizer_state_rebuilt {
         notes.push("the optimizer frees and re-allocates its state each step (out of place): both copies are alive during its call; an in-place update (foreach/fused kernels, `mul_`/`add_`) holds one".into());
@@ -366,19 +385,42 @@ fn run_with(
             .collect();
         let retained_bytes: u64 = retained.iter().map(|f| f.live_bytes_at_end).sum();
         let retained_site = retained.first().map(|f| f.site.as_str());
+        // The allocator's model, replayed under the file's settings and with expandable
+        // segments, answers for the allocator setting (just before a failed request: the
+        // replay, without a capacity, would serve it).
+        let probe = if pending > 0 { at - 1 } else { at };
+        let replayed = if expandable_on || final_state {
+            None
+        } else {
+            whatif::unreleasable_at(snap, dev.id, probe, "expandable_segments:True")
+                .map_err(|e| e.to_string())?
+                .map(|(rec, exp)| {
+                    let live = r.live_allocations(probe).map(|x| x.size).sum::<u64>();
+                    fixes::ExpandableReplay {
+                        recorded_share_bytes: rec.saturating_sub(live),
+                        expandable_share_bytes: exp.saturating_sub(live),
+                    }
+                })
+        };
         let cands = fixes::candidates(
             &a,
             expandable_on,
+            replayed,
             retained_site.map(|s| (retained_bytes.min(a.parts.live()), s)),
         );
         let measured: Vec<Fix> = cands.iter().map(|c| measure_fix(c, &a)).collect();
         let mut order: Vec<usize> = (0..cands.len())
             .filter(|&i| measured[i].saves_bytes > 0)
             .collect();
+        let demand = a.parts.demand();
         order.sort_by(|&i, &j| {
+            let small = |k: usize| measured[k].saves_bytes < material(demand);
             let class = |k: usize| COSTS.iter().position(|c| *c == measured[k].cost);
-            class(i)
-                .cmp(&class(j))
+            let unsure = |k: usize| measured[k].confidence == "low";
+            small(i)
+                .cmp(&small(j))
+                .then(class(i).cmp(&class(j)))
+                .then(unsure(i).cmp(&unsure(j)))
                 .then(measured[j].saves_bytes.cmp(&measured[i].saves_bytes))
                 .then(measured[i].id.cmp(measured[j].id))
         });
