@@ -314,6 +314,19 @@ pub(super) fn candidates(
             rewrite: Box::new(move |p, _, _| drop_retained(p, bytes)),
         });
     }
+    if !f.trains && p.activations_bytes > 0 {
+        out.push(Candidate {
+            id: "micro_batch",
+            cost: "slower",
+            confidence: "medium",
+            action: "run the batch in 2 chunks (half the batch per forward pass) and concatenate the results".into(),
+            evidence: format!(
+                "activations, inputs and outputs scale with the batch: {} of activations at the moment",
+                iec(p.activations_bytes)
+            ),
+            rewrite: Box::new(accumulate),
+        });
+    }
     if f.trains && p.activations_bytes > 0 {
         out.push(Candidate {
             id: "gradient_accumulation",

@@ -195,7 +195,7 @@ fn plan(
     if !fits_now {
         for &i in order {
             let c = &cands[i];
-            let (next, action) = if c.id == "gradient_accumulation" {
+            let (next, action) = if c.id == "gradient_accumulation" || c.id == "micro_batch" {
                 let mut chosen = None;
                 for k in ACCUMULATION {
                     let q = (c.rewrite)(&parts, a, k);
@@ -206,12 +206,14 @@ fn plan(
                     }
                 }
                 let (q, k) = chosen.expect("factors are non-empty");
-                (
-                    q,
+                let action = if c.id == "micro_batch" {
+                    format!("run the batch in {k} chunks and concatenate the results")
+                } else {
                     format!(
                         "divide the micro-batch by {k} and accumulate gradients over {k} micro-batches (same effective batch)"
-                    ),
-                )
+                    )
+                };
+                (q, action)
             } else {
                 ((c.rewrite)(&parts, a, 2), c.action.clone())
             };
