@@ -296,3 +296,34 @@ fn text_fits_80_columns() {
     assert!(text.contains("Fixes, cheapest first"), "{text}");
     assert!(text.contains("Plan: "), "{text}");
 }
+
+/// docs/fit.md's table: on every real snapshot with a trace, fit's first fix (on the device
+/// with the largest demand) is the engineer's, where the table says they agree, and is not
+/// where it says they do not (so a change either way updates the table).
+#[test]
+fn real_traces_get_the_engineers_first_fix() {
+    let Some(files) = require_shared() else {
+        return;
+    };
+    let table = std::fs::read_to_string(root().join("tests/data/fit_real.tsv")).unwrap();
+    let mut rows = 0;
+    for line in table.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let (name, first, agrees) = (cols[0], cols[1], cols[2] == "yes");
+        let file = files
+            .iter()
+            .find(|f| f.file_name().unwrap() == name)
+            .unwrap_or_else(|| panic!("{name} is not in ../shared/samples/real"));
+        let v = fit(&[], file);
+        let dev = v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|d| as_u64(&d["demand_bytes"]))
+            .unwrap();
+        let got = dev["fixes"][0]["id"].as_str().unwrap_or("none");
+        assert_eq!(got == first, agrees, "{name}: fit says {got}, the table {first}");
+        rows += 1;
+    }
+    assert_eq!(rows, 27, "one row per real snapshot with allocations in its trace");
+}
