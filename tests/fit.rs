@@ -269,6 +269,17 @@ fn evaluation_with_autograd_on_is_named_and_inference_mode_offered() {
     assert!(ids[0] != "lora", "{ids:?}");
 }
 
+/// Issue 37: the retained graph's fix frees what the whole graph keeps, what the loss computed
+/// outside any module's forward saved included (at least the truth's bytes at the end).
+#[test]
+fn detaching_a_retained_graph_frees_what_its_loss_saved_too() {
+    let t = truth("retained_loss");
+    let retained = as_u64(&t["finding"]["retained_bytes_at_end"]);
+    let v = fit(&[], &sample("retained_loss.pickle"));
+    let f = fix(&v, 0, "detach_retained_graph").unwrap_or_else(|| panic!("{v}"));
+    assert!(as_u64(&f["saves_bytes"]) >= retained, "{f} < {retained}");
+}
+
 #[test]
 fn a_fragmented_oom_offers_expandable_segments_and_an_expandable_one_does_not() {
     let v = fit(&[], &sample("frag_oom.pickle"));

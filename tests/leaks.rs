@@ -251,6 +251,68 @@ fn a_retained_validation_graph_is_one_finding() {
     );
 }
 
+/// Issue 37: a validation loop whose loss is computed in the script (`F.cross_entropy(logits,
+/// yb)`, outside any module's forward) and summed as a tensor keeps, with the forward pass's
+/// saved tensors and inputs, what the loss computation saved (the log-softmax output, the loss):
+/// one finding covers all of it, the loss computation's site with the role `loss`.
+#[test]
+fn a_retained_graph_includes_what_its_loss_saved() {
+    let t = truth("retained_loss");
+    let want = &t["finding"];
+    let (code, v) = run_json(&["leaks"], &sample("retained_loss.pickle"));
+    assert_eq!(code, 1);
+    let f = v["findings"].as_array().unwrap();
+    assert_eq!(f.len(), 1, "{v}");
+    let f = &f[0];
+    assert_eq!(f["kind"], "retained_graph");
+    assert_eq!(f["graph_evidence"], "module_forward");
+    assert_eq!(f["site"], want["site"]);
+    assert_eq!(f["steps"], want["steps"]);
+    assert_eq!(f["bytes_per_step"], want["bytes_per_step"]);
+    assert_eq!(f["live_bytes_at_end"], want["retained_bytes_at_end"]);
+    assert_eq!(
+        f["tensors_per_step"].as_f64(),
+        want["tensors_per_step"].as_f64()
+    );
+    assert_eq!(
+        f["tensors_at_end"].as_u64().unwrap(),
+        want["tensors_per_step"].as_u64().unwrap() * want["steps"].as_u64().unwrap()
+    );
+    // every site of the graph, with its role: the loss computation's as `loss`
+    let sites = f["sites"].as_array().unwrap();
+    let expected = want["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), expected.len(), "{f}");
+    for e in expected {
+        let s = sites
+            .iter()
+            .find(|s| s["site"] == e["site"])
+            .unwrap_or_else(|| panic!("{} missing: {f}", e["site"]));
+        assert_eq!(s["role"], e["role"], "{s}");
+        assert_eq!(s["bytes_per_step"], e["bytes_per_step"], "{s}");
+        assert_eq!(
+            s["tensors_per_step"].as_f64(),
+            e["tensors_per_step"].as_f64(),
+            "{s}"
+        );
+    }
+    let loss = sites
+        .iter()
+        .find(|s| s["site"] == want["loss_site"])
+        .unwrap_or_else(|| panic!("no loss site: {f}"));
+    assert_eq!(loss["role"], "loss");
+    assert_eq!(loss["bytes_per_step"], t["loss_bytes_per_step"]);
+    let sum: u64 = sites
+        .iter()
+        .map(|s| s["live_bytes_at_end"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, f["live_bytes_at_end"].as_u64().unwrap());
+    let fix = f["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("what the loss computed at /home/user/proj/val.py:45:validate saved"),
+        "{fix}"
+    );
+}
+
 /// `check --max-leaked` sums the findings after grouping: the same total as the truth's, under
 /// the one line to change.
 #[test]

@@ -35,6 +35,7 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/retained_graph.pickle", 0, 21, 21, 929038336),
     ("samples/retained_graph_fixed.pickle", 0, 16, 16, 593494016),
     ("samples/retained_val.pickle", 0, 24, 24, 50331648),
+    ("samples/retained_loss.pickle", 0, 2, 2, 4194304),
     ("samples/train_small.pickle", 0, 8, 8, 180355072),
     ("samples/wrapped_ring.pickle", 0, 2, 2, 144703488),
     ("samples/snapshot.json", 0, 8, 8, 180355072),

@@ -889,6 +889,104 @@ def retained_val(seed=32, steps=6):
     return layout.modern_snapshot(r.alloc, r.ft), truth
 
 
+
+# ---------------------------------------------------------------------------
+# 12. retained_loss: a validation loop run with grad enabled whose loss comes from
+#     F.cross_entropy called in the script (outside any module's forward) and is summed as a
+#     tensor: the graph every step keeps holds the forward pass's saved tensors *and* what the
+#     loss computation saved under torch/nn/functional.py (issue 37).
+#
+# model.py (a small classifier):
+#  21 h = self.act(self.fc1(x))   (fc1 output freed, relu output kept: the head saves it)
+#  22 return self.head(h)         (the logits, returned and kept)
+# val.py:
+#  43 xb, yb = xb.cuda(), yb.cuda()   (xb saved by fc1, yb (int64 targets) by cross_entropy)
+#  44 logits = model(xb)
+#  45 loss = F.cross_entropy(logits, yb)  (functional.py:cross_entropy: the log_softmax output,
+#                                          saved for backward, and the loss scalar)
+#  46 total += loss                    (bug: keeps every step's graph; `.item()` fixes it; the
+#                                       running total is made once, in step 1, then added in place)
+#  55 model = Net().cuda()   60 val = validate(model, batches)   70 main()
+
+def retained_loss(seed=33, steps=6):
+    r = Run(seed)
+    tk = Tracker(r)
+    VAL = USER + "/val.py"
+    T, H, F, V = 64, 256, 320, 200  # batch, features, hidden, classes (float32)
+    outer = [py("main", VAL, 60), py("<module>", VAL, 70)]
+    loop = lambda line: [py("validate", VAL, line)] + outer
+    to_cuda = ([py("convert", MOD, 1326), py("_apply", MOD, 942), py("_apply", MOD, 915), py("cuda", MOD, 1068),
+                py("main", VAL, 55), py("<module>", VAL, 70)])
+    for n in (F * H, F, V * F, V):  # fc1 weight and bias, head weight and bias
+        tk.malloc(n * F32, to_cuda, cat="param", gap=(30, 300))
+    r.clock.advance(20000, 40000)
+
+    def fwd(line, inner):
+        return inner + [py("forward", MODEL, line)] + module_call() + loop(44)
+
+    lin = [py("forward", LIN, 125)] + module_call()
+    act = [py("forward", ACT, 734)] + module_call()
+    ce = [py("cross_entropy", FUN, 3479)] + loop(45)
+    roles = {}
+    kept_sites = {}
+    per_step = 0
+    total = None
+    for k in range(1, steps + 1):
+        r.clock.advance(5000, 15000)
+        r.annotate("START", "ProfilerStep#%d" % k)
+        kept = []
+
+        def keep(n, stack, role, cat="act"):
+            b = tk.malloc(n, stack, cat=cat)
+            kept.append((n, stack))
+            roles[site_of_specs(stack)] = role
+            return b
+
+        keep(T * H * F32, loop(43), "input", cat="input")  # xb
+        keep(T * 8, loop(43), "input", cat="input")  # yb
+        h1 = tk.malloc(T * F * F32, fwd(21, lin), cat="temp")  # fc1 output
+        keep(T * F * F32, fwd(21, act), "saved")  # relu output, saved by the head
+        tk.free(h1, fwd(21, []))
+        keep(T * V * F32, fwd(22, lin), "saved")  # logits
+        keep(T * V * F32, ce, "loss")  # log_softmax output, saved by nll_loss
+        keep(4, ce, "loss", cat="loss")  # the loss
+        if total is None:
+            total = tk.malloc(4, loop(46), cat="loss")  # 0.0 + loss: the running total, then in place
+        r.annotate("END", "ProfilerStep#%d" % k)
+        tk.mark("end#%d" % k)
+        if k == 1:
+            per_step = sum(n for n, _ in kept)
+            for n, stack in kept:
+                s = site_of_specs(stack)
+                b, c = kept_sites.get(s, (0, 0))
+                kept_sites[s] = (b + n, c + 1)
+    r.clock.advance(1000, 3000)
+    _annotate_check(r, steps)
+    ends = _boundaries(tk, "end#")
+    assert [b - a for a, b in zip(ends, ends[1:])] == [per_step] * (steps - 1)
+    tensors = sum(c for _b, c in kept_sites.values())
+    members = [{"site": s, "role": roles[s], "bytes_per_step": b, "tensors_per_step": c}
+               for s, (b, c) in sorted(kept_sites.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    loss_bytes = sum(m["bytes_per_step"] for m in members if m["role"] == "loss")
+    pf = tk.peak_facts()
+    truth = {
+        "sample": "retained_loss.pickle",
+        "scenario": ("validation loop run with grad enabled (6 ProfilerSteps): `logits = model(xb)` at val.py:44, "
+                     "`loss = F.cross_entropy(logits, yb)` at val.py:45 and `total += loss` at val.py:46 keep every "
+                     "step's graph: the inputs, the relu output and logits of the forward pass, and the log_softmax "
+                     "output and loss that cross_entropy made (torch/nn/functional.py, outside any module's forward); "
+                     "all of it is one cause, the forward pass at val.py:44"),
+        "steps": steps,
+        "step_end_bytes": ends,
+        "finding": {"kind": "retained_graph", "site": VAL + ":44:validate", "bytes_per_step": per_step,
+                    "tensors_per_step": tensors, "steps": steps, "retained_bytes_at_end": per_step * steps,
+                    "sites": members, "input_site": VAL + ":43:validate", "loss_site": VAL + ":45:validate"},
+        # what the loss computation keeps per step: the part a finding without it misses (issue 37)
+        "loss_bytes_per_step": loss_bytes,
+        "peak": pf,
+    }
+    return layout.modern_snapshot(r.alloc, r.ft), truth
+
 # name -> function returning (snapshot | {path: snapshot}, truth); truth goes to samples/truth/<name>.json
 FINDING_SAMPLES = [
     ("loop_freed", "loop_freed.pickle", loop_freed),
@@ -904,6 +1002,7 @@ FINDING_SAMPLES = [
     ("diff", None, diff_pair),
     ("ranks", None, ranks),
     ("retained_val", "retained_val.pickle", retained_val),
+    ("retained_loss", "retained_loss.pickle", retained_loss),
 ]
 
 # sites and categories (issue 19): memgen/frames_categories.py

@@ -27,12 +27,25 @@
 //! A forward pass saves its input, which the loop body usually makes on the line before it
 //! (`xb = xb.cuda()`): a leak made directly at a loop-body line, whose tensors come in every
 //! step just before the first tensor of a retained graph's, is that graph's input and joins it.
+//!
+//! The loss is computed from the forward pass's output, usually in the loop body, outside any
+//! module's forward (`loss = F.cross_entropy(logits, y)`), and what it saves (the log-softmax
+//! output) is kept by the same graph: a cause whose kept tensors are a *loss computation's* —
+//! all made under a loss function's frame (`torch/nn/functional.py`'s `*_loss`,
+//! `cross_entropy`, `kl_div`; anything in `torch/nn/modules/loss.py`), or, for user code, at a
+//! loop-body line that also makes a scalar (the loss value, at most 8 bytes, outside any
+//! module's forward) in each of those steps while keeping a larger tensor — joins the retained
+//! graph whose first kept tensor precedes its own in every step (the nearest, when several do),
+//! when both keep tensors in exactly the same steps and all of its tensors are made within
+//! their step. Sites growing too slowly to be findings of their own (whose line keeps nothing
+//! else) join the same way. Anything else made after the forward pass (a list of outputs)
+//! stays a cause of its own.
 
 use super::growth::SiteSeries;
 use crate::analyze::sites::{self, SiteOptions};
 use crate::model::{FrameId, PerStack, Snapshot, StackId};
 use crate::replay::{DeviceReplay, NEVER};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Evidence that a cause's tensors are forward-pass activations kept by an autograd graph.
 pub const MODULE_FORWARD: &str = "module_forward";
@@ -51,6 +64,9 @@ pub(super) struct Cause {
     pub growing: usize,
     /// Sites attached as the input of the cause's forward pass.
     pub inputs: Vec<usize>,
+    /// Sites attached as what the loss computed from the forward pass's output saved (made
+    /// after it, outside any module's forward).
+    pub losses: Vec<usize>,
     /// The user frame all its kept tensors share: the line to change (`None`: no user frame;
     /// the single member's site names it).
     pub frame: Option<FrameId>,
@@ -104,6 +120,24 @@ fn is_package(file: &str) -> bool {
         || file.contains("dist-packages\\")
 }
 
+/// Per measured step, the events of the first and last tensor of some sites kept in it.
+type Spans = Vec<Option<(i64, i64)>>;
+
+/// The largest tensor taken for a scalar (a loss value): one float64 element.
+const SCALAR_BYTES: u64 = 8;
+
+/// True for a frame of a loss function: `torch/nn/functional.py`'s `cross_entropy`, `kl_div`
+/// and `*_loss`, and anything in `torch/nn/modules/loss.py` (the loss modules' forward).
+fn is_loss_frame(file: &str, name: &str) -> bool {
+    if !sites::is_torch(file) {
+        return false;
+    }
+    let f = file.replace('\\', "/");
+    f.ends_with("/nn/modules/loss.py")
+        || (f.ends_with("/nn/functional.py")
+            && (name.ends_with("_loss") || name.contains("cross_entropy") || name == "kl_div"))
+}
+
 /// Length of the common prefix of `a` and `b`.
 fn common(a: &[FrameId], b: &[FrameId]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -123,6 +157,8 @@ pub(super) struct Scope<'a> {
     pub replay: &'a DeviceReplay,
     /// First event of each measured step, in order.
     pub step_starts: &'a [i64],
+    /// Last event of each measured step, in order.
+    pub step_ends: &'a [i64],
     /// Last event of the last measured step.
     pub last: i64,
     /// Site attribution.
@@ -135,6 +171,12 @@ impl Scope<'_> {
         self.step_starts
             .partition_point(|&s| s <= event)
             .saturating_sub(1)
+    }
+
+    /// The measured step an event lies in, `None` between steps or after the last.
+    fn step_within(&self, event: i64) -> Option<usize> {
+        let s = self.step_of(event);
+        (event >= self.step_starts[s] && event <= self.step_ends[s]).then_some(s)
     }
 }
 
@@ -198,22 +240,19 @@ pub(super) fn group(
                 c.members.push(k);
                 c.growing += 1;
             }
-            None => causes.push((
-                key,
-                Cause {
-                    members: vec![k],
-                    growing: 1,
-                    inputs: Vec::new(),
-                    frame: None,
-                    graph: None,
-                },
-            )),
+            None => causes.push((key, Cause::of(k, 1))),
         }
     }
+    // Slow sites join the cause of their line; those of a line without one are grouped apart
+    // (`growing` 0): never findings of their own, they may still join a graph as its loss.
     for &k in weak {
         let key = key_of_site(k);
-        if let Some((_, c)) = causes.iter_mut().find(|(g, _)| key.is_some() && *g == key) {
-            c.members.push(k);
+        if key.is_none() {
+            continue;
+        }
+        match causes.iter_mut().find(|(g, _)| *g == key) {
+            Some((_, c)) => c.members.push(k),
+            None => causes.push((key, Cause::of(k, 0))),
         }
     }
     for (key, c) in &mut causes {
@@ -246,27 +285,144 @@ pub(super) fn group(
             None
         };
     }
-    // A leak made at a loop-body line just before a retained graph's tensors is its input.
-    let first_kept = |c: &Cause| -> Vec<Option<i64>> {
-        let mut v = vec![None; scope.step_starts.len()];
-        for &m in &c.members {
+    let n = scope.step_starts.len();
+    // Per measured step, the first and last kept tensor of some sites, and whether all of
+    // them were made within a step.
+    let spans = |members: &[usize]| -> (Spans, bool) {
+        let mut v: Spans = vec![None; n];
+        let mut within = true;
+        for &m in members {
             for &ai in &series[m].kept {
                 let start = r.allocations[ai].start;
+                within &= scope.step_within(start).is_some();
                 let s = scope.step_of(start);
-                v[s] = Some(v[s].map_or(start, |x: i64| x.min(start)));
+                v[s] = Some(v[s].map_or((start, start), |(f, l)| (f.min(start), l.max(start))));
             }
         }
-        v
+        (v, within)
     };
-    let graphs: Vec<(usize, Vec<Option<i64>>)> = causes
+    // A loss computation's tensors after a retained graph's forward pass are that graph's.
+    let loss_stack: PerStack<bool> = PerStack::new(&scope.snap.stacks);
+    let under_loss = |stack: StackId| -> bool {
+        *loss_stack.get_or_init(stack, || {
+            let snap = scope.snap;
+            snap.stacks.get(stack).iter().any(|&f| {
+                let fr = snap.frames.get(f);
+                is_loss_frame(snap.strings.get(fr.filename), snap.strings.get(fr.name))
+            })
+        })
+    };
+    // Loop-body lines that made a scalar (a loss value) outside any module's forward, by step
+    // (looked for only when a retained graph is there to join).
+    let mut scalars: FxHashMap<FrameId, Vec<bool>> = FxHashMap::default();
+    let forward: PerStack<bool> = PerStack::new(&scope.snap.stacks);
+    let any_graph = causes
+        .iter()
+        .any(|(_, c)| c.graph.is_some() && c.growing > 0);
+    for a in r
+        .allocations
+        .iter()
+        .filter(|a| any_graph && in_window(a.start))
+    {
+        if a.size == 0 || a.size > SCALAR_BYTES {
+            continue;
+        }
+        let (Some(s), Some(k)) = (
+            scope.step_within(a.start),
+            key_of(paths.get(a.stack), depth),
+        ) else {
+            continue;
+        };
+        let under = *forward.get_or_init(a.stack, || {
+            super::growth::under_forward(scope.snap, a.stack)
+        });
+        if !under {
+            scalars.entry(k).or_insert_with(|| vec![false; n])[s] = true;
+        }
+    }
+    let is_loss = |key: Option<FrameId>, c: &Cause| -> bool {
+        let kept = || {
+            c.members
+                .iter()
+                .flat_map(|&m| series[m].kept.iter().map(|&ai| &r.allocations[ai]))
+        };
+        if kept().next().is_none() {
+            return false;
+        }
+        if kept().all(|a| under_loss(a.stack)) {
+            return true;
+        }
+        // User code: its line makes the loss value in every step it keeps tensors in, and it
+        // keeps more than scalars (a list of loss values is not a graph's).
+        if c.graph == Some(MODULE_FORWARD) || !kept().any(|a| a.size > SCALAR_BYTES) {
+            return false;
+        }
+        let Some(made) = key.and_then(|k| scalars.get(&k)) else {
+            return false;
+        };
+        let (steps, _) = spans(&c.members);
+        steps
+            .iter()
+            .zip(made)
+            .all(|(kept, &scalar)| kept.is_none() || scalar)
+    };
+    let loss: Vec<bool> = causes
+        .iter()
+        .map(|(k, c)| any_graph && is_loss(*k, c))
+        .collect();
+    let targets: Vec<(usize, Spans)> = causes
         .iter()
         .enumerate()
-        .filter(|(_, (_, c))| c.graph.is_some())
-        .map(|(i, (_, c))| (i, first_kept(c)))
+        .filter(|&(i, (_, c))| c.graph.is_some() && c.growing > 0 && !loss[i])
+        .map(|(i, (_, c))| (i, spans(&c.members).0))
+        .collect();
+    let mut dropped = vec![false; causes.len()];
+    let mut attach: Vec<(usize, usize)> = Vec::new();
+    for (i, (_, c)) in causes.iter().enumerate() {
+        if !loss[i] {
+            continue;
+        }
+        let (steps, within) = spans(&c.members);
+        if !within {
+            continue;
+        }
+        // The graph whose forward pass began before this one's first tensor in every step,
+        // keeping tensors in the same steps; the nearest one when several do.
+        let gap = |graph: &[Option<(i64, i64)>]| -> Option<i64> {
+            let mut sum = 0;
+            for (mine, theirs) in steps.iter().zip(graph) {
+                match (mine, theirs) {
+                    (Some((f, _)), Some((g, _))) if g < f => sum += f - g,
+                    (None, None) => {}
+                    _ => return None,
+                }
+            }
+            Some(sum)
+        };
+        let found = targets
+            .iter()
+            .filter(|(g, _)| *g != i)
+            .filter_map(|(g, firsts)| gap(firsts).map(|d| (d, *g)))
+            .min();
+        if let Some((_, g)) = found {
+            attach.push((i, g));
+        }
+    }
+    for &(i, g) in &attach {
+        let members = causes[i].1.members.clone();
+        causes[g].1.losses.extend(members);
+        dropped[i] = true;
+    }
+    // A leak made at a loop-body line just before a retained graph's tensors is its input.
+    let graphs: Vec<(usize, Spans)> = causes
+        .iter()
+        .enumerate()
+        .filter(|&(i, (_, c))| c.graph.is_some() && c.growing > 0 && !dropped[i])
+        .map(|(i, (_, c))| (i, spans(&c.members).0))
         .collect();
     let mut attach: Vec<(usize, usize)> = Vec::new();
     for (i, (_, c)) in causes.iter().enumerate() {
-        if c.graph.is_some() {
+        if c.graph.is_some() || c.growing == 0 || dropped[i] {
             continue;
         }
         let at_loop_line = c.members.iter().all(|&m| {
@@ -278,21 +434,14 @@ pub(super) fn group(
         if !at_loop_line {
             continue;
         }
-        let mut last_in_step = vec![None; scope.step_starts.len()];
-        for &m in &c.members {
-            for &ai in &series[m].kept {
-                let start = r.allocations[ai].start;
-                let s = scope.step_of(start);
-                last_in_step[s] = Some(last_in_step[s].map_or(start, |x: i64| x.max(start)));
-            }
-        }
+        let (last_in_step, _) = spans(&c.members);
         // The graph whose first kept tensor follows this one's last in every step; the
         // nearest one (fewest events in between) when several do.
-        let gap = |firsts: &[Option<i64>]| -> Option<i64> {
+        let gap = |firsts: &[Option<(i64, i64)>]| -> Option<i64> {
             let mut sum = 0;
             for (l, f) in last_in_step.iter().zip(firsts) {
                 match (l, f) {
-                    (Some(l), Some(f)) if l < f => sum += f - l,
+                    (Some((_, l)), Some((f, _))) if l < f => sum += f - l,
                     (Some(_), _) => return None,
                     (None, _) => {}
                 }
@@ -307,7 +456,6 @@ pub(super) fn group(
             attach.push((i, g));
         }
     }
-    let mut dropped = vec![false; causes.len()];
     for &(i, g) in &attach {
         let members = causes[i].1.members.clone();
         causes[g].1.inputs.extend(members);
@@ -316,7 +464,21 @@ pub(super) fn group(
     causes
         .into_iter()
         .zip(dropped)
-        .filter(|(_, d)| !d)
+        .filter(|((_, c), d)| !d && c.growing > 0)
         .map(|((_, c), _)| c)
         .collect()
+}
+
+impl Cause {
+    /// A cause of one site, `growing` 1 when it grows fast enough to be a finding, else 0.
+    fn of(site: usize, growing: usize) -> Self {
+        Cause {
+            members: vec![site],
+            growing,
+            inputs: Vec::new(),
+            losses: Vec::new(),
+            frame: None,
+            graph: None,
+        }
+    }
 }

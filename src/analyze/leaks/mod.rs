@@ -8,7 +8,9 @@
 //! growing sites are then grouped into causes by the user frame their kept tensors share
 //! (`cause.rs`): a retained graph (`total_loss += loss`, a validation loss computed with grad
 //! enabled) keeps a tensor at every line its forward pass saved one, and is one finding naming
-//! the line that ran that forward pass, the whole growth per step and the tensors it keeps.
+//! the line that ran that forward pass, the whole growth per step and the tensors it keeps —
+//! its input, made just before it, and what the loss computed from its output saved (outside
+//! any module's forward: `F.cross_entropy` in the loop body) included.
 //! Growth under a module's `forward` (or among a computation's intermediates) is a retained
 //! graph; elsewhere it is a leak (a list that grows, a cache that never evicts). The words of a
 //! finding are written in `words.rs`.
@@ -68,7 +70,8 @@ pub struct GrowingSite {
     /// Call site (`filename:line:name`).
     pub site: String,
     /// `saved` (a tensor the retained graph's forward pass saved), `input` (the forward pass's
-    /// input, made just before it) or `kept` (a leak's tensor).
+    /// input, made just before it), `loss` (what the loss computed from its output saved,
+    /// outside any module's forward) or `kept` (a leak's tensor).
     pub role: &'static str,
     /// Its growth per step (least-squares slope over the boundaries after the warm-up).
     pub bytes_per_step: u64,
@@ -222,22 +225,19 @@ fn finding(
     c: &cause::Cause,
 ) -> Finding {
     let graph = c.graph;
-    let role = |input: bool| match (graph.is_some(), input) {
-        (_, true) => "input",
-        (true, false) => "saved",
-        (false, false) => "kept",
-    };
-    let all: Vec<(usize, bool)> = c
+    let member = if graph.is_some() { "saved" } else { "kept" };
+    let all: Vec<(usize, &'static str)> = c
         .members
         .iter()
-        .map(|&m| (m, false))
-        .chain(c.inputs.iter().map(|&m| (m, true)))
+        .map(|&m| (m, member))
+        .chain(c.inputs.iter().map(|&m| (m, "input")))
+        .chain(c.losses.iter().map(|&m| (m, "loss")))
         .collect();
     let b = series[all[0].0].bytes.len();
     let (mut bytes, mut counts) = (vec![0u64; b], vec![0u64; b]);
     let (mut end_bytes, mut end_count) = (0, 0);
     let mut sites: Vec<GrowingSite> = Vec::new();
-    for &(m, input) in &all {
+    for &(m, role) in &all {
         let s = &series[m];
         for i in 0..b {
             bytes[i] += s.bytes[i];
@@ -247,7 +247,7 @@ fn finding(
         end_count += s.end_count;
         sites.push(GrowingSite {
             site: s.label.clone(),
-            role: role(input),
+            role,
             bytes_per_step: growth::fit(&s.bytes).0.max(0.0).round() as u64,
             tensors_per_step: two_decimals(growth::fit(&s.counts).0.max(0.0)),
             live_bytes_at_end: s.end_bytes,
@@ -265,7 +265,9 @@ fn finding(
         Some(f) => sites::format_frame(snap, snap.frames.get(f)),
         None => series[c.members[0]].label.clone(),
     };
-    let inputs: Vec<&str> = c.inputs.iter().map(|&m| series[m].label.as_str()).collect();
+    let labels =
+        |v: &[usize]| -> Vec<&str> { v.iter().map(|&m| series[m].label.as_str()).collect() };
+    let (inputs, losses) = (labels(&c.inputs), labels(&c.losses));
     let lines = c.growing;
     Finding {
         kind: if graph.is_some() {
@@ -274,8 +276,8 @@ fn finding(
             "leak"
         },
         device,
-        fix: words::fix(graph.is_some(), &site, tensors_per_step, &inputs),
-        why: words::why(graph, lines),
+        fix: words::fix(graph.is_some(), &site, tensors_per_step, &inputs, &losses),
+        why: words::why(graph, lines, !losses.is_empty()),
         site,
         bytes_per_step: slope.max(0.0).round() as u64,
         steps,
@@ -404,6 +406,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
             snap,
             replay: r,
             step_starts: &step_starts,
+            step_ends: &bounds,
             last: *bounds.last().expect("enough steps"),
             opts: opts.sites,
         };
@@ -531,6 +534,129 @@ mod tests {
                 ("leak", "/u/train.py:21:main")
             ]
         );
+    }
+
+    /// A loop of 6 ProfilerSteps making, each step, the tensors `made` (frames as JSON text,
+    /// innermost first; size; whether the step frees it), in order, after a retained graph's
+    /// forward pass at train.py:20 (a 1 MiB activation of model.py:5 kept, a temporary freed).
+    fn after_a_graph(made: &[(&str, u64, bool)]) -> LeaksReport {
+        let graph = r#"[{"name": "forward", "filename": "/u/model.py", "line": 5}, {"name": "_call_impl", "filename": "/e/site-packages/torch/nn/modules/module.py", "line": 1747}, {"name": "main", "filename": "/u/train.py", "line": 20}]"#;
+        let (mut trace, mut ann) = (Vec::new(), Vec::new());
+        for step in 0..6u64 {
+            let t0 = 1000 * step;
+            ann.push(format!(
+                r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
+            ));
+            let mut t = t0;
+            let base = (step + 1) << 28;
+            let mut freed = Vec::new();
+            let all = [(graph, 1 << 20, false), (graph, 1 << 20, true)];
+            for (i, &(frames, size, free)) in all.iter().chain(made).enumerate() {
+                t += 1;
+                let addr = base | (i as u64) << 22;
+                trace.push(format!(r#"{{"action": "alloc", "addr": {addr}, "size": {size}, "stream": 0, "time_us": {t}, "frames": {frames}}}"#));
+                if free {
+                    freed.push((addr, size));
+                }
+            }
+            for (addr, size) in freed {
+                t += 1;
+                trace.push(format!(r#"{{"action": "free_completed", "addr": {addr}, "size": {size}, "stream": 0, "time_us": {t}}}"#));
+            }
+            ann.push(format!(
+                r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
+                t + 1
+            ));
+        }
+        leaks_of(&trace, &ann)
+    }
+
+    /// A finding's kind and site, and each of its sites with its role (by site).
+    type Shape<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
+
+    /// The findings' kinds and sites, and each site's role (by site).
+    fn shape(r: &LeaksReport) -> Vec<Shape<'_>> {
+        r.findings
+            .iter()
+            .map(|f| {
+                let mut roles: Vec<(&str, &str)> =
+                    f.sites.iter().map(|s| (s.site.as_str(), s.role)).collect();
+                roles.sort();
+                (f.kind, f.site.as_str(), roles)
+            })
+            .collect()
+    }
+
+    /// GIVEN a retained graph's forward pass at train.py:20 and, at train.py:21, a loss computed
+    /// from its output outside any module's forward that keeps a 1 MiB tensor and the 4-byte
+    /// loss every step — `F.cross_entropy`, an `nn.CrossEntropyLoss` module, or raw tensor code
+    /// — WHEN leaks runs, THEN it is one finding of the graph, with that site as its `loss`.
+    #[test]
+    fn a_loss_computed_after_the_forward_joins_its_graph() {
+        let functional = r#"[{"name": "cross_entropy", "filename": "/e/site-packages/torch/nn/functional.py", "line": 3479}, {"name": "main", "filename": "/u/train.py", "line": 21}]"#;
+        let module = r#"[{"name": "cross_entropy", "filename": "/e/site-packages/torch/nn/functional.py", "line": 3479}, {"name": "forward", "filename": "/e/site-packages/torch/nn/modules/loss.py", "line": 1310}, {"name": "_call_impl", "filename": "/e/site-packages/torch/nn/modules/module.py", "line": 1747}, {"name": "main", "filename": "/u/train.py", "line": 21}]"#;
+        let raw = r#"[{"name": "main", "filename": "/u/train.py", "line": 21}]"#;
+        let want = vec![(
+            "retained_graph",
+            "/u/model.py:5:forward",
+            vec![
+                ("/u/model.py:5:forward", "saved"),
+                ("/u/train.py:21:main", "loss"),
+            ],
+        )];
+        for frames in [functional, module] {
+            let r = after_a_graph(&[(frames, 1 << 20, false), (frames, 4, false)]);
+            assert_eq!(shape(&r), want, "{frames}");
+            let f = &r.findings[0];
+            assert_eq!(f.bytes_per_step, (2 << 20) + 4);
+            assert_eq!(f.tensors_per_step, 3.0);
+            assert_eq!(f.live_bytes_at_end, 6 * ((2 << 20) + 4));
+            assert!(f
+                .fix
+                .contains("what the loss computed at /u/train.py:21:main saved"));
+        }
+        // raw tensor code: the line keeps what it saved and makes the loss value (freed here)
+        let r = after_a_graph(&[(raw, 1 << 20, false), (raw, 1 << 20, true), (raw, 4, true)]);
+        assert_eq!(shape(&r), want);
+        assert_eq!(r.findings[0].bytes_per_step, 2 << 20);
+        // a slow one (its line grows too slowly to be a finding) joins too
+        let r = after_a_graph(&[(functional, 4096, false), (functional, 4, false)]);
+        assert_eq!(shape(&r), want);
+        assert_eq!(r.findings[0].bytes_per_step, (1 << 20) + 4100);
+    }
+
+    /// GIVEN tensors kept every step after a retained graph's forward pass that no loss
+    /// computation made — a list of `F.softmax` outputs, a list of tensors made at a line that
+    /// makes no loss value, a list of loss values — WHEN leaks runs, THEN they stay a leak of
+    /// their own (the loss values, too slow to be a finding, are in none).
+    #[test]
+    fn what_no_loss_computation_made_stays_a_leak() {
+        let softmax = r#"[{"name": "softmax", "filename": "/e/site-packages/torch/nn/functional.py", "line": 2140}, {"name": "main", "filename": "/u/train.py", "line": 21}]"#;
+        let raw = r#"[{"name": "main", "filename": "/u/train.py", "line": 21}]"#;
+        let leak = |r: &LeaksReport| {
+            let kinds: Vec<(&str, &str)> = r
+                .findings
+                .iter()
+                .map(|f| (f.kind, f.site.as_str()))
+                .collect();
+            assert_eq!(
+                kinds,
+                [
+                    ("retained_graph", "/u/model.py:5:forward"),
+                    ("leak", "/u/train.py:21:main")
+                ]
+            );
+            assert_eq!(r.findings[0].bytes_per_step, 1 << 20);
+        };
+        leak(&after_a_graph(&[(softmax, 1 << 20, false)]));
+        leak(&after_a_graph(&[
+            (raw, 1 << 20, false),
+            (raw, 1 << 20, true),
+        ]));
+        // a list of loss values (scalars only) is not a graph's
+        let r = after_a_graph(&[(raw, 4, false)]);
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.findings[0].bytes_per_step, 1 << 20);
     }
 
     /// GIVEN a loop whose per-step tensor is annotated as packed into the autograd graph but

@@ -18,16 +18,34 @@ fn trim(n: f64) -> String {
 }
 
 /// What to do about a cause at `site` keeping `per_step` tensors each step; `inputs` are the
-/// sites attached as its forward pass's input.
-pub(super) fn fix(graph: bool, site: &str, per_step: f64, inputs: &[&str]) -> String {
+/// sites attached as its forward pass's input, `losses` those attached as its loss computation.
+pub(super) fn fix(
+    graph: bool,
+    site: &str,
+    per_step: f64,
+    inputs: &[&str],
+    losses: &[&str],
+) -> String {
     if graph {
-        let input = match inputs {
-            [] => String::new(),
-            [one] => format!(", its input made at {one} included"),
-            many => format!(", its inputs made at {} included", many.join(", ")),
+        let mut parts = Vec::new();
+        match inputs {
+            [] => {}
+            [one] => parts.push(format!("its input made at {one}")),
+            many => parts.push(format!("its inputs made at {}", many.join(", "))),
+        }
+        if !losses.is_empty() {
+            parts.push(format!(
+                "what the loss computed at {} saved",
+                losses.join(", ")
+            ));
+        }
+        let included = if parts.is_empty() {
+            String::new()
+        } else {
+            format!(", {} included", parts.join(" and "))
         };
         format!(
-            "the forward pass run at {site} keeps its autograd graph after every step, and with it the {} per step it saved for backward{input}: if its result only feeds a running total or a log, keep `.item()` (or `.detach()`) of it, not the tensor (`total += loss` keeps every step's graph); if no backward is meant (validation, generation), run it under `torch.no_grad()` or `torch.inference_mode()`",
+            "the forward pass run at {site} keeps its autograd graph after every step, and with it the {} per step it saved for backward{included}: if its result only feeds a running total or a log, keep `.item()` (or `.detach()`) of it, not the tensor (`total += loss` keeps every step's graph); if no backward is meant (validation, generation), run it under `torch.no_grad()` or `torch.inference_mode()`",
             tensors(per_step)
         )
     } else if let Some(node) = site.strip_prefix("autograd: ") {
@@ -43,8 +61,19 @@ pub(super) fn fix(graph: bool, site: &str, per_step: f64, inputs: &[&str]) -> St
     }
 }
 
-/// Why a cause of `lines` growing sites is a retained graph (its evidence) or a leak.
-pub(super) fn why(graph: Option<&str>, lines: usize) -> String {
+/// Why a cause of `lines` growing sites is a retained graph (its evidence) or a leak; `loss`:
+/// a loss computation's tensors joined it.
+pub(super) fn why(graph: Option<&str>, lines: usize, loss: bool) -> String {
+    let why = why_kind(graph, lines);
+    if graph.is_some() && loss {
+        format!("{why}; the loss computed from its output after it, outside any module's forward, saved tensors for the same graph")
+    } else {
+        why
+    }
+}
+
+/// [`why`] without the loss.
+fn why_kind(graph: Option<&str>, lines: usize) -> String {
     match graph {
         Some(MODULE_FORWARD) => "the kept tensors were made under a module's forward: activations autograd saved for backward".into(),
         Some(AUTOGRAD_ANNOTATION) => "the trace marks the kept tensors as packed into the autograd graph".into(),
