@@ -338,3 +338,126 @@ fn real_traces_get_the_engineers_first_fix() {
     }
     assert_eq!(rows, 27, "one row per real snapshot with allocations in its trace");
 }
+
+fn fix_ids(v: &Value, d: usize) -> Vec<String> {
+    v["devices"][d]["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn stale_gradients_in_a_forward_put_zero_grad_first() {
+    let t = truth("fwd_stale_grads");
+    let v = fit(&[], &sample("fwd_stale_grads.pickle"));
+    let d = &v["devices"][0];
+    let p = parts(&v, 0);
+    let grads = as_u64(&t["gradient_bytes"]);
+    assert_eq!(as_u64(&p["gradients_bytes"]), grads);
+    assert_eq!(
+        as_u64(&p["parameters_bytes"]),
+        as_u64(&t["parameter_bytes"])
+    );
+    assert_eq!(
+        as_u64(&p["optimizer_state_bytes"]),
+        as_u64(&t["optimizer_state_bytes"])
+    );
+    assert_eq!(
+        as_u64(&p["activations_bytes"]),
+        as_u64(&t["activation_bytes_at_peak"])
+    );
+    let f = &d["anatomy"]["flags"];
+    assert_eq!(f["trains"], true);
+    assert_eq!(f["training"], false);
+    assert_eq!(f["phase"], "forward");
+    assert_eq!(f["gradients_alive_in_forward"], true);
+    let first = &d["fixes"][0];
+    assert_eq!(first["id"], t["first_fix"], "{:?}", fix_ids(&v, 0));
+    assert_eq!(first["cost"], "free");
+    assert_eq!(as_u64(&first["saves_bytes"]), grads);
+    assert_eq!(
+        as_u64(&first["peak_after_bytes"]) + grads,
+        demand(p),
+        "peak_after + saves == demand"
+    );
+}
+
+#[test]
+fn hand_written_attention_scores_are_measured_and_fused_attention_saves_them() {
+    let t = truth("fwd_attention");
+    let v = fit(&[], &sample("fwd_attention.pickle"));
+    let d = &v["devices"][0];
+    let p = parts(&v, 0);
+    let (b, h, s) = (as_u64(&t["B"]), as_u64(&t["heads"]), as_u64(&t["S"]));
+    let z = b * h * s * s * 4;
+    assert_eq!(z, as_u64(&t["score_tensor_bytes"]));
+    let scores = as_u64(&t["attention_score_bytes_at_peak"]);
+    assert_eq!(scores, 2 * as_u64(&t["layers"]) * z);
+    let a = &d["anatomy"]["attention"];
+    assert_eq!(as_u64(&a["bytes"]), scores);
+    assert_eq!(
+        as_u64(&a["tensors"]),
+        as_u64(&t["attention_score_tensors_at_peak"])
+    );
+    assert_eq!(as_u64(&a["score_tensor_bytes"]), z);
+    assert_eq!(a["function"], t["attention_function"]);
+    assert_eq!(a["softmax_seen"], true);
+    assert_eq!(as_u64(&p["attention_scores_bytes"]), scores);
+    assert_eq!(
+        as_u64(&p["activations_bytes"]),
+        as_u64(&t["activation_bytes_at_peak"])
+    );
+    let f = fix(&v, 0, "fused_attention").expect("fused_attention offered");
+    assert_eq!(f["cost"], "free");
+    assert_eq!(as_u64(&f["saves_bytes"]), scores);
+    assert_eq!(as_u64(&f["peak_after_bytes"]) + scores, demand(p));
+}
+
+#[test]
+fn evaluation_with_autograd_offers_inference_mode_first_and_no_grad_does_not() {
+    let t = truth("eval_autograd");
+    let v = fit(&[], &sample("eval_autograd.pickle"));
+    let d = &v["devices"][0];
+    let p = parts(&v, 0);
+    let layers = as_u64(&t["layers"]);
+    let acts = as_u64(&t["embedding_bytes"])
+        + layers * as_u64(&t["per_layer_bytes"])
+        + as_u64(&t["logits_bytes"]);
+    assert_eq!(acts, as_u64(&t["activation_bytes_at_peak"]));
+    assert_eq!(as_u64(&p["activations_bytes"]), acts);
+    assert_eq!(
+        as_u64(&p["parameters_bytes"]),
+        as_u64(&t["parameter_bytes"])
+    );
+    assert_eq!(as_u64(&p["gradients_bytes"]), 0);
+    assert_eq!(as_u64(&p["optimizer_state_bytes"]), 0);
+    let f = &d["anatomy"]["flags"];
+    assert_eq!(f["evaluation_with_autograd"], true);
+    assert_eq!(f["trains"], false);
+    assert_eq!(as_u64(&f["layers"]), layers);
+    let median = as_u64(&t["median_layer_tensor_bytes"]);
+    assert_eq!(as_u64(&f["layer_boundary_bytes"]), median);
+    // fit's rule: without autograd one layer's share and the boundary tensor stay
+    let saves = acts - (acts / layers + median);
+    assert_eq!(as_u64(&f["activations_kept_by_graph_bytes"]), saves);
+    let first = &d["fixes"][0];
+    assert_eq!(first["id"], "inference_mode", "{:?}", fix_ids(&v, 0));
+    assert_eq!(first["cost"], "free");
+    assert_eq!(as_u64(&first["saves_bytes"]), saves);
+    assert_eq!(as_u64(&first["peak_after_bytes"]) + saves, demand(p));
+
+    let c = fit(&[], &sample(t["control"].as_str().unwrap()));
+    let cf = &c["devices"][0]["anatomy"]["flags"];
+    assert_eq!(cf["evaluation_with_autograd"], false);
+    assert_eq!(
+        as_u64(&parts(&c, 0)["activations_bytes"]),
+        as_u64(&t["control_activation_bytes_at_peak"])
+    );
+    assert!(
+        fix(&c, 0, "inference_mode").is_none(),
+        "{:?}",
+        fix_ids(&c, 0)
+    );
+}

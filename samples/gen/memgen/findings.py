@@ -1009,3 +1009,8 @@ FINDING_SAMPLES = [
 from . import frames_categories as _fc  # noqa: E402
 
 FINDING_SAMPLES += _fc.FINDING_SAMPLES
+
+# forward-only traces for `fit` (issue 37): memgen/fit_forward.py
+from . import fit_forward as _ff  # noqa: E402
+
+FINDING_SAMPLES += _ff.FINDING_SAMPLES
