@@ -318,7 +318,10 @@ fn real_traces_get_the_engineers_first_fix() {
     };
     let table = std::fs::read_to_string(root().join("tests/data/fit_real.tsv")).unwrap();
     let mut rows = 0;
-    for line in table.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let cols: Vec<&str> = line.split('\t').collect();
         let (name, first, agrees) = (cols[0], cols[1], cols[2] == "yes");
         let file = files
@@ -333,10 +336,17 @@ fn real_traces_get_the_engineers_first_fix() {
             .max_by_key(|d| as_u64(&d["demand_bytes"]))
             .unwrap();
         let got = dev["fixes"][0]["id"].as_str().unwrap_or("none");
-        assert_eq!(got == first, agrees, "{name}: fit says {got}, the table {first}");
+        assert_eq!(
+            got == first,
+            agrees,
+            "{name}: fit says {got}, the table {first}"
+        );
         rows += 1;
     }
-    assert_eq!(rows, 27, "one row per real snapshot with allocations in its trace");
+    assert_eq!(
+        rows, 27,
+        "one row per real snapshot with allocations in its trace"
+    );
 }
 
 fn fix_ids(v: &Value, d: usize) -> Vec<String> {

@@ -111,6 +111,11 @@ pub struct Flags {
     pub evaluation_with_autograd: bool,
     /// Those activations' bytes (what `torch.inference_mode()` frees).
     pub activations_kept_by_graph_bytes: u64,
+    /// They are counted inside a forward pass still running (several layers' tensors alive
+    /// at once), not after one returned: a training job's first forward, before its first
+    /// backward not called from training code, looks the same, so `inference_mode` is offered
+    /// on that condition.
+    pub kept_in_open_forward: bool,
     /// A training job's forward pass recorded without its backward (gradients or optimizer
     /// state alive, no backward in the trace): when that forward is only measured or
     /// evaluated, `torch.no_grad()` keeps none of its activations.
@@ -300,7 +305,8 @@ pub fn measure(
     // alive at once are kept for a backward that never comes.
     let holding_layers =
         !trains && phase == Some("forward") && layers.is_some_and(|l| l >= 3) && layer_sites >= 3;
-    if holding_layers && kept_by_graph == 0 {
+    let kept_in_open_forward = holding_layers && kept_by_graph == 0;
+    if kept_in_open_forward {
         kept_by_graph =
             p.activations_bytes
                 .saturating_sub(one_layer(&p, layers, layer_boundary_bytes));
@@ -314,6 +320,7 @@ pub fn measure(
         gradients_alive_in_forward: trains && phase == Some("forward") && p.gradients_bytes > 0,
         evaluation_with_autograd: !trains && kept_by_graph > 0,
         activations_kept_by_graph_bytes: kept_by_graph,
+        kept_in_open_forward: kept_in_open_forward && kept_by_graph > 0,
         forward_without_backward: trains && !training && p.activations_bytes > 0,
         optimizer_state_rebuilt: rebuilt,
         layers,

@@ -272,15 +272,33 @@ pub(super) fn candidates(
         });
     }
     if f.evaluation_with_autograd {
+        // Medium either way: a trace without backward, gradients or optimizer state, whose
+        // forward is not called from training code, is far more often an evaluation.
+        let (confidence, action, evidence) = if f.kept_in_open_forward {
+            (
+                "medium",
+                "if this forward pass is evaluation or generation (no backward follows it), run it under torch.inference_mode() (or torch.no_grad())",
+                format!(
+                    "the trace runs no backward and holds no gradients or optimizer state; inside the forward pass {} of activations of several layers are alive at once, kept for a backward (a training job's first forward, before its first backward, looks the same)",
+                    iec(a.flags.activations_kept_by_graph_bytes)
+                ),
+            )
+        } else {
+            (
+                "medium",
+                "run evaluation/generation under torch.inference_mode() (or torch.no_grad())",
+                format!(
+                    "the trace runs no backward and holds no gradients or optimizer state, yet {} of activations outlive the forward pass that made them, kept by its outputs' autograd graph",
+                    iec(a.flags.activations_kept_by_graph_bytes)
+                ),
+            )
+        };
         out.push(Candidate {
             id: "inference_mode",
             cost: "free",
-            confidence: "medium",
-            action: "run evaluation/generation under torch.inference_mode() (or torch.no_grad())".into(),
-            evidence: format!(
-                "the trace runs no backward and holds no gradients or optimizer state, yet {} of activations are kept for a backward (outliving the forward that made them, or several layers' tensors alive at once inside it)",
-                iec(a.flags.activations_kept_by_graph_bytes)
-            ),
+            confidence,
+            action: action.into(),
+            evidence,
             rewrite: Box::new(no_graph),
         });
     }
