@@ -272,7 +272,13 @@ pub fn measure(
     for (stack, sizes) in &by_stack {
         let site = sites::site_of(snap, *stack, SiteOptions::default());
         if site.frame.is_some() {
-            by_frame.entry(site.label).or_default().extend(sizes);
+            // The library frame it goes through tells apart the lines of a model called
+            // from one user line (a notebook cell running a whole transformers model).
+            let key = match site.context {
+                Some(via) => format!("{} via {via}", site.label),
+                None => site.label,
+            };
+            by_frame.entry(key).or_default().extend(sizes);
         }
     }
     // The count the most sites share (ties: the smaller, a layer's own lines).
