@@ -314,3 +314,67 @@ fn deep_shared_stacks_diff_per_stack() {
     assert!(stack.ends_with(" < train.py:10:site0"));
     assert_eq!(r["sites"][0]["delta_bytes"], n * (6000 - 4096));
 }
+
+/// `memlens diff BASE CAND --format json [ARGS]` on two samples, from the repository root.
+fn diff_of(base: &str, cand: &str, args: &[&str]) -> Value {
+    let mut a = vec!["diff", base, cand, "--format", "json"];
+    a.extend_from_slice(args);
+    let o = memlens_in_root(&a);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// GIVEN samples whose memory older than the trace has no stack (serve_kv: weights loaded
+/// before the recording; late_grads: gradients of the autograd thread older than the ring
+/// buffer) WHEN diffed THEN that memory compares as rows labelled by their likely kind, with
+/// the truths' bytes, never as `<no frames>`; against itself, one unchanged row.
+#[test]
+fn memory_older_than_the_trace_compares_by_its_likely_kind() {
+    let serve =
+        serde_json::from_slice::<Value>(&std::fs::read(sample("truth/serve_kv.json")).unwrap())
+            .unwrap();
+    let grads =
+        serde_json::from_slice::<Value>(&std::fs::read(sample("truth/late_grads.json")).unwrap())
+            .unwrap();
+    let same = diff_of(
+        "samples/serve_kv.pickle",
+        "samples/serve_kv.pickle",
+        &["--all"],
+    );
+    let row = site(&same, "<before trace, no stack> likely parameters");
+    assert_eq!(row["status"], "unchanged");
+    assert_eq!(row["predates_trace"], true);
+    assert_eq!(row["likely_kind"], "parameters");
+    assert_eq!(row["base_bytes"], serve["parameter_bytes"]);
+    assert_eq!(row["cand_bytes"], serve["parameter_bytes"]);
+    assert!(row["evidence"].as_str().unwrap().contains("never freed"));
+
+    let r = diff_of("samples/serve_kv.pickle", "samples/late_grads.pickle", &[]);
+    let params = site(&r, "<before trace, no stack> likely parameters");
+    assert_eq!(params["status"], "removed");
+    assert_eq!(params["base_bytes"], serve["parameter_bytes"]);
+    let g = site(&r, "<before trace, no stack> likely gradients");
+    assert_eq!(g["status"], "new");
+    assert_eq!(g["likely_kind"], "gradients");
+    assert_eq!(g["cand_bytes"], grads["gradient_bytes"]);
+    // What late_grads made without frames during the trace stays `<no frames>`, unlabelled.
+    let during = site(&r, "<no frames>");
+    assert_eq!(during["cand_bytes"], 16 << 20);
+    assert!(during.get("predates_trace").is_none());
+    // The text table names them too.
+    let o = memlens_in_root([
+        "diff",
+        "samples/serve_kv.pickle",
+        "samples/late_grads.pickle",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("<before trace, no stack> likely gradients"),
+        "{text}"
+    );
+}

@@ -119,3 +119,131 @@ fn line_numbers_of_2_pow_64_minus_1_mean_no_line() {
     assert!(frames.iter().any(|fr| fr.line == -1));
     assert!(frames.iter().all(|fr| fr.line >= -1));
 }
+
+/// The oracle's (tests/oracle/replay_oracle.py) bytes and allocations alive at the peak of
+/// the first device that were alive before the trace's first event and carry no frames.
+fn oracle_older_without_frames(f: &std::path::Path) -> (u64, u64) {
+    let o = oracle_peak(f);
+    let d = &o["devices"][0]["before_trace_no_frames"];
+    (as_u64(&d["bytes"]), as_u64(&d["count"]))
+}
+
+fn oracle_peak(f: &std::path::Path) -> serde_json::Value {
+    let out = std::process::Command::new("python3")
+        .arg(root().join("tests/oracle/replay_oracle.py"))
+        .arg("peak")
+        .arg(f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// GIVEN a real forward-and-backward trace whose history started after the weights were
+/// loaded (notHanmin forward: 7.44 GiB of frameless blocks older than the trace) WHEN `top`
+/// lists the peak THEN its first row is that memory labelled as older than the trace and
+/// likely parameters (not `<no frames>`), its bytes those the oracle finds alive before the
+/// first event without frames, and `categories` puts them among the parameters: the rule's
+/// bytes are those plus one framed 2-byte allocation older than the trace.
+#[test]
+fn real_weights_older_than_the_trace_are_labelled_likely_parameters() {
+    let Some(f) = require_real("notHanmin__assignment2-systems__memory_snapshot_forward.pickle")
+    else {
+        return;
+    };
+    let top = json_report(&["top", "-n", "1000"], &f);
+    let rows = top["devices"][0]["sites"].as_array().unwrap();
+    let first = &rows[0];
+    assert_eq!(first["site"], "<before trace, no stack> likely parameters");
+    assert_eq!(first["predates_trace"], true);
+    assert_eq!(first["likely_kind"], "parameters");
+    assert_eq!(first["kind_confidence"], "low");
+    assert!(first["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("allocated before the first step and never freed"));
+    let (bytes, count) = (as_u64(&first["bytes"]), as_u64(&first["count"]));
+    assert_eq!((bytes, count), (7992948992, 436));
+    assert!(rows.iter().all(|r| r["site"] != "<no frames>"), "{top}");
+    if require_python() {
+        assert_eq!(oracle_older_without_frames(&f), (bytes, count));
+    }
+    let cats = json_report(&["categories"], &f);
+    let params = cats["devices"][0]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == "parameters")
+        .unwrap();
+    let framed = rows
+        .iter()
+        .find(|r| {
+            r["site"]
+                .as_str()
+                .unwrap()
+                .ends_with("benchmarking_script.py:110:run_benchmark_with_nvtx")
+        })
+        .unwrap();
+    assert_eq!(as_u64(&framed["bytes"]), 2);
+    assert_eq!(as_u64(&params["bytes"]), bytes + 2);
+    assert_eq!(as_u64(&params["count"]), count + 1);
+}
+
+/// GIVEN two real training runs of one program at two context lengths, both with weights
+/// older than the trace WHEN diffed THEN that memory is one labelled row, each side's bytes
+/// those the oracle finds alive at its peak before the trace without frames.
+#[test]
+fn real_runs_compare_their_pre_trace_memory_as_one_row() {
+    let (Some(base), Some(cand)) = (
+        require_real(
+            "Wedsonlin__assignment2-systems__results_medium_128_training_memory_snapshot.pickle",
+        ),
+        require_real(
+            "Wedsonlin__assignment2-systems__results_medium_256_training_memory_snapshot.pickle",
+        ),
+    ) else {
+        return;
+    };
+    let o = memlens([
+        std::ffi::OsStr::new("diff"),
+        base.as_os_str(),
+        cand.as_os_str(),
+        std::ffi::OsStr::new("--all"),
+        std::ffi::OsStr::new("--format"),
+        std::ffi::OsStr::new("json"),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let older: Vec<&serde_json::Value> = d["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["site"].as_str().unwrap().starts_with("<before trace"))
+        .collect();
+    assert_eq!(older.len(), 1, "{d}");
+    let row = older[0];
+    assert_eq!(row["site"], "<before trace, no stack> likely parameters");
+    assert_eq!(row["predates_trace"], true);
+    assert_eq!(row["likely_kind"], "parameters");
+    assert!(d["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["site"] != "<no frames>"));
+    if require_python() {
+        let (b, bc) = oracle_older_without_frames(&base);
+        let (c, cc) = oracle_older_without_frames(&cand);
+        assert_eq!(
+            (as_u64(&row["base_bytes"]), as_u64(&row["base_count"])),
+            (b, bc)
+        );
+        assert_eq!(
+            (as_u64(&row["cand_bytes"]), as_u64(&row["cand_count"])),
+            (c, cc)
+        );
+    }
+}

@@ -483,6 +483,7 @@ fn browser_files() -> Vec<PathBuf> {
         sample("retained_graph.pickle"),
         sample("bare_list.pickle"),
         sample("expandable_multi.pickle"),
+        sample("late_grads.pickle"),
         root().join("samples/captured/stacks_all.pickle"),
     ];
     for real in [
@@ -540,6 +541,30 @@ fn check_page(name: &str, file: &str, page: &Value) {
         "{name}: state view drawn"
     );
     assert!(u(&page["drawn"]["flame_nodes"]) > 0, "{name}: flame drawn");
+    // Memory alive before the trace with no stack: its row's tooltip and expanded details
+    // give the likely kind's evidence, not an empty stack.
+    let older = first["moments"][0]["top"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["predates_trace"] == true);
+    match older {
+        Some(row) => {
+            let shown = &page["pretrace"];
+            assert_eq!(shown["site"], row["site"], "{name}: {shown}");
+            let evidence = row["evidence"].as_str().unwrap();
+            assert!(
+                shown["title"].as_str().unwrap().contains(evidence),
+                "{name}: {shown}"
+            );
+            let details = shown["details"].as_str().unwrap().trim();
+            assert!(details.contains(evidence), "{name}: {details}");
+            if let Some(kind) = row["likely_kind"].as_str() {
+                assert!(details.starts_with(&format!("Likely {kind}")), "{details}");
+            }
+        }
+        None => assert!(page["pretrace"].is_null(), "{name}: {}", page["pretrace"]),
+    }
     // The OOM verdicts shown are those of `memlens oom`.
     let oom = json_of(&["oom", file, "--format", "json"]);
     let verdicts = page["oom_verdicts"].as_array().unwrap();
@@ -664,4 +689,152 @@ fn the_live_index_finds_what_a_full_pass_finds() {
         }
     }
     assert!(windows_checked > 500, "{windows_checked}");
+}
+
+/// GIVEN late_grads (gradients older than the trace, made without frames) WHEN the page is
+/// written THEN its embedded data labels that memory as `top` does in the site table (with
+/// the likely kind and the evidence the row's details show), in the flamegraph (a node of its
+/// own, marked `predates_trace`, weighing the row's bytes) and on its timeline bands (so a
+/// pinned band finds its row); the frameless memory made during the trace stays `<no frames>`.
+#[test]
+fn the_page_labels_memory_older_than_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = sample("late_grads.pickle");
+    let out = dir.path().join("r.html");
+    let o = memlens([
+        "report",
+        file.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = embedded(&std::fs::read_to_string(&out).unwrap());
+    let label = "<before trace, no stack> likely gradients";
+    let top = json_of(&[
+        "top",
+        file.to_str().unwrap(),
+        "-n",
+        "100",
+        "--format",
+        "json",
+    ]);
+    let want = top["devices"][0]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["site"] == label)
+        .unwrap();
+    let dev = &data["devices"][0];
+    let peak = &dev["moments"][0];
+    assert_eq!(peak["name"], "peak");
+    let rows = peak["top"]["sites"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["site"] == label).unwrap();
+    for k in [
+        "bytes",
+        "count",
+        "predates_trace",
+        "likely_kind",
+        "kind_confidence",
+        "evidence",
+    ] {
+        assert_eq!(row[k], want[k], "{k}");
+    }
+    assert!(rows
+        .iter()
+        .any(|r| r["site"] == "<no frames>" && r.get("predates_trace").is_none()));
+    // The flamegraph: one node under the root, in every view.
+    let frames = data["frames"].as_array().unwrap();
+    let marked: Vec<usize> = (0..frames.len())
+        .filter(|&i| frames[i]["predates_trace"] == true)
+        .collect();
+    assert_eq!(marked.len(), 1);
+    assert_eq!(frames[marked[0]]["label"], label);
+    for view in ["all", "no_cpp", "no_torch", "user"] {
+        let tree = &peak["flame"][view];
+        let k = tree["frame"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|f| i(f) == marked[0] as i64)
+            .unwrap_or_else(|| panic!("{view}: no node"));
+        assert_eq!(tree["depth"][k], 1, "{view}");
+        assert_eq!(tree["value"][k], want["bytes"], "{view}");
+    }
+    // The bands of those allocations carry the row's label.
+    let bands = dev["timeline"]["bands"].as_array().unwrap();
+    let labelled = bands.iter().filter(|b| b["site"] == label).count();
+    assert!(labelled > 0, "{bands:?}");
+    for b in bands.iter().filter(|b| b["site"] == label) {
+        assert_eq!(b["alloc_event"], -1);
+    }
+}
+
+/// What `memlens serve` answers for a window and a moment labels memory older than the trace
+/// as the page does: the bands of late_grads' frameless gradients carry the `top` row's label,
+/// and the moment's rows are the page's, whether its verdicts were made once (the window
+/// index) or for the request.
+#[test]
+fn served_windows_and_moments_label_memory_older_than_the_trace() {
+    use memlens::analyze::page::window::{moment, window, WindowIndex, WindowRequest};
+    use memlens::analyze::page::PageOptions;
+    let file = sample("late_grads.pickle");
+    let snap = load(&file);
+    let replays = memlens::replay::replay(&snap);
+    let index = WindowIndex::new(&snap, &replays);
+    let label = "<before trace, no stack> likely gradients";
+    let w = window(
+        &snap,
+        &replays,
+        &index,
+        &WindowRequest {
+            device: 0,
+            first: -1,
+            last: replays[0].events as i64 - 1,
+            columns: 100,
+        },
+    )
+    .unwrap();
+    let w = serde_json::to_value(&w).unwrap();
+    assert!(w["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["site"] == label));
+    let page = json_of(&["report", file.to_str().unwrap(), "--format", "json"]);
+    let peak = &page["devices"][0]["moments"][0];
+    let at = peak["at"]["event_index"].as_i64().unwrap();
+    let opts = PageOptions::default();
+    for kinds in [index.kinds(0), None] {
+        let m = moment(&snap, &replays, kinds, 0, at, "peak", &opts).unwrap();
+        let m = serde_json::to_value(&m).unwrap();
+        // (`share` is left out: a float read back from text may differ in its last digit.)
+        let rows = |v: &Value| -> Vec<Vec<Value>> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    [
+                        "site",
+                        "bytes",
+                        "count",
+                        "predates_trace",
+                        "likely_kind",
+                        "evidence",
+                    ]
+                    .iter()
+                    .map(|k| r.get(*k).cloned().unwrap_or(Value::Null))
+                    .collect()
+                })
+                .collect()
+        };
+        assert_eq!(
+            rows(&m["moment"]["top"]["sites"]),
+            rows(&peak["top"]["sites"])
+        );
+        assert!(m["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["predates_trace"] == true && f["label"] == label));
+    }
 }

@@ -43,6 +43,11 @@ fn bytes_at(top: &Value, site: &str, context: Option<&str>) -> u64 {
         .sum()
 }
 
+/// The label of memory alive before the trace with no stack recorded.
+const BEFORE: &str = "<before trace, no stack>";
+/// ... taken for parameters by the category rules.
+const PARAMETERS_BEFORE: &str = "<before trace, no stack> likely parameters";
+
 /// A flame frame is C++ when it carries no ` (file:line)` (a Python frame always does).
 fn is_cpp(label: &str) -> bool {
     !(label.ends_with(')') && label.contains(" ("))
@@ -214,7 +219,9 @@ fn flames_interleave_python_and_cpp_frames_in_call_order() {
         // --frames python: Python frames only; cpp: C++ frames only.
         for (frames, _) in folded(&["--frames", "python"], p) {
             assert!(
-                frames.iter().all(|f| !is_cpp(f) || f == "<no frames>"),
+                frames
+                    .iter()
+                    .all(|f| !is_cpp(f) || f == "<no frames>" || f.starts_with(BEFORE)),
                 "{frames:?}"
             );
         }
@@ -251,8 +258,8 @@ fn einops_is_context_on_the_real_training_snapshot() {
         .ends_with("site-packages/einops/_backends.py:291:einsum"));
     assert_eq!(as_u64(&first["bytes"]), 2179563520);
     assert_eq!(as_u64(&first["count"]), 339);
-    // At the end: the gradients are named by the engine's work, none is `<no frames>` but the
-    // 226 frameless blocks older than the trace.
+    // At the end: the gradients are named by the engine's work, none is `<no frames>`; the
+    // 226 frameless blocks older than the trace are labelled by their likely kind.
     let end = json_report(&["top", "--at", "end", "-n", "1000"], &p);
     assert_eq!(
         bytes_at(
@@ -267,7 +274,8 @@ fn einops_is_context_on_the_real_training_snapshot() {
         bytes_at(&end, "autograd: InputMetadata::reduce_grad", None),
         200704
     );
-    assert_eq!(bytes_at(&end, "<no frames>", None), 1710100480);
+    assert_eq!(bytes_at(&end, "<no frames>", None), 0);
+    assert_eq!(bytes_at(&end, PARAMETERS_BEFORE, None), 1710100480);
 }
 
 #[test]
@@ -289,4 +297,133 @@ fn every_real_stacks_all_file_keeps_its_bytes_across_frame_choices() {
             }
         }
     }
+}
+
+/// The rows of `top` labelled as memory alive before the trace with no stack recorded.
+fn older_rows(top: &Value) -> Vec<&Value> {
+    rows(top)
+        .iter()
+        .filter(|r| r["predates_trace"] == true)
+        .collect()
+}
+
+/// The bytes and allocations `categories` puts in `category`.
+fn category(cats: &Value, category: &str) -> (u64, u64) {
+    cats["devices"][0]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == category)
+        .map_or((0, 0), |c| (as_u64(&c["bytes"]), as_u64(&c["count"])))
+}
+
+/// GIVEN late_grads (a ring buffer of 31 entries: parameters with their set-up frames,
+/// gradients made on the autograd thread without frames and momentum buffers, all older than
+/// the trace) WHEN `top` lists the peak THEN the frameless gradients older than the trace are
+/// one row labelled by their likely kind, `categories`' own verdict, with the truth's bytes;
+/// the frameless temporary the trace's backward pass made keeps `<no frames>`.
+#[test]
+fn memory_older_than_the_trace_without_a_stack_is_labelled_by_its_likely_kind() {
+    let t = truth("late_grads");
+    let p = sample("late_grads.pickle");
+    let top = json_report(&["top", "-n", "100"], &p);
+    let older = older_rows(&top);
+    assert_eq!(older.len(), 1, "{top}");
+    let row = older[0];
+    assert_eq!(row["site"], "<before trace, no stack> likely gradients");
+    assert_eq!(row["likely_kind"], "gradients");
+    assert_eq!(row["kind_confidence"], "low");
+    let evidence = row["evidence"].as_str().unwrap();
+    assert!(
+        evidence.starts_with("alive before the trace's first event and no stack recorded")
+            && evidence.contains("with a parameter's size"),
+        "{evidence}"
+    );
+    assert_eq!(as_u64(&row["bytes"]), as_u64(&t["gradient_bytes"]));
+    assert_eq!(as_u64(&row["count"]), 7);
+    let cats = json_report(&["categories"], &p);
+    assert_eq!(
+        category(&cats, "gradients"),
+        (as_u64(&row["bytes"]), as_u64(&row["count"]))
+    );
+    // Made during the trace (a backward temporary of the autograd thread): no label.
+    let during: Vec<&Value> = rows(&top)
+        .iter()
+        .filter(|r| r["site"] == "<no frames>")
+        .collect();
+    assert_eq!(during.len(), 1, "{top}");
+    assert!(during[0].get("predates_trace").is_none(), "{top}");
+    assert_eq!(
+        (as_u64(&during[0]["bytes"]), as_u64(&during[0]["count"])),
+        (16 << 20, 1)
+    );
+    // The text table names it and a note gives the evidence; the flamegraph's only frame is
+    // the label.
+    let o = memlens_in_root(["top", "samples/late_grads.pickle"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("┆ <before trace, no stack> likely gradients │"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "note: <before trace, no stack> likely gradients: {evidence}"
+        )),
+        "{text}"
+    );
+    let flame = folded(&[], &p);
+    let labelled: Vec<&(Vec<String>, u64)> = flame
+        .iter()
+        .filter(|(f, _)| f[0].starts_with(BEFORE))
+        .collect();
+    assert_eq!(labelled.len(), 1, "{flame:?}");
+    assert_eq!(
+        labelled[0].0,
+        vec!["<before trace, no stack> likely gradients"]
+    );
+    assert_eq!(labelled[0].1, as_u64(&t["gradient_bytes"]));
+    // Grouped by stack, file or function, the same row.
+    for by in ["stack", "file", "function"] {
+        let other = json_report(&["top", "-n", "100", "--by", by], &p);
+        let o = older_rows(&other);
+        assert_eq!(o.len(), 1, "--by {by}: {other}");
+        assert_eq!(o[0]["site"], row["site"], "--by {by}");
+        assert_eq!(o[0]["bytes"], row["bytes"], "--by {by}");
+    }
+}
+
+/// GIVEN serve_kv (weights loaded before history was recorded: no frames, no trace entry)
+/// THEN they are `<before trace, no stack> likely parameters` with the truth's bytes, the
+/// row on top at the peak, and `categories` calls the same bytes parameters.
+#[test]
+fn weights_loaded_before_the_recording_are_likely_parameters() {
+    let t = truth("serve_kv");
+    let p = sample("serve_kv.pickle");
+    let top = json_report(&["top"], &p);
+    let first = &rows(&top)[0];
+    assert_eq!(first["site"], PARAMETERS_BEFORE);
+    assert_eq!(first["predates_trace"], true);
+    assert_eq!(first["likely_kind"], "parameters");
+    assert_eq!(as_u64(&first["bytes"]), as_u64(&t["parameter_bytes"]));
+    let cats = json_report(&["categories"], &p);
+    assert_eq!(
+        category(&cats, "parameters"),
+        (as_u64(&first["bytes"]), as_u64(&first["count"]))
+    );
+    assert!(rows(&top).iter().all(|r| r["site"] != "<no frames>"));
+}
+
+/// GIVEN train_small (gradients made on the autograd thread without frames, during the
+/// trace) THEN nothing is labelled as older than the trace: they stay `<no frames>`, the
+/// bytes `categories` calls gradients made during a backward pass.
+#[test]
+fn frameless_memory_made_during_the_trace_keeps_no_frames() {
+    let p = sample("train_small.pickle");
+    let top = json_report(&["top", "-n", "100"], &p);
+    assert!(older_rows(&top).is_empty(), "{top}");
+    let cats = json_report(&["categories"], &p);
+    assert_eq!(
+        bytes_at(&top, "<no frames>", None),
+        category(&cats, "gradients").0
+    );
 }

@@ -848,6 +848,7 @@ mod tests {
             notes: Vec::new(),
             frames: false,
             categories_basis: None,
+            pretrace: BTreeMap::new(),
         };
         let b = Budget {
             kind: BudgetKind::MaxLeaked,

@@ -8,6 +8,9 @@
 //! Top-level `peak` and `reserved` are sums over devices (each device at its own moment);
 //! top-level `fragmentation` is the worst device's. Sites are summed over devices too.
 //!
+//! Memory alive before the trace with no stack recorded is one row per likely kind on both
+//! sides (`<before trace, no stack> likely parameters`, [`super::pretrace`]), not `<no frames>`.
+//!
 //! What cannot be compared is said, never shown as a change ([`Absence`]s): a side without
 //! stack frames has all its memory at `<no frames>`, so sites are not compared
 //! (`sites_compared: false`); categories are compared only when both sides have frames and
@@ -110,6 +113,12 @@ pub struct SiteDelta {
     pub cand_count: u64,
     /// new, removed, grown, shrunk (or unchanged).
     pub status: Status,
+    /// For memory alive before the trace with no stack recorded
+    /// (`<before trace, no stack> likely parameters`, [`super::pretrace`]): its likely kind by
+    /// the category rules and the evidence, the base's where both sides have it
+    /// (`predates_trace`, `likely_kind`, `kind_confidence`, `evidence` in the JSON).
+    #[serde(flatten)]
+    pub pretrace: Option<super::pretrace::Pretrace>,
 }
 
 /// One side of a device.
@@ -338,6 +347,11 @@ pub fn run(
             base_count: b.count,
             cand_count: c.count,
             status: st,
+            pretrace: base
+                .pretrace
+                .get(k)
+                .or_else(|| cand.pretrace.get(k))
+                .cloned(),
         });
     }
     sites.sort_by(|a, b| {

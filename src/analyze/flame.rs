@@ -39,7 +39,9 @@ pub fn flame_label(snap: &Snapshot, f: crate::model::FrameId) -> String {
 /// One stack and its weight.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct WeightedStack {
-    /// Frames, outermost first ([`flame_label`]); `<no frames>` alone when none.
+    /// Frames, outermost first ([`flame_label`]); `<no frames>` alone when none, or for memory
+    /// alive before the trace with no stack, its label with the likely kind alone
+    /// (`<before trace, no stack> likely parameters`, [`super::pretrace`]).
     pub frames: Vec<String>,
     /// The cost.
     pub weight: u64,
@@ -77,9 +79,13 @@ fn device_flame(
     at: Moment,
     unit: &'static str,
     per_stack: FxHashMap<StackId, u64>,
+    pretrace: FxHashMap<String, u64>,
     view: StackView,
 ) -> DeviceFlame {
     let mut merged: FxHashMap<Vec<String>, u64> = FxHashMap::default();
+    for (label, w) in pretrace {
+        *merged.entry(vec![label]).or_default() += w;
+    }
     for (stack, w) in per_stack {
         let mut frames: Vec<String> = sites::shown_frames(snap, stack, view)
             .into_iter()
@@ -127,11 +133,19 @@ pub fn run(
         let dev = snap.device(r.device).expect("replayed device exists");
         let trace = snap.device_trace(dev);
         let Selection {
-            at, items, unit, ..
+            at,
+            items,
+            unit,
+            pretrace: kinds,
+            ..
         } = top::select(snap, r, trace, opts)?;
         let mut per_stack: FxHashMap<StackId, u64> = FxHashMap::default();
+        let mut pretrace: FxHashMap<String, u64> = FxHashMap::default();
         for it in items {
-            *per_stack.entry(it.stack).or_default() += it.bytes;
+            match it.pretrace {
+                Some(id) => *pretrace.entry(kinds.get(id).label()).or_default() += it.bytes,
+                None => *per_stack.entry(it.stack).or_default() += it.bytes,
+            }
         }
         devices.push(device_flame(
             snap,
@@ -139,6 +153,7 @@ pub fn run(
             replay::moment(trace, at),
             unit,
             per_stack,
+            pretrace,
             view,
         ));
     }
@@ -157,6 +172,7 @@ pub fn run(
             },
             "bytes",
             per_stack,
+            FxHashMap::default(),
             view,
         ));
     }

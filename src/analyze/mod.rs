@@ -15,6 +15,7 @@ pub mod gpus;
 pub mod leaks;
 pub mod oom;
 pub mod predict;
+pub mod pretrace;
 pub mod profile;
 pub mod summary;
 

@@ -151,6 +151,8 @@ pub fn run(
     for dev in &snap.devices {
         let trace = snap.device_trace(dev);
         let replay = replays.iter().find(|r| r.device == dev.id);
+        // The likely kinds of pre-trace memory without a stack, made once per device.
+        let mut kinds: Option<std::sync::Arc<super::pretrace::Kinds>> = None;
         for (k, (i, e)) in trace
             .iter()
             .enumerate()
@@ -189,20 +191,17 @@ pub fn run(
             let d = advice::diagnose(&ev);
             let live_sites = match replay {
                 Some(r) => {
-                    let t = top::run(
-                        snap,
-                        std::slice::from_ref(r),
-                        &TopOptions {
-                            at: MomentSpec::Oom(k + 1),
-                            limit: opts.sites,
-                            ..TopOptions::default()
-                        },
-                    )?;
-                    t.devices
-                        .into_iter()
-                        .next()
-                        .map(|d| d.sites)
-                        .unwrap_or_default()
+                    let kinds = kinds
+                        .get_or_insert_with(|| {
+                            std::sync::Arc::new(super::pretrace::Kinds::of(snap, r, trace))
+                        })
+                        .clone();
+                    let opts = TopOptions {
+                        at: MomentSpec::Oom(k + 1),
+                        limit: opts.sites,
+                        ..TopOptions::default()
+                    };
+                    top::device_top_with(snap, r, trace, &opts, kinds)?.sites
                 }
                 None => Vec::new(),
             };

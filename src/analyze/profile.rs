@@ -15,8 +15,13 @@
 //!   loses the root (`/home/alice/proj/train.py` → `train.py`);
 //! - a standard-library path keeps what follows `lib/pythonX.Y/`;
 //! - `\` becomes `/`; a frame is `path:line:function`, or `path:function` with `ignore_lines`.
+//!
+//! Memory alive before the trace with no stack recorded is keyed by its likely kind
+//! (`<before trace, no stack> likely parameters`, [`super::pretrace`]) on both sides, so two
+//! runs' pre-trace memory compares as one row per kind, never as `<no frames>`.
 
 use super::frag::{self, FragOptions};
+use super::pretrace::{Kinds, Pretrace};
 use super::sites::{self, SiteOptions, NO_FRAMES};
 use crate::model::{PerStack, Snapshot, StackId};
 use crate::replay::{self, state, DeviceReplay, Moment, MomentSpec};
@@ -98,6 +103,10 @@ pub struct DeviceProfile {
     pub uncovered: Option<Uncovered>,
     /// Live bytes per key on this device.
     pub sites: BTreeMap<String, SiteTotal>,
+    /// The keys of memory alive before the trace with no stack ([`super::pretrace`]) and
+    /// what the category rules say of it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pretrace: BTreeMap<String, Pretrace>,
 }
 
 /// Why a device's live bytes at the moment were not recorded, so that a budget on them
@@ -168,6 +177,10 @@ pub struct Profile {
     /// (every device's final blocks, by their frames alone) or `mixed`; `None` without
     /// categories.
     pub categories_basis: Option<&'static str>,
+    /// The keys of memory alive before the trace with no stack, over devices, and what the
+    /// category rules say of it (the first device's verdict where devices differ).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pretrace: BTreeMap<String, Pretrace>,
 }
 
 impl Profile {
@@ -200,14 +213,16 @@ impl Profile {
     }
 }
 
-/// The biggest entries of a site map: bytes descending, then named sites before
-/// `<no frames>`, then key ascending.
+/// The biggest entries of a site map: bytes descending, then named sites before the
+/// labels of memory no frame names (`<no frames>`, `<before trace, no stack> likely ...`),
+/// then key ascending.
 pub fn sorted_sites(map: &BTreeMap<String, SiteTotal>, n: usize) -> Vec<(String, SiteTotal)> {
+    let unnamed = |k: &str| k == NO_FRAMES || k.starts_with(super::pretrace::LABEL);
     let mut v: Vec<(String, SiteTotal)> = map.iter().map(|(k, t)| (k.clone(), *t)).collect();
     v.sort_by(|a, b| {
         b.1.bytes
             .cmp(&a.1.bytes)
-            .then_with(|| (a.0 == NO_FRAMES).cmp(&(b.0 == NO_FRAMES)))
+            .then_with(|| unnamed(&a.0).cmp(&unnamed(&b.0)))
             .then_with(|| a.0.cmp(&b.0))
     });
     v.truncate(n);
@@ -463,6 +478,8 @@ pub fn profile(
             e.bytes += bytes;
             e.count += 1;
         };
+        let mut older: BTreeMap<String, SiteTotal> = BTreeMap::new();
+        let mut pretrace: BTreeMap<String, Pretrace> = BTreeMap::new();
         let d = match replays.iter().find(|r| r.device == dev.id) {
             Some(r) => {
                 let at = match replay::resolve(opts.at, r, trace) {
@@ -473,8 +490,18 @@ pub fn profile(
                     }
                     Err(m) => return Err(m),
                 };
+                let kinds = Kinds::of(snap, r, trace);
                 for a in r.live_allocations(at) {
-                    add(a.stack, a.size);
+                    match kinds.of_alloc(snap, a) {
+                        Some(p) => {
+                            let key = p.label();
+                            let e = older.entry(key.clone()).or_default();
+                            e.bytes += a.size;
+                            e.count += 1;
+                            pretrace.entry(key).or_insert_with(|| p.clone());
+                        }
+                        None => add(a.stack, a.size),
+                    }
                 }
                 let st = state::state_at(snap, dev, at);
                 let moment = replay::moment(trace, at);
@@ -504,6 +531,7 @@ pub fn profile(
                     unrecorded,
                     uncovered: uncovered(segments, r, peak_reserved_bytes),
                     sites: BTreeMap::new(),
+                    pretrace: BTreeMap::new(),
                 }
             }
             None => {
@@ -542,11 +570,18 @@ pub fn profile(
                     }),
                     uncovered: None,
                     sites: BTreeMap::new(),
+                    pretrace: BTreeMap::new(),
                 }
             }
         };
         let mut d = d;
         d.sites = keyer.by_key(per_stack);
+        for (k, t) in older {
+            let e = d.sites.entry(k).or_default();
+            e.bytes += t.bytes;
+            e.count += t.count;
+        }
+        d.pretrace = pretrace;
         devices.push(d);
     }
     if !missing.is_empty() {
@@ -556,11 +591,15 @@ pub fn profile(
         notes.extend(missing.into_iter().map(|m| format!("{m}: device left out")));
     }
     let mut sites: BTreeMap<String, SiteTotal> = BTreeMap::new();
+    let mut pretrace: BTreeMap<String, Pretrace> = BTreeMap::new();
     for d in &devices {
         for (k, t) in &d.sites {
             let e = sites.entry(k.clone()).or_default();
             e.bytes += t.bytes;
             e.count += t.count;
+        }
+        for (k, p) in &d.pretrace {
+            pretrace.entry(k.clone()).or_insert_with(|| p.clone());
         }
     }
     let mut categories_basis = None;
@@ -607,6 +646,7 @@ pub fn profile(
         notes,
         frames: snap.has_frames(),
         categories_basis,
+        pretrace,
     })
 }
 

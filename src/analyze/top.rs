@@ -1,5 +1,6 @@
 //! `memlens top`: live bytes (or another cost) per call site, biggest first.
 
+use super::pretrace::{Kinds, Pretrace};
 use super::sites::{self, SiteOptions, NO_FRAMES};
 use crate::model::{FrameId, Snapshot, StackId, TraceEvent, Warning};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec, Window, WindowSpec, NEVER};
@@ -103,6 +104,11 @@ pub struct SiteRow {
     /// a row to its frames; not in the JSON.
     #[serde(skip)]
     pub stack: StackId,
+    /// For memory alive before the trace with no stack recorded ([`super::pretrace`]): its likely
+    /// kind by the category rules and the evidence (`predates_trace`, `likely_kind`,
+    /// `kind_confidence`, `evidence` in the JSON). Absent otherwise.
+    #[serde(flatten)]
+    pub pretrace: Option<Pretrace>,
 }
 
 /// The rows of one device.
@@ -168,6 +174,20 @@ pub struct CostItem {
     pub stack: StackId,
     /// Its cost (bytes, or bytes × lifetime).
     pub bytes: u64,
+    /// For an allocation alive before the trace with no stack: its entry in the selection's
+    /// [`Kinds`] ([`super::pretrace`]).
+    pub pretrace: Option<u32>,
+}
+
+impl CostItem {
+    /// An item of `stack` that does not predate the trace.
+    fn new(stack: StackId, bytes: u64) -> CostItem {
+        CostItem {
+            stack,
+            bytes,
+            pretrace: None,
+        }
+    }
 }
 
 /// The allocations a cost counts, for one device.
@@ -181,6 +201,9 @@ pub struct Selection {
     pub items: Vec<CostItem>,
     /// Unit of `bytes`: `bytes`, `byte_us` or `byte_events`.
     pub unit: &'static str,
+    /// The likely kinds of the device's memory older than the trace without a stack, which
+    /// items' `pretrace` refer to.
+    pub pretrace: std::sync::Arc<Kinds>,
 }
 
 /// Runs `top` over all devices; `replays` come from [`replay::replay`].
@@ -199,24 +222,18 @@ pub fn run(
     for dev in snap.devices.iter().filter(|d| d.trace.is_empty()) {
         let items: Vec<CostItem> = snap
             .live_blocks(dev)
-            .map(|b| CostItem {
-                stack: b.stack,
-                bytes: b.requested_size,
-            })
+            .map(|b| CostItem::new(b.stack, b.requested_size))
             .collect();
         let live: u64 = items.iter().map(|i| i.bytes).sum();
         let pending: Vec<CostItem> = snap
             .live_blocks(dev)
             .filter(|b| b.state == crate::model::BlockState::ActivePendingFree)
-            .map(|b| CostItem {
-                stack: b.stack,
-                bytes: b.requested_size,
-            })
+            .map(|b| CostItem::new(b.stack, b.requested_size))
             .collect();
-        let mut d = group(snap, items, opts, live, "bytes");
+        let mut d = group(snap, items, &Kinds::default(), opts, live, "bytes");
         d.device = dev.id;
         d.basis = "final_state";
-        add_pending_note(snap, &mut d, pending, opts);
+        add_pending_note(snap, &mut d, pending, &Kinds::default(), opts);
         d.notes.push(format!(
             "device {} has no trace: only its final state is known (no peak, no timeline); record history with torch.cuda.memory._record_memory_history(max_entries=100000)",
             dev.id
@@ -242,6 +259,19 @@ pub fn select(
     trace: &[TraceEvent],
     opts: &TopOptions,
 ) -> Result<Selection, String> {
+    let kinds = std::sync::Arc::new(Kinds::of(snap, r, trace));
+    select_with(snap, r, trace, opts, kinds)
+}
+
+/// [`select`] with the device's pre-trace verdicts already made ([`Kinds::of`]: a caller
+/// selecting at many moments makes them once).
+pub fn select_with(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    opts: &TopOptions,
+    kinds: std::sync::Arc<Kinds>,
+) -> Result<Selection, String> {
     let window = replay::resolve_window_in(snap, &opts.window, r, trace)?;
     let at = match opts.at {
         MomentSpec::Peak => r.peak_in(window),
@@ -259,31 +289,24 @@ pub fn select(
     };
     let timed = trace.iter().any(|e| e.time().is_some());
     let mut unit = "bytes";
+    let item = |a: &replay::Allocation, bytes: u64| CostItem {
+        stack: a.stack,
+        bytes,
+        pretrace: kinds.id(snap, a),
+    };
     let items: Vec<CostItem> = match opts.cost {
-        Cost::Live => r
-            .live_allocations(at)
-            .map(|a| CostItem {
-                stack: a.stack,
-                bytes: a.size,
-            })
-            .collect(),
+        Cost::Live => r.live_allocations(at).map(|a| item(a, a.size)).collect(),
         Cost::Allocated => r
             .allocations
             .iter()
             .filter(|a| a.start >= 0 && window.contains(a.start))
-            .map(|a| CostItem {
-                stack: a.stack,
-                bytes: a.size,
-            })
+            .map(|a| item(a, a.size))
             .collect(),
         Cost::NeverFreed => r
             .allocations
             .iter()
             .filter(|a| a.end == NEVER && window.contains(a.start))
-            .map(|a| CostItem {
-                stack: a.stack,
-                bytes: a.size,
-            })
+            .map(|a| item(a, a.size))
             .collect(),
         Cost::Lifetime => {
             unit = if timed { "byte_us" } else { "byte_events" };
@@ -305,10 +328,10 @@ pub fn select(
                     } else {
                         (to - from) as u128
                     };
-                    Some(CostItem {
-                        stack: a.stack,
-                        bytes: (a.size as u128 * span).min(u64::MAX as u128) as u64,
-                    })
+                    Some(item(
+                        a,
+                        (a.size as u128 * span).min(u64::MAX as u128) as u64,
+                    ))
                 })
                 .collect()
         }
@@ -318,6 +341,7 @@ pub fn select(
         window,
         items,
         unit,
+        pretrace: kinds,
     })
 }
 
@@ -328,13 +352,26 @@ pub fn device_top(
     trace: &[TraceEvent],
     opts: &TopOptions,
 ) -> Result<DeviceTop, String> {
+    let kinds = std::sync::Arc::new(Kinds::of(snap, r, trace));
+    device_top_with(snap, r, trace, opts, kinds)
+}
+
+/// [`device_top`] with the device's pre-trace verdicts already made ([`select_with`]).
+pub fn device_top_with(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    opts: &TopOptions,
+    kinds: std::sync::Arc<Kinds>,
+) -> Result<DeviceTop, String> {
     let Selection {
         at,
         window,
         items,
         unit,
-    } = select(snap, r, trace, opts)?;
-    let mut d = group(snap, items, opts, r.live_at(at), unit);
+        pretrace: kinds,
+    } = select_with(snap, r, trace, opts, kinds)?;
+    let mut d = group(snap, items, &kinds, opts, r.live_at(at), unit);
     d.device = r.device;
     d.at = replay::moment(trace, at);
     d.window = window;
@@ -345,9 +382,10 @@ pub fn device_top(
             .map(|a| CostItem {
                 stack: a.stack,
                 bytes: a.size,
+                pretrace: kinds.id(snap, a),
             })
             .collect();
-        add_pending_note(snap, &mut d, pending, opts);
+        add_pending_note(snap, &mut d, pending, &kinds, opts);
     }
     if r.allocations
         .iter()
@@ -362,13 +400,29 @@ pub fn device_top(
             ));
         }
     }
+    let said: Vec<String> = d
+        .sites
+        .iter()
+        .filter_map(|s| {
+            s.pretrace
+                .as_ref()
+                .map(|p| format!("{}: {}", s.site, p.evidence))
+        })
+        .collect();
+    d.notes.extend(said);
     add_frame_note(snap, &mut d);
     Ok(d)
 }
 
 /// Sets `pending_free_bytes` from the live allocations already freed by the program, and names
 /// their sites in a note.
-fn add_pending_note(snap: &Snapshot, d: &mut DeviceTop, pending: Vec<CostItem>, opts: &TopOptions) {
+fn add_pending_note(
+    snap: &Snapshot,
+    d: &mut DeviceTop,
+    pending: Vec<CostItem>,
+    kinds: &Kinds,
+    opts: &TopOptions,
+) {
     if pending.is_empty() {
         return;
     }
@@ -376,9 +430,11 @@ fn add_pending_note(snap: &Snapshot, d: &mut DeviceTop, pending: Vec<CostItem>, 
     let blocks = pending.len();
     let mut per_site: FxHashMap<String, u64> = FxHashMap::default();
     for p in &pending {
-        *per_site
-            .entry(sites::site_label(snap, p.stack, opts.sites))
-            .or_default() += p.bytes;
+        let site = match p.pretrace {
+            Some(id) => kinds.get(id).label(),
+            None => sites::site_label(snap, p.stack, opts.sites),
+        };
+        *per_site.entry(site).or_default() += p.bytes;
     }
     let mut rows: Vec<(String, u64)> = per_site.into_iter().collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -402,13 +458,22 @@ fn add_pending_note(snap: &Snapshot, d: &mut DeviceTop, pending: Vec<CostItem>, 
 
 fn add_frame_note(snap: &Snapshot, d: &mut DeviceTop) {
     if !snap.has_frames() {
-        d.notes.push("no stack frames were recorded (history without context): every allocation is <no frames>".into());
+        let older = if d.sites.iter().any(|s| s.pretrace.is_some()) {
+            format!(
+                " (what was alive before the trace: {}, with its likely kind)",
+                super::pretrace::LABEL
+            )
+        } else {
+            String::new()
+        };
+        d.notes.push(format!("no stack frames were recorded (history without context): every allocation is <no frames>{older}"));
     }
 }
 
 fn group(
     snap: &Snapshot,
     items: Vec<CostItem>,
+    kinds: &Kinds,
     opts: &TopOptions,
     live: u64,
     unit: &'static str,
@@ -424,9 +489,10 @@ fn group(
             u64::MAX
         })
     };
-    let mut per_stack: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
+    // Memory older than the trace without a stack is grouped by its likely kind instead.
+    let mut per_stack: FxHashMap<(StackId, Option<u32>), (u64, u64)> = FxHashMap::default();
     for it in &items {
-        let e = per_stack.entry(it.stack).or_default();
+        let e = per_stack.entry((it.stack, it.pretrace)).or_default();
         e.0 = add(e.0, it.bytes);
         e.1 += 1;
         if it.bytes == u64::MAX {
@@ -435,10 +501,14 @@ fn group(
     }
     // Per group: bytes, count, and its biggest stack (ties to the smaller id: file order).
     type Key = (String, Option<String>);
-    let mut groups: FxHashMap<Key, (u64, u64, StackId, u64)> = FxHashMap::default();
-    for (stack, (bytes, count)) in per_stack {
-        let key = label(snap, stack, opts);
-        let e = groups.entry(key).or_insert((0, 0, stack, 0));
+    type Group = (u64, u64, StackId, u64, Option<u32>);
+    let mut groups: FxHashMap<Key, Group> = FxHashMap::default();
+    for ((stack, pre), (bytes, count)) in per_stack {
+        let key = match pre {
+            Some(id) => (kinds.get(id).label(), None),
+            None => label(snap, stack, opts),
+        };
+        let e = groups.entry(key).or_insert((0, 0, stack, 0, pre));
         e.0 = add(e.0, bytes);
         e.1 += count;
         if bytes > e.3 || (bytes == e.3 && stack < e.2) {
@@ -447,9 +517,9 @@ fn group(
         }
     }
     let total: u64 = groups.values().fold(0, |t, g| add(t, g.0));
-    let mut rows: Vec<(Key, u64, u64, StackId)> = groups
+    let mut rows: Vec<(Key, u64, u64, StackId, Option<u32>)> = groups
         .into_iter()
-        .map(|(k, (b, c, s, _))| (k, b, c, s))
+        .map(|(k, (b, c, s, _, pre))| (k, b, c, s, pre))
         .collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let n = rows.len();
@@ -462,7 +532,7 @@ fn group(
     };
     let mut sites = Vec::new();
     let mut other: Option<SiteRow> = None;
-    for (i, ((key, context), bytes, count, stack)) in rows.into_iter().enumerate() {
+    for (i, ((key, context), bytes, count, stack, pre)) in rows.into_iter().enumerate() {
         if i < opts.limit {
             let frames = (opts.by == GroupBy::Stack || opts.full_stacks).then(|| {
                 let shown = sites::shown_frames(snap, stack, stack_view(opts));
@@ -477,7 +547,7 @@ fn group(
                     _ => shown.iter().map(text).collect(),
                 }
             });
-            let site = if opts.by == GroupBy::Stack {
+            let site = if opts.by == GroupBy::Stack && pre.is_none() {
                 sites::site_label(snap, stack, opts.sites)
             } else {
                 key
@@ -490,6 +560,7 @@ fn group(
                 share: share(bytes),
                 frames,
                 stack,
+                pretrace: pre.map(|id| kinds.get(id).clone()),
             });
         } else {
             let o = other.get_or_insert(SiteRow {
@@ -500,6 +571,7 @@ fn group(
                 share: 0.0,
                 frames: None,
                 stack,
+                pretrace: None,
             });
             o.bytes = add(o.bytes, bytes);
             o.count += count;

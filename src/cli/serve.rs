@@ -48,7 +48,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         // The page and the windows' index side by side: the server waits for both.
         let (report, index) = rayon::join(
             || page::run(&loaded.snap, loaded.replays(), &opts),
-            || WindowIndex::new(loaded.replays()),
+            || WindowIndex::new(&loaded.snap, loaded.replays()),
         );
         let report = report.map_err(|m| loaded.failed(m))?;
         let name = loaded.title();

@@ -22,7 +22,7 @@ pub struct ServedFile {
     pub replays: Vec<DeviceReplay>,
     /// The page report, as `memlens report` would write it.
     pub report: PageReport,
-    /// What finds each window's allocations fast (`WindowIndex::new(&replays)`).
+    /// What finds each window's allocations fast (`WindowIndex::new(&snap, &replays)`).
     pub index: WindowIndex,
 }
 
@@ -147,7 +147,15 @@ pub fn answer(state: &State, route: &Route) -> Answer {
         },
         Route::Moment {
             device, at, name, ..
-        } => match moment(&f.snap, &f.replays, *device, *at, name, &state.page) {
+        } => match moment(
+            &f.snap,
+            &f.replays,
+            f.index.kinds(*device),
+            *device,
+            *at,
+            name,
+            &state.page,
+        ) {
             Ok(v) => Answer::json(&v),
             Err(m) => Answer::error(400, &m),
         },

@@ -31,7 +31,7 @@ const url = pathToFileURL(path.resolve(file)).href;
 const out = {
   console_errors: [], page_errors: [], requests: [], ready: false, ready_ms: null, script_ready_ms: null,
   drawn: null, memlens_errors: [], peak_bytes: null, peak_text: null, oom_verdicts: [],
-  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [],
+  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null,
 };
 const memlens = (page) => page.evaluate(() => {
   const m = window.memlens;
@@ -130,6 +130,23 @@ try {
       return r ? r.getAttribute("data-site") : null;
     });
     out.pin = { band, pinned, highlighted_row: site !== null, highlighted_site: site };
+  }
+
+  // The top row of memory alive before the trace with no stack: its tooltip, and what it
+  // shows when expanded (the evidence, not an empty stack).
+  const pretraceRow = () => [...document.querySelectorAll("#top tr.row")]
+    .find((r) => (r.getAttribute("data-site") || "").startsWith("<before trace, no stack>"));
+  if (out.ready) {
+    const found = await page.evaluate(`(${pretraceRow})() ? true : false`);
+    if (found) {
+      const site = await page.evaluate(`(() => { const r = (${pretraceRow})(); r.scrollIntoView(); r.click(); return r.getAttribute("data-site"); })()`);
+      out.pretrace = await page.evaluate(`(() => {
+        const r = (${pretraceRow})();
+        const next = r && r.nextElementSibling;
+        return { site: ${JSON.stringify(site)}, title: r ? r.querySelector("td.site").getAttribute("title") : null,
+                 details: next && next.classList.contains("stack-row") ? next.innerText : null };
+      })()`);
+    }
   }
 
   if (out.ready && probe.query !== null && (await page.locator("#flame-search").count())) {

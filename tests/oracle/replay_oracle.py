@@ -25,12 +25,15 @@ Replay rules (per device = index into device_traces; only devices with a non-emp
 Addresses are compared as unsigned 64-bit values.
 
 peak: {"devices": [{"device", "events", "initial_bytes", "peak_bytes", "peak_event_index",
-       "end_bytes", "peak_time_us", "sites": [{"site", "bytes", "count"}]}]}
+       "end_bytes", "peak_time_us", "sites": [{"site", "bytes", "count"}],
+       "before_trace_no_frames": {"bytes", "count"}}]}
   initial_bytes     live bytes before event 0 (all pre-trace allocations)
   peak_event_index  index of the first event after which live bytes reach their maximum;
                     -1 when the state before event 0 already is the maximum
   peak_time_us      time_us of that event, null for -1 or when the event has none
   sites             allocations live at the peak state grouped by site, bytes desc then site asc
+  before_trace_no_frames  of those, the ones alive before event 0 (orphan frees, final blocks)
+                    whose frames are absent or empty (also counted in `<no frames>` above)
 timeline: {"devices": [{"device", "events", "initial_bytes", "bytes": [live bytes after event i, ...]}]}
 
 Site of an allocation: the innermost frame that is neither a C++/interpreter frame (filename `??`,
@@ -243,9 +246,12 @@ def peak(snap):
             sites[s] = (b + x.size, c + 1)
         site_list = [{"site": s, "bytes": b, "count": c} for s, (b, c) in sites.items()]
         site_list.sort(key=lambda r: (-r["bytes"], r["site"]))
+        older = [x for x in at_peak if x.start == -1 and not x.frames]
         t = trace[k].get("time_us") if k >= 0 else None
         out.append({"device": d, "events": len(trace), "initial_bytes": initial, "peak_bytes": best,
-                    "peak_event_index": k, "end_bytes": tl[-1], "peak_time_us": t, "sites": site_list})
+                    "peak_event_index": k, "end_bytes": tl[-1], "peak_time_us": t, "sites": site_list,
+                    "before_trace_no_frames": {"bytes": sum(x.size for x in older),
+                                               "count": len(older)}})
     return {"devices": out}
 
 

@@ -20,6 +20,7 @@
 //! lowest and highest, so every series' maximum (and `timeline`'s peak and highest reserved)
 //! is a sample exactly.
 
+use crate::analyze::pretrace::{self, Kinds};
 use crate::analyze::sites::{site_label, SiteOptions};
 use crate::analyze::timeline;
 use crate::model::{Action, Snapshot, TraceEvent};
@@ -359,7 +360,7 @@ fn device_tracks(
         steps: step_spans,
         annotations,
         instants,
-        allocations: largest(snap, r, w, clock, opts.largest),
+        allocations: largest(snap, r, trace, w, clock, opts.largest),
     }
 }
 
@@ -432,10 +433,13 @@ fn assign_lanes(spans: &mut [Span]) {
     }
 }
 
-/// The `n` largest allocations alive at some state of the window, clipped to it.
+/// The `n` largest allocations alive at some state of the window, clipped to it; memory
+/// alive before the trace with no stack is named as `top` names it
+/// (`<before trace, no stack> likely parameters`, [`crate::analyze::pretrace`]).
 fn largest(
     snap: &Snapshot,
     r: &DeviceReplay,
+    trace: &[TraceEvent],
     w: Window,
     clock: &Clock,
     n: usize,
@@ -452,6 +456,11 @@ fn largest(
         .collect();
     alive.sort_by(|(i, a), (j, b)| b.size.cmp(&a.size).then(i.cmp(j)));
     alive.truncate(n);
+    let kinds = if alive.iter().any(|(_, a)| pretrace::is_pretrace(snap, a)) {
+        Kinds::of(snap, r, trace)
+    } else {
+        Kinds::default()
+    };
     alive
         .into_iter()
         .map(|(k, a)| {
@@ -464,7 +473,10 @@ fn largest(
             AllocationSpan {
                 id: k as u64,
                 bytes: a.size,
-                site: site_label(snap, a.stack, SiteOptions::default()),
+                site: match kinds.of_alloc(snap, a) {
+                    Some(p) => p.label(),
+                    None => site_label(snap, a.stack, SiteOptions::default()),
+                },
                 address: a.addr,
                 alloc_event: a.start,
                 free_event: (a.end != NEVER).then_some(a.end),

@@ -10,6 +10,7 @@
 //! changes.
 
 use super::frames::FrameTable;
+use crate::analyze::pretrace::{self, Kinds};
 use crate::analyze::sites::{self, SiteOptions};
 use crate::model::{Action, Snapshot, TraceEvent};
 use crate::replay::{DeviceReplay, Origin, Window, NEVER};
@@ -39,7 +40,8 @@ pub struct Band {
     pub size: u64,
     /// Page stack index (frames innermost first).
     pub stack: u32,
-    /// Its site (`filename:line:name`, as `top` groups).
+    /// Its site (`filename:line:name`, as `top` groups; for memory alive before the trace
+    /// with no stack, `<before trace, no stack> likely KIND` as `top` labels it).
     pub site: String,
     /// Where the record comes from: `trace`, `orphan_free`, `final_block`.
     pub origin: Origin,
@@ -169,17 +171,28 @@ impl LiveIndex {
     }
 }
 
-/// The band timeline of replay `r` inside `window` (`index`, when given, made of `r`, finds
-/// the allocations overlapping it).
+/// What a caller made once for a device and hands to each [`bands`] call.
+#[derive(Clone, Copy, Default)]
+pub struct Known<'a> {
+    /// Made of the replay, finds the allocations overlapping a window without a pass over all
+    /// of them ([`LiveIndex::new`]).
+    pub index: Option<&'a LiveIndex>,
+    /// The likely kinds of the memory older than the trace without a stack
+    /// ([`Kinds::of`]); made on demand when absent and a band needs them.
+    pub kinds: Option<&'a Kinds>,
+}
+
+/// The band timeline of replay `r` inside `window`.
 pub fn bands(
     snap: &Snapshot,
     r: &DeviceReplay,
     trace: &[TraceEvent],
     window: Window,
     opts: BandOptions,
-    index: Option<&LiveIndex>,
+    known: Known<'_>,
     table: &mut FrameTable,
 ) -> Bands {
+    let index = known.index;
     // Allocations overlapping the window; `opts.bands` of them get bands of their own.
     let overlapping: Vec<usize> = match index {
         Some(index) => index.overlapping(r, window),
@@ -239,18 +252,37 @@ pub fn bands(
     let mut samples = Samples::default();
     // Site labels once per stack, not once per band (a deep stack's site walks its frames).
     let mut labels: rustc_hash::FxHashMap<crate::model::StackId, String> = Default::default();
+    let (made, empty);
+    let kinds = match known.kinds {
+        Some(k) => k,
+        None if kept
+            .iter()
+            .any(|&i| pretrace::is_pretrace(snap, &r.allocations[i])) =>
+        {
+            made = Kinds::of(snap, r, trace);
+            &made
+        }
+        None => {
+            empty = Kinds::default();
+            &empty
+        }
+    };
     let mut out: Vec<Band> = kept
         .iter()
         .map(|&i| {
             let a = &r.allocations[i];
+            let site = match kinds.of_alloc(snap, a) {
+                Some(p) => p.label(),
+                None => labels
+                    .entry(a.stack)
+                    .or_insert_with(|| sites::site_label(snap, a.stack, SiteOptions::default()))
+                    .clone(),
+            };
             Band {
                 address: a.addr,
                 size: a.size,
                 stack: table.stack(snap, a.stack),
-                site: labels
-                    .entry(a.stack)
-                    .or_insert_with(|| sites::site_label(snap, a.stack, SiteOptions::default()))
-                    .clone(),
+                site,
                 origin: a.origin,
                 alloc_event: a.start,
                 alloc_time_us: time(a.start),

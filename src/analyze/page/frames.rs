@@ -54,6 +54,11 @@ pub struct FrameInfo {
     /// ([`page_frames`]): how many frames it stands for (`label` says "… N frames not shown").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elided: Option<u64>,
+    /// Only on the node that stands for memory alive before the trace with no stack
+    /// recorded, by its likely kind (`label`: `<before trace, no stack> likely parameters`,
+    /// [`crate::analyze::pretrace`]): true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub predates_trace: bool,
 }
 
 /// Frames the page keeps at each end of a stack: the innermost and the outermost
@@ -94,6 +99,7 @@ pub struct FrameTable {
     stacks: Vec<Vec<u32>>,
     stack_index: FxHashMap<StackId, u32>,
     elided_index: FxHashMap<u64, u32>,
+    label_index: FxHashMap<String, u32>,
 }
 
 impl FrameTable {
@@ -113,6 +119,7 @@ impl FrameTable {
             line: fr.line,
             kind: FrameKind::of(file, name),
             elided: None,
+            predates_trace: false,
         });
         self.frame_index.insert(frame, i);
         i
@@ -136,8 +143,30 @@ impl FrameTable {
             line: -1,
             kind: FrameKind::User,
             elided: Some(n),
+            predates_trace: false,
         });
         self.elided_index.insert(n, i);
+        i
+    }
+
+    /// The page index of the node that stands for memory alive before the trace with no
+    /// stack, labelled `label` by its likely kind, added on first use (kind `user`, so that
+    /// every view shows it).
+    pub fn pretrace_frame(&mut self, label: &str) -> u32 {
+        if let Some(&i) = self.label_index.get(label) {
+            return i;
+        }
+        let i = self.frames.len() as u32;
+        self.frames.push(FrameInfo {
+            label: label.to_string(),
+            file: String::new(),
+            name: label.to_string(),
+            line: -1,
+            kind: FrameKind::User,
+            elided: None,
+            predates_trace: true,
+        });
+        self.label_index.insert(label.to_string(), i);
         i
     }
 

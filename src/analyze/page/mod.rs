@@ -14,6 +14,7 @@ use super::categories::{self, CategoriesReport, CategoryOptions};
 use super::frag::{self, DeviceFrag, FragOptions};
 use super::leaks::{self, LeaksOptions, LeaksReport};
 use super::oom::{self, OomOptions, OomReport};
+use super::pretrace::Kinds;
 use super::summary::{self, SummaryReport};
 use super::timeline::{self, Phase, TimelineOptions};
 use super::top::{self, DeviceTop, TopOptions};
@@ -27,6 +28,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use state::StateView;
+use std::sync::Arc;
 use tree::FlameTrees;
 
 /// Options of `report`.
@@ -251,11 +253,19 @@ fn device_pages(
                     .iter()
                     .find(|t| t.device == dev.id)
                     .expect("every replay has a timeline");
-                let bands = bands::bands(snap, r, trace, t.window, opts.bands, None, &mut table);
+                // The likely kinds of pre-trace memory without a stack, once per device.
+                let kinds = Arc::new(Kinds::of(snap, r, trace));
+                let known = bands::Known {
+                    index: None,
+                    kinds: Some(&kinds),
+                };
+                let bands = bands::bands(snap, r, trace, t.window, opts.bands, known, &mut table);
                 // The moments' costly parts side by side, then named in order.
                 let parts: Vec<MomentParts> = moments(snap, r, trace, t.window, opts)?
                     .into_par_iter()
-                    .map(|(name, at)| moment_parts(snap, Some(r), dev, name, at, opts))
+                    .map(|(name, at)| {
+                        moment_parts(snap, Some((r, kinds.clone())), dev, name, at, opts)
+                    })
                     .collect::<Result<_, _>>()?;
                 let moments = parts
                     .into_iter()
@@ -361,10 +371,11 @@ fn moments(
 }
 
 /// The state, fragmentation, top rows and flame of one moment (`r` absent: the final state
-/// of a device without a trace).
+/// of a device without a trace; with it, the likely kinds of its pre-trace memory without a
+/// stack, [`Kinds::of`]).
 pub(super) fn moment_view(
     snap: &Snapshot,
-    r: Option<&DeviceReplay>,
+    r: Option<(&DeviceReplay, Arc<Kinds>)>,
     dev: &crate::model::Device,
     name: String,
     at: i64,
@@ -383,14 +394,17 @@ struct MomentParts {
     frag: DeviceFrag,
     top: DeviceTop,
     weights: FxHashMap<StackId, u64>,
+    /// Weights of pre-trace memory without a stack, by its label (a flame node of its own).
+    labelled: FxHashMap<String, u64>,
     live_bytes: u64,
     reserved_bytes: u64,
 }
 
-/// The costly part of moment `at` of `dev` (`r`: its replay; absent: the final state).
+/// The costly part of moment `at` of `dev` (`r`: its replay and pre-trace kinds; absent: the
+/// final state).
 fn moment_parts(
     snap: &Snapshot,
-    r: Option<&DeviceReplay>,
+    r: Option<(&DeviceReplay, Arc<Kinds>)>,
     dev: &crate::model::Device,
     name: String,
     at: i64,
@@ -412,11 +426,15 @@ fn moment_parts(
         ..TopOptions::default()
     };
     let mut weights: FxHashMap<StackId, u64> = FxHashMap::default();
+    let mut labelled: FxHashMap<String, u64> = FxHashMap::default();
     let (top, live_bytes, reserved_bytes) = match r {
-        Some(r) => {
-            let top = top::device_top(snap, r, trace, &top_opts)?;
-            for it in top::select(snap, r, trace, &top_opts)?.items {
-                *weights.entry(it.stack).or_default() += it.bytes;
+        Some((r, kinds)) => {
+            let top = top::device_top_with(snap, r, trace, &top_opts, kinds.clone())?;
+            for it in top::select_with(snap, r, trace, &top_opts, kinds.clone())?.items {
+                match it.pretrace {
+                    Some(id) => *labelled.entry(kinds.get(id).label()).or_default() += it.bytes,
+                    None => *weights.entry(it.stack).or_default() += it.bytes,
+                }
             }
             (top, r.live_at(at), r.reserved_at(at))
         }
@@ -445,6 +463,7 @@ fn moment_parts(
         frag,
         top,
         weights,
+        labelled,
         live_bytes,
         reserved_bytes,
     })
@@ -471,7 +490,7 @@ impl MomentParts {
                 top: self.top,
                 row_stacks,
             },
-            flame: tree::trees(snap, &self.weights, table),
+            flame: tree::trees(snap, &self.weights, &self.labelled, table),
         }
     }
 }

@@ -130,37 +130,43 @@ impl Trie {
     }
 }
 
-/// The trees of `weights` (bytes per stack), frames indexed in `table`.
+/// The trees of `weights` (bytes per stack) and `labelled` (bytes of memory alive before the
+/// trace with no stack, by its label: one node of its own under the root, in every view),
+/// frames indexed in `table`.
 pub fn trees(
     snap: &Snapshot,
     weights: &FxHashMap<StackId, u64>,
+    labelled: &FxHashMap<String, u64>,
     table: &mut FrameTable,
 ) -> FlameTrees {
-    let total: u64 = weights.values().sum();
+    let total: u64 = weights.values().sum::<u64>() + labelled.values().sum::<u64>();
     let min = (total / 10_000).max(1);
     let mut ordered: Vec<(StackId, u64)> = weights.iter().map(|(&s, &w)| (s, w)).collect();
     ordered.sort_unstable();
     // Page frame index and kind of every frame, stack by stack, outermost first.
-    let stacks: Vec<(Vec<(i64, FrameKind)>, u64)> = ordered
+    let mut labels: Vec<(&String, u64)> = labelled.iter().map(|(l, &w)| (l, w)).collect();
+    labels.sort_unstable();
+    let mut stacks: Vec<(Vec<(i64, FrameKind)>, u64)> = labels
         .into_iter()
-        .map(|(s, w)| {
-            let frames = super::frames::page_frames(snap, s)
-                .into_iter()
-                .rev()
-                .map(|f| {
-                    let kind = match f {
-                        PageFrame::Frame(f) => {
-                            let fr = snap.frames.get(f);
-                            FrameKind::of(snap.strings.get(fr.filename), snap.strings.get(fr.name))
-                        }
-                        PageFrame::Elided(_) => FrameKind::User,
-                    };
-                    (table.page_frame(snap, f) as i64, kind)
-                })
-                .collect();
-            (frames, w)
-        })
+        .map(|(l, w)| (vec![(table.pretrace_frame(l) as i64, FrameKind::User)], w))
         .collect();
+    stacks.extend(ordered.into_iter().map(|(s, w)| {
+        let frames = super::frames::page_frames(snap, s)
+            .into_iter()
+            .rev()
+            .map(|f| {
+                let kind = match f {
+                    PageFrame::Frame(f) => {
+                        let fr = snap.frames.get(f);
+                        FrameKind::of(snap.strings.get(fr.filename), snap.strings.get(fr.name))
+                    }
+                    PageFrame::Elided(_) => FrameKind::User,
+                };
+                (table.page_frame(snap, f) as i64, kind)
+            })
+            .collect();
+        (frames, w)
+    }));
     let mut views = FrameView::ALL.iter().map(|&view| {
         let mut t = Trie::new();
         for (frames, w) in &stacks {

@@ -8,9 +8,11 @@
 use super::bands::{self, BandOptions, Bands, LiveIndex};
 use super::frames::{FrameInfo, FrameTable};
 use super::{MomentView, PageOptions};
+use crate::analyze::pretrace::Kinds;
 use crate::model::{Action, Snapshot};
 use crate::replay::{self, DeviceReplay, Moment, Window};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// What the page asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,29 +72,47 @@ pub struct WindowEvents {
 /// Most columns a request may ask for.
 pub const MAX_COLUMNS: usize = 16_384;
 
-/// The live index of each replayed device of a snapshot: made once, it lets each window find
-/// its allocations without a pass over all of them.
+/// The live index of each replayed device of a snapshot, and the likely kinds of its memory
+/// older than the trace without a stack ([`Kinds::of`]): made once, they let each window find
+/// its allocations and label them without a pass over all of them.
 #[derive(Clone, Debug, Default)]
 pub struct WindowIndex {
-    devices: Vec<(u32, LiveIndex)>,
+    devices: Vec<(u32, LiveIndex, Arc<Kinds>)>,
 }
 
 impl WindowIndex {
-    /// The index of `replays`.
-    pub fn new(replays: &[DeviceReplay]) -> WindowIndex {
+    /// The index of `replays` (of `snap`).
+    pub fn new(snap: &Snapshot, replays: &[DeviceReplay]) -> WindowIndex {
         WindowIndex {
             devices: replays
                 .iter()
-                .map(|r| (r.device, LiveIndex::new(r)))
+                .map(|r| {
+                    let trace = snap
+                        .device(r.device)
+                        .map_or(&[][..], |d| snap.device_trace(d));
+                    (
+                        r.device,
+                        LiveIndex::new(r),
+                        Arc::new(Kinds::of(snap, r, trace)),
+                    )
+                })
                 .collect(),
         }
     }
 
-    fn device(&self, device: u32) -> Option<&LiveIndex> {
+    fn device(&self, device: u32) -> Option<(&LiveIndex, &Kinds)> {
         self.devices
             .iter()
-            .find(|(d, _)| *d == device)
-            .map(|(_, i)| i)
+            .find(|(d, _, _)| *d == device)
+            .map(|(_, i, k)| (i, &**k))
+    }
+
+    /// The likely kinds of `device`'s pre-trace memory without a stack, when indexed.
+    pub fn kinds(&self, device: u32) -> Option<Arc<Kinds>> {
+        self.devices
+            .iter()
+            .find(|(d, _, _)| *d == device)
+            .map(|(_, _, k)| k.clone())
     }
 }
 
@@ -136,15 +156,14 @@ pub fn window(
         buckets: req.columns,
         ..BandOptions::default()
     };
-    let bands = bands::bands(
-        snap,
-        r,
-        trace,
-        w,
-        opts,
-        index.device(req.device),
-        &mut table,
-    );
+    let known = match index.device(req.device) {
+        Some((live, kinds)) => bands::Known {
+            index: Some(live),
+            kinds: Some(kinds),
+        },
+        None => bands::Known::default(),
+    };
+    let bands = bands::bands(snap, r, trace, w, opts, known, &mut table);
     let peak_at = r.peak_in(w);
     let max_reserved_bytes = (w.first..=w.last)
         .map(|i| r.reserved_at(i))
@@ -195,10 +214,12 @@ pub struct MomentPage {
 }
 
 /// The state after event `at` of `device` (named `name` on the page), or why it cannot be
-/// shown (unknown device, an event outside the trace).
+/// shown (unknown device, an event outside the trace). `kinds`: the device's pre-trace
+/// verdicts when made already ([`WindowIndex::kinds`]); made here otherwise.
 pub fn moment(
     snap: &Snapshot,
     replays: &[DeviceReplay],
+    kinds: Option<Arc<Kinds>>,
     device: u32,
     at: i64,
     name: &str,
@@ -221,7 +242,16 @@ pub fn moment(
         .find(|d| d.id == device)
         .expect("a replayed device is a device of the snapshot");
     let mut table = FrameTable::default();
-    let moment = super::moment_view(snap, Some(r), dev, name.to_string(), at, opts, &mut table)?;
+    let kinds = kinds.unwrap_or_else(|| Arc::new(Kinds::of(snap, r, snap.device_trace(dev))));
+    let moment = super::moment_view(
+        snap,
+        Some((r, kinds)),
+        dev,
+        name.to_string(),
+        at,
+        opts,
+        &mut table,
+    )?;
     let (frames, stacks) = table.into_parts();
     Ok(MomentPage {
         schema_version: crate::analyze::SCHEMA_VERSION,

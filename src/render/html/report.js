@@ -1303,12 +1303,15 @@
       const open = TOP.open.has(i);
       const tr = el("tr", { class: "row", "data-site": r.site, onclick: () => { if (TOP.open.has(i)) TOP.open.delete(i); else TOP.open.add(i); fillTop(); } },
         el("td", { class: "exp" }, open ? "▾" : "▸"),
-        el("td", { class: "mono site", title: r.site }, path(r.site)),
+        el("td", { class: "mono site", title: r.evidence ? r.site + "\n" + r.evidence : r.site }, path(r.site)),
         bytesCell(r.bytes),
         shareCell(r.share),
         el("td", { class: "num" }, fmtInt(r.count)));
       out.push(tr);
-      if (open) out.push(el("tr", { class: "stack-row" }, el("td"), el("td", { colspan: 4 }, stackList(t.row_stacks[i]))));
+      // memory alive before the trace with no stack: what the category rules say instead of a stack
+      if (open) out.push(el("tr", { class: "stack-row" }, el("td"), el("td", { colspan: 4 }, r.predates_trace
+        ? el("div", { class: "stack muted" }, (r.likely_kind ? "Likely " + r.likely_kind.replace(/_/g, " ") + ": " : "") + r.evidence + ".")
+        : stackList(t.row_stacks[i]))));
     }
     if (!rows.length) out.push(el("tr", null, el("td"), el("td", { colspan: 4, class: "muted" }, q ? "No site matches the filter." : "Nothing is live at this moment.")));
     if (t.other) out.push(el("tr", { class: "other-row" }, el("td"), el("td", { class: "site" }, t.other.site), bytesCell(t.other.bytes), el("td", { class: "num" }, fmtPct(t.other.share)), el("td", { class: "num" }, fmtInt(t.other.count))));
