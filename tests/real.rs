@@ -123,24 +123,9 @@ fn line_numbers_of_2_pow_64_minus_1_mean_no_line() {
 /// The oracle's (tests/oracle/replay_oracle.py) bytes and allocations alive at the peak of
 /// the first device that were alive before the trace's first event and carry no frames.
 fn oracle_older_without_frames(f: &std::path::Path) -> (u64, u64) {
-    let o = oracle_peak(f);
+    let o = replay_oracle_peak(f);
     let d = &o["devices"][0]["before_trace_no_frames"];
     (as_u64(&d["bytes"]), as_u64(&d["count"]))
-}
-
-fn oracle_peak(f: &std::path::Path) -> serde_json::Value {
-    let out = std::process::Command::new("python3")
-        .arg(root().join("tests/oracle/replay_oracle.py"))
-        .arg("peak")
-        .arg(f)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// GIVEN a real forward-and-backward trace whose history started after the weights were

@@ -5,21 +5,6 @@ mod common;
 use common::*;
 use std::path::Path;
 
-fn replay_oracle(file: &Path) -> serde_json::Value {
-    let out = std::process::Command::new("python3")
-        .arg(root().join("tests/oracle/replay_oracle.py"))
-        .arg("peak")
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn top_json(file: &Path, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["top", "--format", "json"];
     if !extra.contains(&"-n") {
@@ -42,7 +27,7 @@ fn top_json(file: &Path, extra: &[&str]) -> serde_json::Value {
 fn compare_with_oracle(file: &Path) {
     let snap = load(file);
     let replays = memlens::replay::replay(&snap);
-    let oracle = replay_oracle(file);
+    let oracle = replay_oracle_peak(file);
     let odevs = oracle["devices"].as_array().unwrap();
     assert_eq!(replays.len(), odevs.len(), "{}", file.display());
     // The oracle's site is the innermost Python frame outside torch, libraries included, and

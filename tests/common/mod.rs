@@ -449,3 +449,20 @@ pub fn split_peak_rss(mut o: Output) -> (Output, u64) {
     o.stderr = kept.into_bytes();
     (o, rss)
 }
+
+/// `tests/oracle/replay_oracle.py peak FILE`: the independent replay's peak and what was
+/// alive there (JSON).
+pub fn replay_oracle_peak(file: &std::path::Path) -> serde_json::Value {
+    let out = std::process::Command::new("python3")
+        .arg(root().join("tests/oracle/replay_oracle.py"))
+        .arg("peak")
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
