@@ -399,12 +399,7 @@ pub(super) fn group(
             }
             Some(sum)
         };
-        let found = targets
-            .iter()
-            .filter(|(g, _)| *g != i)
-            .filter_map(|(g, firsts)| gap(firsts).map(|d| (d, *g)))
-            .min();
-        if let Some((_, g)) = found {
+        if let Some(g) = nearest(&targets, i, gap) {
             attach.push((i, g));
         }
     }
@@ -448,11 +443,7 @@ pub(super) fn group(
             }
             Some(sum)
         };
-        let found = graphs
-            .iter()
-            .filter_map(|(g, firsts)| gap(firsts).map(|d| (d, *g)))
-            .min();
-        if let Some((_, g)) = found {
+        if let Some(g) = nearest(&graphs, i, gap) {
             attach.push((i, g));
         }
     }
@@ -481,4 +472,19 @@ impl Cause {
             graph: None,
         }
     }
+}
+
+/// The graph of `graphs` (index, spans) other than `me` with the smallest `gap` to it (the
+/// lower index on ties), if `gap` accepts any.
+fn nearest(
+    graphs: &[(usize, Spans)],
+    me: usize,
+    gap: impl Fn(&[Option<(i64, i64)>]) -> Option<i64>,
+) -> Option<usize> {
+    graphs
+        .iter()
+        .filter(|(g, _)| *g != me)
+        .filter_map(|(g, firsts)| gap(firsts).map(|d| (d, *g)))
+        .min()
+        .map(|(_, g)| g)
 }
