@@ -5,10 +5,14 @@
 //! decoder), [`model`] (the typed [`model::Snapshot`]), [`load`] (a file to a snapshot: input
 //! and model joined, with [`LoadOptions`]), [`replay`] (the trace walked forward:
 //! lifetimes, the peak, moments, allocator states, steps), [`allocator`] (a model of the
-//! caching allocator the trace's requests are replayed through), [`analyze`] (reports as plain
-//! values), [`render`] (text, JSON, CSV, SVG), [`serve`] (the page and its window and moment
-//! answers from a local HTTP server, over `analyze` and `render`), and the command line in
-//! `cli` (binary only).
+//! caching allocator the trace's requests are replayed through), [`vocab`] (the vocabulary
+//! reports share: call sites, devices, the GPU table, the units of advice, what a snapshot
+//! lacks), [`analyze`] (the analyses, one folder each, each returning its report as a plain
+//! value), [`compose`] (reports built from other reports: the OOM report with its fit, the
+//! page, batch, check, the dataset), [`render`] (text, JSON, CSV, SVG), [`serve`] (the page
+//! and its window and moment answers from a local HTTP server, over `compose` and `render`),
+//! and the command line in `cli` (binary only). Each layer imports only those before it
+//! (`tests/layers.rs` checks it); [`units`], [`error`] and [`alloc_guard`] serve them all.
 //!
 //! ```no_run
 //! let snap = memlens::load(std::path::Path::new("snapshot.pickle"), &mut |_| {}).unwrap();
@@ -25,6 +29,7 @@ extern crate self as memlens;
 pub mod alloc_guard;
 pub mod allocator;
 pub mod analyze;
+pub mod compose;
 pub mod error;
 pub mod input;
 pub mod load;
@@ -34,6 +39,7 @@ pub mod render;
 pub mod replay;
 pub mod serve;
 pub mod units;
+pub mod vocab;
 
 pub use error::Error;
 pub use load::{load, load_with, LoadOptions};

@@ -96,6 +96,32 @@ pub fn duration_us(us: i64) -> String {
     }
 }
 
+/// `"79.15"` → `(7915, 2)`; `None` unless digits with at most one point (and at least one digit).
+pub fn parse_decimal(num: &str) -> Option<(u128, u32)> {
+    let (int, frac) = match num.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (num, ""),
+    };
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if int.len() + frac.len() > 30 {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    Some((digits.parse().ok()?, frac.len() as u32))
+}
+
+/// `mantissa / 10^scale * multiplier`, rounded half up, exactly; `None` past `u64::MAX`.
+pub fn scaled_exact(mantissa: u128, scale: u32, multiplier: u128) -> Option<u64> {
+    let div = 10u128.checked_pow(scale)?;
+    let v = mantissa.checked_mul(multiplier)?.checked_add(div / 2)? / div;
+    u64::try_from(v).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,9 +129,7 @@ fn the_real_oom_is_decided_without_gpu() {
         .map(|m| m["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["H100 80GB HBM3", "A100 80GB"]);
-    let h100 = memlens::analyze::gpus::lookup("h100")
-        .unwrap()
-        .capacity_bytes;
+    let h100 = memlens::vocab::gpus::lookup("h100").unwrap().capacity_bytes;
     assert_eq!(o["capacity_bytes"].as_u64(), Some(h100));
     assert_eq!(inf["outside_bytes"].as_u64(), Some(h100 - res - free));
     let headline = o["headline"].as_str().unwrap();

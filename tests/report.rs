@@ -649,7 +649,7 @@ fn host_memory_alone_is_named_not_called_nothing() {
 /// its checkpoints.
 #[test]
 fn the_live_index_finds_what_a_full_pass_finds() {
-    use memlens::analyze::page::bands::LiveIndex;
+    use memlens::compose::page::bands::LiveIndex;
     use memlens::replay::{self, Window};
     let mut files = samples();
     files.extend(require_shared().unwrap_or_default());
@@ -775,8 +775,8 @@ fn the_page_labels_memory_older_than_the_trace() {
 /// index) or for the request.
 #[test]
 fn served_windows_and_moments_label_memory_older_than_the_trace() {
-    use memlens::analyze::page::window::{moment, window, WindowIndex, WindowRequest};
-    use memlens::analyze::page::PageOptions;
+    use memlens::compose::page::window::{moment, window, WindowIndex, WindowRequest};
+    use memlens::compose::page::PageOptions;
     let file = sample("late_grads.pickle");
     let snap = load(&file);
     let replays = memlens::replay::replay(&snap);

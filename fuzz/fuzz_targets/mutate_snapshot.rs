@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = memlens::analyze::frag::run(&snap, &replays, &Default::default());
             let _ = memlens::analyze::leaks::run(&snap, &replays, &Default::default());
             let _ = memlens::analyze::categories::run(&snap, &replays, &Default::default());
-            let _ = memlens::analyze::oom::run(&snap, &replays, &Default::default());
+            let _ = memlens::compose::oom::run(&snap, &replays, &Default::default());
         }
     }
 });

@@ -1,12 +1,12 @@
 //! The output surfaces of a decoded snapshot, each written to memory the way its command
 //! writes it, with what must hold of what was written:
 //!
-//! - `report`: the page (`analyze::page` + `render::html`), under a title that tries to close
+//! - `report`: the page (`compose::page` + `render::html`), under a title that tries to close
 //!   its script element: the page has the template's `<script` / `</script` and no more, and
 //!   the same count for every input;
 //! - `export --format perfetto`: the trace-event file parses as JSON;
 //! - `slice`: the window as a pickle (`analyze::export::slice`), which memlens reads back;
-//! - `batch --format parquet`: every table of `analyze::export::dataset` (and the tables of a
+//! - `batch --format parquet`: every table of `compose::dataset` (and the tables of a
 //!   file that failed) as a Parquet file, `PAR1` at both ends;
 //! - `check --format md` (and `junit`): five budgets, all broken or unmeasured where they can
 //!   be, with a baseline; every Markdown line is a heading, a table row with its table's
@@ -15,13 +15,13 @@
 //! Shared by the `outputs` fuzz target and `tests/fuzz_outputs.rs`, which runs it over the
 //! samples in `cargo test` so that it keeps compiling against the library.
 
-use memlens::analyze::check::{self, Budget, BudgetKind, Limit};
 use memlens::analyze::diff::{self, DiffOptions};
-use memlens::analyze::export::dataset::{self, Source};
 use memlens::analyze::export::perfetto::{self, PerfettoOptions};
 use memlens::analyze::export::slice;
-use memlens::analyze::page::{self, PageOptions};
 use memlens::analyze::profile::{self, ProfileOptions};
+use memlens::compose::check::{self, Budget, BudgetKind, Limit};
+use memlens::compose::dataset::{self, Source};
+use memlens::compose::page::{self, PageOptions};
 use memlens::model::{build, BuildOptions, Snapshot};
 use memlens::render;
 use memlens::replay::{DeviceReplay, MomentSpec, WindowSpec};

@@ -2,10 +2,12 @@
 //! `#[command(flatten)]`: one parser and one help text per flag, whatever the command.
 
 use super::report::Format;
-use memlens::analyze::page::{bands::BandOptions, PageOptions};
-use memlens::analyze::sites::{FrameFilter, SiteOptions};
-use memlens::analyze::{gpus, top::Cost};
+use super::size;
+use memlens::analyze::top::Cost;
+use memlens::compose::page::{bands::BandOptions, PageOptions};
 use memlens::replay::{MomentSpec, WindowSpec};
+use memlens::vocab::gpus;
+use memlens::vocab::sites::{FrameFilter, SiteOptions};
 use memlens::Error;
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -195,7 +197,7 @@ impl CapacityArgs {
     /// The capacity in bytes and where it came from (`--capacity 80GiB`, `--gpu H100 ...`).
     pub fn resolve(&self) -> Result<Option<(u64, String)>, Error> {
         if let Some(c) = &self.capacity {
-            let bytes = gpus::parse_size(c).map_err(|e| match e {
+            let bytes = size::parse_size(c).map_err(|e| match e {
                 Error::Usage(m) => Error::Usage(format!("--capacity: {m}")),
                 other => other,
             })?;
@@ -235,12 +237,12 @@ impl From<CostArg> for Cost {
 
 /// `--fail-on-growth` as a fraction.
 pub fn growth_arg(s: &str) -> Result<f64, Error> {
-    gpus::parse_percent(s).map_err(|e| prefixed("--fail-on-growth", e))
+    size::parse_percent(s).map_err(|e| prefixed("--fail-on-growth", e))
 }
 
 /// `--min-abs` (and other size flags) as bytes.
 pub fn size_arg(flag: &str, s: &str) -> Result<u64, Error> {
-    gpus::parse_size(s).map_err(|e| prefixed(flag, e))
+    size::parse_size(s).map_err(|e| prefixed(flag, e))
 }
 
 /// Standard input can be read once: `-` given twice (`diff - -`) is a usage error, rather than

@@ -2,7 +2,7 @@
 //! [--max-leaked ...] [--baseline FILE] [--allow-unmeasured]`
 //!
 //! Exit status: 1 when a budget broke, or when one could not be measured (the file lacks what
-//! it reads, see [`memlens::analyze::check`]) and `--allow-unmeasured` was not given; 0
+//! it reads, see [`memlens::compose::check`]) and `--allow-unmeasured` was not given; 0
 //! otherwise; 2 for usage and input errors.
 
 use super::args::{
@@ -10,11 +10,11 @@ use super::args::{
 };
 use super::pipeline::{GlobalOptions, Loaded};
 use super::report::CheckFormat;
+use super::size;
 use super::{output, Outcome};
-use memlens::analyze::check::{self, Budget, BudgetKind, Limit};
 use memlens::analyze::diff::{self, DiffOptions};
-use memlens::analyze::gpus;
 use memlens::analyze::profile::{self, ProfileOptions};
+use memlens::compose::check::{self, Budget, BudgetKind, Limit};
 use memlens::units::iec;
 use memlens::Error;
 use std::path::PathBuf;
@@ -74,7 +74,7 @@ pub struct Args {
 /// A byte budget: a size, or a percentage of the capacity.
 fn byte_limit(flag: &str, s: &str, capacity: Option<(u64, &str)>) -> Result<(u64, String), Error> {
     if s.trim().ends_with('%') {
-        let f = gpus::parse_percent(s).map_err(|e| prefixed(flag, e))?;
+        let f = size::parse_percent(s).map_err(|e| prefixed(flag, e))?;
         let Some((cap, source)) = capacity else {
             return Err(Error::Usage(format!(
                 "{flag} {s}: a percentage needs the capacity: pass --capacity SIZE or --gpu NAME"
@@ -115,7 +115,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         }
     }
     if let Some(v) = &args.max_frag {
-        let f = gpus::parse_percent(v).map_err(|e| prefixed("--max-frag", e))?;
+        let f = size::parse_percent(v).map_err(|e| prefixed("--max-frag", e))?;
         budgets.push(Budget {
             kind: BudgetKind::MaxFrag,
             limit: Limit::Ratio(f),

@@ -1,4 +1,4 @@
-//! `memlens batch --format parquet -o DIR`: each file's tables (`analyze::export::dataset`)
+//! `memlens batch --format parquet -o DIR`: each file's tables (`compose::dataset`)
 //! written as Parquet files of a Hive-partitioned dataset,
 //! `DIR/table=NAME[/KEY=VALUE...]/part-STEM-HASH.parquet`, each through a temporary file
 //! renamed into place (`output::emit`).
@@ -11,8 +11,8 @@
 use super::args::DeviceArg;
 use super::pipeline::Loaded;
 use super::{output, progress, Outcome};
-use memlens::analyze::batch::rank_of;
-use memlens::analyze::export::dataset::{self, Source, Table};
+use memlens::compose::batch::rank_of;
+use memlens::compose::dataset::{self, Source, Table};
 use memlens::error::quoted_path;
 use memlens::{Error, LoadOptions};
 use rayon::prelude::*;

@@ -6,7 +6,7 @@ use super::report::DiffView;
 use super::{output, Outcome};
 use memlens::analyze::diff::{self, DiffOptions};
 use memlens::analyze::profile::{self, ProfileOptions, SiteKey};
-use memlens::analyze::sites::SiteOptions;
+use memlens::vocab::sites::SiteOptions;
 use memlens::Error;
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@ use super::args::{AtPeak, DeviceArg, OutputArgs, PageArgs, ScopeArgs, AT_HELP};
 use super::pipeline::{self, GlobalOptions};
 use super::report::ReportFormat;
 use super::Outcome;
-use memlens::analyze::page;
+use memlens::compose::page;
 use memlens::replay::MomentSpec;
 use memlens::Error;
 use std::path::PathBuf;

@@ -23,6 +23,7 @@ mod pipeline;
 mod progress;
 mod report;
 mod serve;
+mod size;
 mod slice;
 mod summary;
 mod timeline;

@@ -3,8 +3,8 @@
 use super::args::{CapacityArgs, DeviceArg, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::analyze::fit;
-use memlens::analyze::oom::{self, OomOptions};
+use memlens::analyze::oom::OomOptions;
+use memlens::compose::oom;
 use memlens::Error;
 use std::path::PathBuf;
 
@@ -37,7 +37,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let capacity = opts.capacity_bytes.zip(opts.capacity_source.clone());
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
         let mut r = oom::run(&l.snap, l.replays(), &opts)?;
-        fit::attach(&l.snap, l.replays(), &mut r, capacity.clone())?;
+        oom::attach_fit(&l.snap, l.replays(), &mut r, capacity.clone())?;
         Ok(r)
     })?;
     Ok(Outcome::Ok)

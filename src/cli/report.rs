@@ -7,9 +7,7 @@
 //! format of one command: a variant of that command's enum and an arm of its `Formats` impl.
 //! Nothing here computes: each arm calls a renderer.
 
-use memlens::analyze::batch::BatchReport;
 use memlens::analyze::categories::CategoriesReport;
-use memlens::analyze::check::CheckReport;
 use memlens::analyze::diff::DiffReport;
 use memlens::analyze::explain::ExplainReport;
 use memlens::analyze::export::perfetto::PerfettoExport;
@@ -18,12 +16,14 @@ use memlens::analyze::fit::FitReport;
 use memlens::analyze::flame::FlameReport;
 use memlens::analyze::frag::FragReport;
 use memlens::analyze::leaks::LeaksReport;
-use memlens::analyze::oom::OomReport;
-use memlens::analyze::page::PageReport;
 use memlens::analyze::summary::SummaryReport;
 use memlens::analyze::timeline::TimelineReport;
 use memlens::analyze::top::TopReport;
 use memlens::analyze::whatif::WhatifReport;
+use memlens::compose::batch::BatchReport;
+use memlens::compose::check::CheckReport;
+use memlens::compose::oom::OomReport;
+use memlens::compose::page::PageReport;
 use memlens::render;
 use memlens::render::text::Style;
 use serde::{Serialize, Serializer};

@@ -5,8 +5,8 @@
 use super::args::{stdin_once, DeviceArg, PageArgs};
 use super::pipeline::{GlobalOptions, Loaded};
 use super::Outcome;
-use memlens::analyze::page;
-use memlens::analyze::page::window::WindowIndex;
+use memlens::compose::page;
+use memlens::compose::page::window::WindowIndex;
 use memlens::replay::WindowSpec;
 use memlens::serve::{self, ServedFile, Server, State};
 use memlens::Error;

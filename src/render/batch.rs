@@ -3,7 +3,7 @@
 
 use super::text::{cell, right, width, Style};
 use super::visible::visible;
-use crate::analyze::batch::{BatchReport, FileRow, Imbalance};
+use crate::compose::batch::{BatchReport, FileRow, Imbalance};
 use crate::units::{iec, plural};
 use std::io::Write;
 

@@ -4,12 +4,12 @@
 
 use super::text::Style;
 use super::visible::{visible, visible_lines};
-use crate::analyze::check::{BudgetResult, CheckReport, CheckStatus, SiteLine};
+use crate::compose::check::{BudgetResult, CheckReport, CheckStatus, SiteLine};
 use crate::units::{iec, signed_iec};
 use std::io::Write;
 
 fn site_amount(r: &BudgetResult, s: &SiteLine) -> String {
-    if r.budget == crate::analyze::check::BudgetKind::Baseline {
+    if r.budget == crate::compose::check::BudgetKind::Baseline {
         signed_iec(s.bytes)
     } else {
         iec(s.bytes.max(0) as u64)

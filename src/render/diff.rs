@@ -1,9 +1,9 @@
 //! Text rendering of [`DiffReport`].
 
 use super::text::{cell, right, Style};
-use crate::analyze::absence;
 use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
 use crate::units::{iec, plural, signed_iec, signed_percent};
+use crate::vocab::absence;
 use comfy_table::{Cell, Table};
 use std::io::Write;
 

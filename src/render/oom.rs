@@ -2,7 +2,7 @@
 
 use super::explain;
 use super::text::{right, Style};
-use crate::analyze::oom::OomReport;
+use crate::compose::oom::OomReport;
 use crate::units::iec;
 use comfy_table::Cell;
 use std::io::Write;

@@ -4,7 +4,7 @@
 //! strings (never null; empty for none). Uncompressed, dictionary-encoded where the writer
 //! finds it pays: the tables are small and the build stays light (see `docs/scale.md`).
 
-use crate::analyze::export::dataset::{Cell, Kind, Table};
+use crate::compose::dataset::{Cell, Kind, Table};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::errors::Result;
 use parquet::file::properties::WriterProperties;

@@ -12,10 +12,15 @@
 //! At least two steps, memory freed inside each (an iteration releases its temporaries; a
 //! set-up loop only allocates).
 
-use super::steps::is_module_call;
 use crate::model::kinds;
 use crate::model::{Action, FrameId, Snapshot, TraceEvent};
 use rustc_hash::FxHashMap;
+
+/// True for the function of an `nn.Module` call: `forward`, `_call_impl`,
+/// `_wrapped_call_impl`.
+pub fn is_module_call(name: &str) -> bool {
+    name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl"
+}
 
 /// Share of allocations a frame must hold to be followed.
 const DOMINANT: f64 = 0.9;

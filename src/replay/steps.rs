@@ -2,6 +2,7 @@
 //! from legacy `user_defined` markers, from the optimizer's steps, from the periodic
 //! structure of the trace, or from the lines of the loop's frame ([`super::loops`]).
 
+use super::loops::is_module_call;
 use super::{DeviceReplay, Window};
 use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use serde::Serialize;
@@ -122,12 +123,6 @@ fn has_optim_frame(snap: &Snapshot, stack: StackId) -> bool {
         // Optimizers subclass torch.optim.Optimizer: its `wrapper` frame is on every step.
         file.contains("torch/optim/") || file.contains("torch\\optim\\")
     })
-}
-
-/// True for the function of an `nn.Module` call: `forward`, `_call_impl`,
-/// `_wrapped_call_impl`.
-pub fn is_module_call(name: &str) -> bool {
-    name == "forward" || name == "_call_impl" || name == "_wrapped_call_impl"
 }
 
 /// True when a stack runs inside an `nn.Module` call ([`is_module_call`]).

@@ -17,7 +17,7 @@ mod routes;
 
 pub use routes::{Answer, ServedFile, State};
 
-use crate::analyze::page::window::WindowRequest;
+use crate::compose::page::window::WindowRequest;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};

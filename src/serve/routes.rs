@@ -1,10 +1,10 @@
 //! What each route answers: the page (`render::html::write_served`), a window
-//! (`analyze::page::window::window`) or a moment (`analyze::page::window::moment`) of a file
+//! (`compose::page::window::window`) or a moment (`compose::page::window::moment`) of a file
 //! the server holds. Nothing is computed here; an analysis's refusal is a 400 with its line.
 
 use super::Route;
-use crate::analyze::page::window::{moment, window, WindowIndex};
-use crate::analyze::page::{PageOptions, PageReport};
+use crate::compose::page::window::{moment, window, WindowIndex};
+use crate::compose::page::{PageOptions, PageReport};
 use crate::model::Snapshot;
 use crate::render::html::{self, Served};
 use crate::replay::DeviceReplay;

@@ -8,7 +8,7 @@ use crate::common::{deep_stack_snapshot, memlens, DeepSite, Pickle};
 use serde_json::Value;
 
 /// Frames the page keeps at each end of a stack (`PAGE_FRAMES_EACH_END` in
-/// src/analyze/page/frames.rs; docs/report.md).
+/// src/compose/page/frames.rs; docs/report.md).
 const EACH_END: usize = 128;
 
 /// The data element of a page written by `memlens report`.

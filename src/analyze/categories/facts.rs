@@ -1,9 +1,9 @@
 //! What the frames of one stack say to the category rules, found once per stack.
 
 use super::UserRule;
-use crate::analyze::sites::{self, cpp, kinds, Kind};
 use crate::model::{Snapshot, StackId};
 use crate::replay::steps::under_module_forward;
+use crate::vocab::sites::{self, cpp, kinds, Kind};
 
 /// The evidence of one stack.
 #[derive(Clone, Debug, Default)]

@@ -20,10 +20,10 @@ pub mod pairing;
 pub mod phases;
 pub mod rules;
 
-use super::absence::{self, Absence};
 use crate::model::{Action, Snapshot, StackId};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
+use crate::vocab::absence::{self, Absence};
 use regex::Regex;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -157,7 +157,7 @@ pub struct DeviceCategories {
 /// The report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct CategoriesReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,
@@ -355,7 +355,7 @@ pub fn run(
         });
     }
     Ok(CategoriesReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         moment: opts.at.to_string(),
         devices,
         absent,

@@ -11,7 +11,7 @@ mod parse;
 
 pub use parse::{parse, ParsedOom, Wording};
 
-use super::advice::{self, Diagnosis, Evidence, Recommendation, Verdict};
+use crate::vocab::advice::{self, Diagnosis, Evidence, Recommendation, Verdict};
 use crate::Error;
 use serde::Serialize;
 
@@ -93,7 +93,7 @@ pub struct ProcessUse {
 /// The whole `explain` report.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExplainReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// One entry per distinct OOM message, in input order.
     pub ooms: Vec<OomExplained>,
@@ -105,7 +105,7 @@ pub fn run(text: &str, opts: &Options) -> Result<ExplainReport, Error> {
     let vllm = text.to_ascii_lowercase().contains("vllm");
     let ooms = parsed.iter().map(|p| explain_one(p, opts, vllm)).collect();
     Ok(ExplainReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         ooms,
     })
 }

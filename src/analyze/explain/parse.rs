@@ -19,7 +19,6 @@
 //! Sizes are PyTorch's `format_size`: two decimals of `bytes`/KiB/MiB/GiB (never TiB; 20 TB is
 //! "20480.00 GiB"), so a parsed figure is exact to the rounding of the printed one.
 
-use crate::analyze::gpus;
 use crate::Error;
 use serde::Serialize;
 
@@ -180,7 +179,7 @@ fn size_at(s: &str) -> Option<(u64, usize)> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let num = s[..num_end].trim_end_matches('.');
-    let (mantissa, scale) = gpus::parse_decimal(num)?;
+    let (mantissa, scale) = crate::units::parse_decimal(num)?;
     let rest = &s[num_end..];
     let gap = rest.len() - rest.trim_start().len();
     let rest = rest.trim_start();
@@ -195,7 +194,7 @@ fn size_at(s: &str) -> Option<(u64, usize)> {
         "TiB" | "TB" => 1 << 40,
         _ => return None,
     };
-    let bytes = gpus::scaled(mantissa, scale, multiplier)?;
+    let bytes = crate::units::scaled_exact(mantissa, scale, multiplier)?;
     Some((bytes, num_end + gap + unit_end))
 }
 

@@ -5,9 +5,9 @@
 //! - [`slice`]: a smaller snapshot holding a window of the trace and the allocator state at
 //!   its end, as the value tree `pickle::write` encodes (PyTorch's viewer, `pickle.load` and
 //!   memlens read it).
-//! - [`dataset`]: the rows of the Parquet dataset `batch --format parquet` writes, table by
-//!   table (`render::parquet` writes them).
+//!
+//! The Parquet dataset's rows, built from other reports, are a composition:
+//! [`crate::compose::dataset`].
 
-pub mod dataset;
 pub mod perfetto;
 pub mod slice;

@@ -21,10 +21,10 @@
 //! is a sample exactly.
 
 use crate::analyze::pretrace::{self, Kinds};
-use crate::analyze::sites::{site_label, SiteOptions};
 use crate::analyze::timeline;
 use crate::model::{Action, Snapshot, TraceEvent};
 use crate::replay::{self, steps, DeviceReplay, Window, WindowSpec, NEVER};
+use crate::vocab::sites::{site_label, SiteOptions};
 use serde::Serialize;
 
 /// Options of the export.

@@ -5,10 +5,10 @@
 
 use super::attention::{self, AttentionScores};
 use crate::analyze::categories::rules::Ctx;
-use crate::analyze::sites::{self, SiteOptions};
 use crate::model::kinds::is_native_frame;
 use crate::model::{Snapshot, StackId};
 use crate::replay::{Allocation, DeviceReplay, NEVER};
+use crate::vocab::sites::{self, SiteOptions};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 

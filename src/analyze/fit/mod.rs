@@ -12,15 +12,15 @@ pub mod anatomy;
 pub mod attention;
 pub mod fixes;
 
-use super::absence::{self, Absence};
-use super::categories::rules::Ctx;
-use super::frag::{self, FragOptions};
-use super::leaks::{self, LeaksOptions};
-use super::oom::{self, OomOptions};
-use super::whatif;
+use crate::analyze::categories::rules::Ctx;
+use crate::analyze::frag::{self, FragOptions};
+use crate::analyze::leaks::{self, LeaksOptions};
+use crate::analyze::oom::{self, OomOptions, SnapshotOom};
+use crate::analyze::whatif;
 use crate::model::{Action, Snapshot};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
+use crate::vocab::absence::{self, Absence};
 use anatomy::Anatomy;
 use fixes::{Fix, COSTS};
 use serde::Serialize;
@@ -111,7 +111,7 @@ pub struct DeviceFit {
 /// The report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FitReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Per device with live memory.
     pub devices: Vec<DeviceFit>,
@@ -123,13 +123,9 @@ pub struct FitReport {
 /// free plus reserved, unless the OOM implies a per-process limit), else the limit its first
 /// OOM implies, else what it saw (reserved + free: what this process could hold), else the
 /// capacity `oom` inferred.
-fn capacity_of(device: u32, opts: &FitOptions, ooms: &oom::OomReport) -> Option<(u64, String)> {
+fn capacity_of(device: u32, opts: &FitOptions, ooms: &[SnapshotOom]) -> Option<(u64, String)> {
     let given = opts.capacity_bytes.zip(opts.capacity_source.clone());
-    let Some(first) = ooms
-        .ooms
-        .iter()
-        .find(|o| o.explained.device == Some(device))
-    else {
+    let Some(first) = ooms.iter().find(|o| o.explained.device == Some(device)) else {
         return given;
     };
     // What the process could hold at its OOM bounds any capacity given: the rest was held
@@ -274,7 +270,7 @@ pub fn run(
     replays: &[DeviceReplay],
     opts: &FitOptions,
 ) -> Result<FitReport, String> {
-    let ooms = oom::run(
+    let ooms = oom::find(
         snap,
         replays,
         &OomOptions {
@@ -282,43 +278,17 @@ pub fn run(
             capacity_source: opts.capacity_source.clone(),
             ..OomOptions::default()
         },
-    )?;
+    )?
+    .ooms;
     run_with(snap, replays, opts, &ooms, &|_| true)
 }
 
-/// Fills `report.fit` with `fit` at the first OOM of every device that has one, against the
-/// capacity `oom` was given (else what the OOM implies): what `memlens oom` and the HTML
-/// report show as ranked fixes with their savings.
-pub fn attach(
-    snap: &Snapshot,
-    replays: &[DeviceReplay],
-    report: &mut oom::OomReport,
-    capacity: Option<(u64, String)>,
-) -> Result<(), String> {
-    if report.ooms.is_empty() {
-        return Ok(());
-    }
-    let opts = FitOptions {
-        at: Some(MomentSpec::Oom(1)),
-        capacity_bytes: capacity.as_ref().map(|c| c.0),
-        capacity_source: capacity.map(|c| c.1),
-    };
-    let has_oom = |d: u32| report.ooms.iter().any(|o| o.explained.device == Some(d));
-    let fits = run_with(snap, replays, &opts, report, &has_oom)?;
-    report.fit = fits
-        .devices
-        .into_iter()
-        .filter(|d| d.moment == "oom")
-        .collect();
-    Ok(())
-}
-
-/// [`run`] with the `oom` report already made, on the devices `wanted` accepts.
-fn run_with(
+/// [`run`] with the OOMs already found ([`oom::find`]), on the devices `wanted` accepts.
+pub fn run_with(
     snap: &Snapshot,
     replays: &[DeviceReplay],
     opts: &FitOptions,
-    ooms: &oom::OomReport,
+    ooms: &[SnapshotOom],
     wanted: &dyn Fn(u32) -> bool,
 ) -> Result<FitReport, String> {
     let found = leaks::run(snap, replays, &LeaksOptions::default());
@@ -447,7 +417,7 @@ fn run_with(
         });
     }
     Ok(FitReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         devices,
         absent,
     })

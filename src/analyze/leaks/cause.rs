@@ -42,9 +42,9 @@
 //! stays a cause of its own.
 
 use super::growth::SiteSeries;
-use crate::analyze::sites::{self, SiteOptions};
 use crate::model::{FrameId, PerStack, Snapshot, StackId};
 use crate::replay::{DeviceReplay, NEVER};
+use crate::vocab::sites::{self, SiteOptions};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Evidence that a cause's tensors are forward-pass activations kept by an autograd graph.

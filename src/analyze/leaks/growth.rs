@@ -1,9 +1,9 @@
 //! Per call site: live bytes and live tensors at every step boundary after the warm-up, the
 //! tensors still alive at the end, and whether the site grows steadily.
 
-use crate::analyze::sites::{self, SiteOptions};
 use crate::model::{Action, Snapshot, StackId};
 use crate::replay::{DeviceReplay, NEVER};
+use crate::vocab::sites::{self, SiteOptions};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// One call site over the measured steps.

@@ -22,12 +22,12 @@ mod cause;
 mod growth;
 mod words;
 
-use super::absence::{self, Absence};
-use super::sites::{self, SiteOptions};
 use crate::model::{Snapshot, StackId};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::DeviceReplay;
 use crate::units::iec;
+use crate::vocab::absence::{self, Absence};
+use crate::vocab::sites::{self, SiteOptions};
 use serde::Serialize;
 
 pub use cause::{AUTOGRAD_ANNOTATION, KEPT_INTERMEDIATES, MODULE_FORWARD};
@@ -162,7 +162,7 @@ pub struct DeviceLeaks {
 /// The report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LeaksReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Findings, biggest growth first; empty when none.
     pub findings: Vec<Finding>,
@@ -326,7 +326,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
         let st = steps::find(snap, r);
         let trace = snap.device_trace(dev);
         let mut notes = Vec::new();
-        if !super::profile::records_activity(trace) {
+        if !crate::analyze::profile::records_activity(trace) {
             let msg = format!(
                 "the trace of device {} records no allocation or free ({}: a `snapshot` marker or a history of max_entries=1): growth between steps cannot be measured; {}",
                 r.device,
@@ -432,7 +432,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
             .then_with(|| (a.device, &a.site).cmp(&(b.device, &b.site)))
     });
     LeaksReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         findings,
         devices,
         judged_devices: judged,

@@ -4,7 +4,7 @@
 //! snapshot can close it. Nothing is fetched: no script, style, font or image comes from
 //! anywhere but this file.
 
-use crate::analyze::page::PageReport;
+use crate::compose::page::PageReport;
 use serde::Serialize;
 use std::io::{Result, Write};
 

@@ -1,8 +1,8 @@
 //! The page's frame and stack tables: every stack the page shows is written once, as frame
 //! indices, and every frame once, with the kind that decides whether a view shows it.
 
-use crate::analyze::sites::{self, Kind};
 use crate::model::{FrameId, Snapshot, StackId};
+use crate::vocab::sites::{self, Kind};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -113,7 +113,7 @@ impl FrameTable {
         let name = snap.strings.get(fr.name);
         let i = self.frames.len() as u32;
         self.frames.push(FrameInfo {
-            label: super::super::flame::flame_label(snap, frame),
+            label: crate::analyze::flame::flame_label(snap, frame),
             file: file.to_string(),
             name: name.to_string(),
             line: fr.line,

@@ -1,9 +1,9 @@
 //! `memlens top`: live bytes (or another cost) per call site, biggest first.
 
-use super::pretrace::{Kinds, Pretrace};
-use super::sites::{self, SiteOptions, NO_FRAMES};
+use crate::analyze::pretrace::{Kinds, Pretrace};
 use crate::model::{FrameId, Snapshot, StackId, TraceEvent, Warning};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec, Window, WindowSpec, NEVER};
+use crate::vocab::sites::{self, SiteOptions, NO_FRAMES};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -104,7 +104,7 @@ pub struct SiteRow {
     /// a row to its frames; not in the JSON.
     #[serde(skip)]
     pub stack: StackId,
-    /// For memory alive before the trace with no stack recorded ([`super::pretrace`]): its likely
+    /// For memory alive before the trace with no stack recorded ([`crate::analyze::pretrace`]): its likely
     /// kind by the category rules and the evidence (`predates_trace`, `likely_kind`,
     /// `kind_confidence`, `evidence` in the JSON). Absent otherwise.
     #[serde(flatten)]
@@ -149,7 +149,7 @@ pub struct DeviceTop {
 /// The report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct TopReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Grouping used.
     pub by: GroupBy,
@@ -162,9 +162,9 @@ pub struct TopReport {
     /// Devices without a trace, from their final blocks (`--at end` semantics).
     pub final_state_devices: Vec<DeviceTop>,
     /// A device whose peak is at least twice every other device's
-    /// ([`super::devices::imbalance`]); absent with one device or none far ahead.
+    /// ([`crate::vocab::devices::imbalance`]); absent with one device or none far ahead.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub device_imbalance: Option<super::devices::Imbalance>,
+    pub device_imbalance: Option<crate::vocab::devices::Imbalance>,
 }
 
 /// One allocation's contribution to a cost.
@@ -175,7 +175,7 @@ pub struct CostItem {
     /// Its cost (bytes, or bytes × lifetime).
     pub bytes: u64,
     /// For an allocation alive before the trace with no stack: its entry in the selection's
-    /// [`Kinds`] ([`super::pretrace`]).
+    /// [`Kinds`] ([`crate::analyze::pretrace`]).
     pub pretrace: Option<u32>,
 }
 
@@ -242,13 +242,13 @@ pub fn run(
         final_state_devices.push(d);
     }
     Ok(TopReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         by: opts.by,
         cost: opts.cost,
         moment: opts.at.to_string(),
         devices,
         final_state_devices,
-        device_imbalance: super::devices::imbalance(snap, replays),
+        device_imbalance: crate::vocab::devices::imbalance(snap, replays),
     })
 }
 
@@ -461,7 +461,7 @@ fn add_frame_note(snap: &Snapshot, d: &mut DeviceTop) {
         let older = if d.sites.iter().any(|s| s.pretrace.is_some()) {
             format!(
                 " (what was alive before the trace: {}, with its likely kind)",
-                super::pretrace::LABEL
+                crate::analyze::pretrace::LABEL
             )
         } else {
             String::new()

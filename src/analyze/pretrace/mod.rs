@@ -4,7 +4,7 @@
 //! turned on late, or the ring buffer wrapped) whose stack is empty has no site. Site tables
 //! used to show it as `<no frames>`, mixed with the frameless allocations made *during* the
 //! trace (the autograd engine's thread under `stacks="python"`), though `categories` already
-//! says what it likely is (rule 7 of [`super::categories::rules`]: never freed, so
+//! says what it likely is (rule 7 of [`crate::analyze::categories::rules`]: never freed, so
 //! `parameters`, or `gradients` when its size pairs with a parameter's). Here each such
 //! allocation gets that verdict from [`Ctx::classify`] itself — not a second guess, so `top`
 //! and `categories` agree — and site tables label it
@@ -12,10 +12,10 @@
 //! made during the trace keeps `<no frames>`.
 //!
 //! Used by the analyses that build site rows (`top` and what reads it — `oom`, the page —
-//! `flame`, and [`super::profile`] for `diff`, `check` and `batch`); it sits above
+//! `flame`, and [`crate::analyze::profile`] for `diff`, `check` and `batch`); it sits above
 //! `categories` and beside `sites`, which knows nothing of it.
 
-use super::categories::rules::Ctx;
+use crate::analyze::categories::rules::Ctx;
 use crate::model::{Action, Snapshot, TraceEvent};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{Allocation, DeviceReplay};

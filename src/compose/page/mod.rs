@@ -10,14 +10,15 @@ pub mod state;
 pub mod tree;
 pub mod window;
 
-use super::categories::{self, CategoriesReport, CategoryOptions};
-use super::frag::{self, DeviceFrag, FragOptions};
-use super::leaks::{self, LeaksOptions, LeaksReport};
-use super::oom::{self, OomOptions, OomReport};
-use super::pretrace::Kinds;
-use super::summary::{self, SummaryReport};
-use super::timeline::{self, Phase, TimelineOptions};
-use super::top::{self, DeviceTop, TopOptions};
+use crate::analyze::categories::{self, CategoriesReport, CategoryOptions};
+use crate::analyze::frag::{self, DeviceFrag, FragOptions};
+use crate::analyze::leaks::{self, LeaksOptions, LeaksReport};
+use crate::analyze::oom::OomOptions;
+use crate::analyze::pretrace::Kinds;
+use crate::analyze::summary::{self, SummaryReport};
+use crate::analyze::timeline::{self, Phase, TimelineOptions};
+use crate::analyze::top::{self, DeviceTop, TopOptions};
+use crate::compose::oom::{self, OomReport};
 use crate::model::{Action, Layout, Snapshot, StackId};
 use crate::replay::{
     self, state as replay_state, DeviceReplay, Moment, MomentSpec, Window, WindowSpec,
@@ -140,7 +141,7 @@ pub struct DevicePage {
 /// The report.
 #[derive(Clone, Debug, Serialize)]
 pub struct PageReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The memlens version that wrote it.
     pub memlens_version: &'static str,
@@ -182,7 +183,7 @@ pub fn run(
     let (devices, absent, table) = pages?;
     let (frames, stacks) = table.into_parts();
     Ok(PageReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         memlens_version: env!("CARGO_PKG_VERSION"),
         layout: snap.layout,
         capacity_bytes: opts.oom.capacity_bytes,
@@ -217,7 +218,7 @@ fn whole_file_reports(
             .oom
             .capacity_bytes
             .zip(opts.oom.capacity_source.clone());
-        super::fit::attach(snap, replays, &mut r, capacity)?;
+        oom::attach_fit(snap, replays, &mut r, capacity)?;
         Some(r)
     } else {
         None

@@ -17,14 +17,14 @@
 //! - `\` becomes `/`; a frame is `path:line:function`, or `path:function` with `ignore_lines`.
 //!
 //! Memory alive before the trace with no stack recorded is keyed by its likely kind
-//! (`<before trace, no stack> likely parameters`, [`super::pretrace`]) on both sides, so two
+//! (`<before trace, no stack> likely parameters`, [`crate::analyze::pretrace`]) on both sides, so two
 //! runs' pre-trace memory compares as one row per kind, never as `<no frames>`.
 
-use super::frag::{self, FragOptions};
-use super::pretrace::{Kinds, Pretrace};
-use super::sites::{self, SiteOptions, NO_FRAMES};
+use crate::analyze::frag::{self, FragOptions};
+use crate::analyze::pretrace::{Kinds, Pretrace};
 use crate::model::{PerStack, Snapshot, StackId};
 use crate::replay::{self, state, DeviceReplay, Moment, MomentSpec};
+use crate::vocab::sites::{self, SiteOptions, NO_FRAMES};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -51,7 +51,7 @@ pub struct ProfileOptions {
     pub ignore_lines: bool,
     /// Site attribution.
     pub sites: SiteOptions,
-    /// Also split the live bytes by category ([`super::categories`]; costs a steps pass).
+    /// Also split the live bytes by category ([`crate::analyze::categories`]; costs a steps pass).
     pub categories: bool,
 }
 
@@ -103,7 +103,7 @@ pub struct DeviceProfile {
     pub uncovered: Option<Uncovered>,
     /// Live bytes per key on this device.
     pub sites: BTreeMap<String, SiteTotal>,
-    /// The keys of memory alive before the trace with no stack ([`super::pretrace`]) and
+    /// The keys of memory alive before the trace with no stack ([`crate::analyze::pretrace`]) and
     /// what the category rules say of it.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pretrace: BTreeMap<String, Pretrace>,
@@ -217,7 +217,7 @@ impl Profile {
 /// labels of memory no frame names (`<no frames>`, `<before trace, no stack> likely ...`),
 /// then key ascending.
 pub fn sorted_sites(map: &BTreeMap<String, SiteTotal>, n: usize) -> Vec<(String, SiteTotal)> {
-    let unnamed = |k: &str| k == NO_FRAMES || k.starts_with(super::pretrace::LABEL);
+    let unnamed = |k: &str| k == NO_FRAMES || k.starts_with(crate::analyze::pretrace::LABEL);
     let mut v: Vec<(String, SiteTotal)> = map.iter().map(|(k, t)| (k.clone(), *t)).collect();
     v.sort_by(|a, b| {
         b.1.bytes
@@ -604,7 +604,7 @@ pub fn profile(
     }
     let mut categories_basis = None;
     let categories = if opts.categories {
-        let copts = super::categories::CategoryOptions {
+        let copts = crate::analyze::categories::CategoryOptions {
             at: opts.at,
             ..Default::default()
         };
@@ -613,7 +613,7 @@ pub fn profile(
             .filter(|r| devices.iter().any(|d| d.device == r.device))
             .cloned()
             .collect();
-        match super::categories::run(snap, &included, &copts) {
+        match crate::analyze::categories::run(snap, &included, &copts) {
             Ok(c) => {
                 let mut m: BTreeMap<String, SiteTotal> = BTreeMap::new();
                 for row in c.devices.iter().flat_map(|d| &d.categories) {

@@ -7,14 +7,14 @@
 //! and headroom is measured against it (against the per-process limit an OOM implies when there
 //! is one; see [`implied_limit`]).
 
-use super::advice::{self, Evidence};
-use super::explain::OomExplained;
-use super::frag::{self, FragOptions};
-use super::gpus::{self, InferredCapacity};
-use super::top::{self, SiteRow, TopOptions};
+use crate::analyze::explain::OomExplained;
+use crate::analyze::frag::{self, FragOptions};
+use crate::analyze::top::{self, SiteRow, TopOptions};
 use crate::model::{Action, BlockState, PoolKind, SettingValue, Snapshot};
 use crate::replay::state::{self, AllocatorState};
 use crate::replay::{self, DeviceReplay, MomentSpec};
+use crate::vocab::advice::{self, Evidence};
+use crate::vocab::gpus::{self, InferredCapacity};
 use serde::Serialize;
 
 /// Options of `oom`.
@@ -94,22 +94,14 @@ pub struct Headroom {
     pub limit_below_bytes: Option<u64>,
 }
 
-/// The report.
-#[derive(Clone, Debug, Serialize)]
-pub struct OomReport {
-    /// Always [`super::SCHEMA_VERSION`].
-    pub schema_version: u32,
+/// Every OOM of a snapshot and each device's headroom: what [`find`] returns and
+/// [`crate::compose::oom::run`] completes into the report.
+#[derive(Clone, Debug)]
+pub struct Ooms {
     /// Every oom event, by device then event index.
     pub ooms: Vec<SnapshotOom>,
     /// Per device, how close it came (all devices).
     pub headroom: Vec<Headroom>,
-    /// Device capacity used.
-    pub capacity_bytes: Option<u64>,
-    /// Remarks about the whole file.
-    pub notes: Vec<String>,
-    /// Per device with an OOM, `memlens fit` at its first OOM: the fixes ranked with the bytes
-    /// each saves there (filled by [`super::fit::attach`]; empty until then).
-    pub fit: Vec<super::fit::DeviceFit>,
 }
 
 const MIB: u64 = 1 << 20;
@@ -139,12 +131,9 @@ pub fn expandable_setting(snap: &Snapshot) -> Option<bool> {
     }
 }
 
-/// Finds and explains every OOM.
-pub fn run(
-    snap: &Snapshot,
-    replays: &[DeviceReplay],
-    opts: &OomOptions,
-) -> Result<OomReport, String> {
+/// Finds and explains every OOM (the allocator-setting fixes without their predicted
+/// outcome: [`crate::analyze::predict`] adds it), and measures each device's headroom.
+pub fn find(snap: &Snapshot, replays: &[DeviceReplay], opts: &OomOptions) -> Result<Ooms, String> {
     let expandable = expandable_setting(snap);
     let mut ooms = Vec::new();
     let mut headroom = Vec::new();
@@ -152,7 +141,7 @@ pub fn run(
         let trace = snap.device_trace(dev);
         let replay = replays.iter().find(|r| r.device == dev.id);
         // The likely kinds of pre-trace memory without a stack, made once per device.
-        let mut kinds: Option<std::sync::Arc<super::pretrace::Kinds>> = None;
+        let mut kinds: Option<std::sync::Arc<crate::analyze::pretrace::Kinds>> = None;
         for (k, (i, e)) in trace
             .iter()
             .enumerate()
@@ -193,7 +182,7 @@ pub fn run(
                 Some(r) => {
                     let kinds = kinds
                         .get_or_insert_with(|| {
-                            std::sync::Arc::new(super::pretrace::Kinds::of(snap, r, trace))
+                            std::sync::Arc::new(crate::analyze::pretrace::Kinds::of(snap, r, trace))
                         })
                         .clone();
                     let opts = TopOptions {
@@ -297,26 +286,7 @@ pub fn run(
         });
     }
     measure_headroom(&mut headroom, &ooms);
-    super::predict::predict(snap, replays, opts, &mut ooms);
-    let mut notes = Vec::new();
-    if ooms.is_empty() {
-        notes.push(if snap.events.is_empty() {
-            "no trace recorded (allocation history was off), so no oom event can be found; the headroom below is what the final state still says (`memlens frag` and `memlens top` read it in full); an OOM's own numbers need allocation history on in the run that hits it (`torch.cuda.memory._record_memory_history`)".into()
-        } else if snap.devices.iter().all(|d| snap.device_trace(d).len() <= 1) {
-            // `state` mode or max_entries=1 keeps one entry: an oom before it is gone too.
-            "the trace holds at most one entry per device (history recorded in 'state' mode or with max_entries=1), so it cannot say whether the snapshot was taken at an out-of-memory error; the final state below still gives the headroom".into()
-        } else {
-            "no oom event in the trace: the snapshot was not taken at an out-of-memory error (or the ring buffer dropped it)".into()
-        });
-    }
-    Ok(OomReport {
-        schema_version: super::SCHEMA_VERSION,
-        ooms,
-        headroom,
-        capacity_bytes: opts.capacity_bytes,
-        notes,
-        fit: Vec::new(),
-    })
+    Ok(Ooms { ooms, headroom })
 }
 
 /// `capacity_source` of an inferred capacity: how it was inferred and the GPUs it matches.

@@ -11,9 +11,9 @@
 
 use super::frames::FrameTable;
 use crate::analyze::pretrace::{self, Kinds};
-use crate::analyze::sites::{self, SiteOptions};
 use crate::model::{Action, Snapshot, TraceEvent};
 use crate::replay::{DeviceReplay, Origin, Window, NEVER};
+use crate::vocab::sites::{self, SiteOptions};
 use serde::Serialize;
 
 /// The states drawn, as columns.

@@ -7,8 +7,8 @@
 //! ties) and the sites that explain it — those whose bytes at the outlier's peak exceed the
 //! median of that site's bytes across ranks (0 where a rank lacks the site) by the most.
 
-use super::oom::OomReport;
-use super::profile::{Profile, SiteTotal};
+use crate::analyze::profile::{Profile, SiteTotal};
+use crate::compose::oom::OomReport;
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -60,7 +60,7 @@ pub fn rank_of(name: &str) -> Option<u32> {
 /// One file of the batch.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FileRow {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Always `file` (JSON lines mix file rows and one `imbalance` line).
     pub kind: &'static str,
@@ -98,7 +98,7 @@ impl FileRow {
     /// The row of a file that failed.
     pub fn failed(file: &str, error: String) -> FileRow {
         FileRow {
-            schema_version: super::SCHEMA_VERSION,
+            schema_version: crate::analyze::SCHEMA_VERSION,
             kind: "file",
             file: file.to_string(),
             rank: rank_of(base_name(file)),
@@ -126,7 +126,7 @@ impl FileRow {
             .map(|o| o.explained.verdict.as_str())
             .collect();
         FileRow {
-            schema_version: super::SCHEMA_VERSION,
+            schema_version: crate::analyze::SCHEMA_VERSION,
             kind: "file",
             file: file.to_string(),
             rank: rank_of(base_name(file)),
@@ -185,7 +185,7 @@ pub struct ExplainingSite {
 /// The imbalance of a rank set.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Imbalance {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Always `imbalance`.
     pub kind: &'static str,
@@ -279,7 +279,7 @@ pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance
     sites.truncate(top);
     let max = outlier.1.peak_bytes;
     Some(Imbalance {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         kind: "imbalance",
         ranks,
         median_peak_bytes: med,
@@ -299,7 +299,7 @@ pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance
 /// The whole batch as one JSON document (`--format json`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BatchReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Per file, in the order given.
     pub files: Vec<FileRow>,

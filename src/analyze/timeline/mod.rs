@@ -4,7 +4,7 @@
 //! reported instead ([`FinalState`]), with an [`Absence`] saying so; a trace without any
 //! allocation or free (a lone `snapshot` marker) is drawn, flat, with an absence too.
 
-use super::absence::{self, Absence};
+use crate::vocab::absence::{self, Absence};
 
 use crate::model::Snapshot;
 use crate::replay::{self, DeviceReplay, Moment, Window, WindowSpec};
@@ -98,7 +98,7 @@ pub struct FinalState {
 /// The report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct TimelineReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Devices with a trace.
     pub devices: Vec<DeviceTimeline>,
@@ -121,7 +121,7 @@ pub fn run(
     for r in replays {
         let dev = snap.device(r.device).expect("replayed device exists");
         let trace = snap.device_trace(dev);
-        if !super::profile::records_activity(trace) {
+        if !crate::analyze::profile::records_activity(trace) {
             absent.push(Absence::new(
                 absence::NO_ACTIVITY,
                 Some(r.device),
@@ -191,7 +191,7 @@ pub fn run(
         });
     }
     Ok(TimelineReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         devices,
         devices_without_trace,
         final_states,

@@ -27,12 +27,13 @@
 //! Each file's rows depend on that file alone, so shards of files can be written by separate
 //! processes into one dataset.
 
-use crate::analyze::batch::rank_of;
 use crate::analyze::categories::{self, CategoryOptions};
 use crate::analyze::leaks::{self, LeaksOptions};
-use crate::analyze::oom::{self, OomOptions};
+use crate::analyze::oom::OomOptions;
 use crate::analyze::profile::{self, Keyer, ProfileOptions};
 use crate::analyze::timeline::{self, TimelineOptions};
+use crate::compose::batch::rank_of;
+use crate::compose::oom;
 use crate::model::{SettingValue, Snapshot};
 use crate::replay::DeviceReplay;
 use std::collections::BTreeMap;

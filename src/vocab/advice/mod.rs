@@ -66,7 +66,7 @@ pub struct Evidence {
     pub capacity_bytes: Option<u64>,
     /// A capacity inferred from reserved + free (a snapshot's `oom` entry), used when
     /// `capacity_bytes` is unknown: the GPUs it matches and what the context takes.
-    pub inferred_capacity: Option<crate::analyze::gpus::InferredCapacity>,
+    pub inferred_capacity: Option<crate::vocab::gpus::InferredCapacity>,
     /// Memory this process uses on the device, PyTorch or not (NVML).
     pub process_bytes: Option<u64>,
     /// Allocated by PyTorch (live tensors; in 2.1+ messages also free blocks of private pools).

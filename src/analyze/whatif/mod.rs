@@ -3,7 +3,6 @@
 //! fragmentation at the peak, cudaMalloc calls, and how closely the as-recorded replay
 //! reproduces the trace's own segment events.
 
-use super::gpus;
 use crate::allocator::device::Capacity;
 use crate::allocator::drive::{self, Outcome, Scenario};
 use crate::allocator::fidelity;
@@ -12,6 +11,7 @@ use crate::allocator::settings::Settings;
 use crate::model::{Action, Snapshot};
 use crate::replay::DeviceReplay;
 use crate::units::iec_words;
+use crate::vocab::gpus;
 use crate::Error;
 use serde::Serialize;
 
@@ -545,7 +545,7 @@ pub fn run(
         );
     }
     Ok(WhatifReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         devices,
         notes,
     })

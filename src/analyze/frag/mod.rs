@@ -127,7 +127,7 @@ pub struct DeviceFrag {
 /// The report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct FragReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,
@@ -404,7 +404,7 @@ pub fn run(
         devices.push(d);
     }
     Ok(FragReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         moment: opts.at.to_string(),
         devices,
     })

@@ -9,7 +9,7 @@
 //! top-level `fragmentation` is the worst device's. Sites are summed over devices too.
 //!
 //! Memory alive before the trace with no stack recorded is one row per likely kind on both
-//! sides (`<before trace, no stack> likely parameters`, [`super::pretrace`]), not `<no frames>`.
+//! sides (`<before trace, no stack> likely parameters`, [`crate::analyze::pretrace`]), not `<no frames>`.
 //!
 //! What cannot be compared is said, never shown as a change ([`Absence`]s): a side without
 //! stack frames has all its memory at `<no frames>`, so sites are not compared
@@ -17,9 +17,9 @@
 //! were categorised from the same data (both from traces, or both from final blocks); a
 //! device without a trace is measured at its final state.
 
-use super::absence::{self, Absence};
-use super::profile::{Profile, SiteTotal};
+use crate::analyze::profile::{Profile, SiteTotal};
 use crate::replay::Moment;
+use crate::vocab::absence::{self, Absence};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -114,11 +114,11 @@ pub struct SiteDelta {
     /// new, removed, grown, shrunk (or unchanged).
     pub status: Status,
     /// For memory alive before the trace with no stack recorded
-    /// (`<before trace, no stack> likely parameters`, [`super::pretrace`]): its likely kind by
+    /// (`<before trace, no stack> likely parameters`, [`crate::analyze::pretrace`]): its likely kind by
     /// the category rules and the evidence, the base's where both sides have it
     /// (`predates_trace`, `likely_kind`, `kind_confidence`, `evidence` in the JSON).
     #[serde(flatten)]
-    pub pretrace: Option<super::pretrace::Pretrace>,
+    pub pretrace: Option<crate::analyze::pretrace::Pretrace>,
 }
 
 /// One side of a device.
@@ -167,7 +167,7 @@ pub struct Gate {
 /// The report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DiffReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Live requested bytes at the moment, summed over devices (each at its own moment).
     pub peak: Pair,
@@ -180,7 +180,7 @@ pub struct DiffReport {
     /// The moment compared (`peak`, `end`, `oom`).
     pub moment: String,
     /// `site` or `stack`.
-    pub by: super::profile::SiteKey,
+    pub by: crate::analyze::profile::SiteKey,
     /// Line numbers dropped from keys.
     pub ignore_lines: bool,
     /// The directory stripped from each side's user files.
@@ -190,7 +190,7 @@ pub struct DiffReport {
     /// Sites per status (unchanged ones counted even without `--all`).
     pub counts: StatusCounts,
     /// Change per category (parameters, optimizer state, gradients, activations, ...; see
-    /// [`super::categories`]), by |delta| descending; `null` when a side has no categories.
+    /// [`crate::analyze::categories`]), by |delta| descending; `null` when a side has no categories.
     pub categories: Option<Vec<CategoryDelta>>,
     /// The growth gate, when `--fail-on-growth` or `--min-abs` was given.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -304,7 +304,7 @@ pub fn gate(peak: Pair, min_growth: f64, min_abs: u64) -> Gate {
     }
 }
 
-fn side(d: &super::profile::DeviceProfile) -> SideDevice {
+fn side(d: &crate::analyze::profile::DeviceProfile) -> SideDevice {
     SideDevice {
         basis: d.basis,
         at: d.at,
@@ -314,11 +314,11 @@ fn side(d: &super::profile::DeviceProfile) -> SideDevice {
     }
 }
 
-/// Compares two profiles (taken with the same [`super::profile::ProfileOptions`]).
+/// Compares two profiles (taken with the same [`crate::analyze::profile::ProfileOptions`]).
 pub fn run(
     base: &Profile,
     cand: &Profile,
-    key: super::profile::SiteKey,
+    key: crate::analyze::profile::SiteKey,
     ignore_lines: bool,
     opts: &DiffOptions,
 ) -> DiffReport {
@@ -461,7 +461,7 @@ pub fn run(
     };
     let (bf, cf) = (base.fragmentation(), cand.fragmentation());
     DiffReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         peak,
         reserved: Pair::new(base.reserved_bytes(), cand.reserved_bytes()),
         fragmentation: RatioPair {

@@ -3,8 +3,8 @@
 
 use super::rules::{Facts, Rule};
 use super::{Verdict, CONTEXT_ALLOWANCE};
-use crate::analyze::gpus::InferredCapacity;
 use crate::units::iec_words;
+use crate::vocab::gpus::InferredCapacity;
 
 /// `part` as a whole percentage of `whole`, `?%` when `whole` is 0.
 pub(super) fn pct(part: u64, whole: u64) -> String {

@@ -2,11 +2,11 @@
 //! under the setting (`memlens whatif`), the outcome for each OOM written into the fix
 //! (`Recommendation::predicted`).
 
-use super::advice;
-use super::oom::{OomOptions, SnapshotOom};
-use super::whatif;
+use crate::analyze::oom::{OomOptions, SnapshotOom};
+use crate::analyze::whatif;
 use crate::model::Snapshot;
 use crate::replay::DeviceReplay;
+use crate::vocab::advice;
 
 /// The allocator setting a recommendation sets (`expandable_segments:True`,
 /// `max_split_size_mb:N`), if it sets one that exists in this PyTorch.

@@ -1,9 +1,9 @@
 //! `memlens flame`: the chosen cost per whole stack, root first, ready for a flamegraph.
 
-use super::sites::{self, StackView};
-use super::top::{self, Selection, TopOptions};
+use crate::analyze::top::{self, Selection, TopOptions};
 use crate::model::{Snapshot, StackId};
 use crate::replay::{self, DeviceReplay, Moment};
+use crate::vocab::sites::{self, StackView};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -41,7 +41,7 @@ pub fn flame_label(snap: &Snapshot, f: crate::model::FrameId) -> String {
 pub struct WeightedStack {
     /// Frames, outermost first ([`flame_label`]); `<no frames>` alone when none, or for memory
     /// alive before the trace with no stack, its label with the likely kind alone
-    /// (`<before trace, no stack> likely parameters`, [`super::pretrace`]).
+    /// (`<before trace, no stack> likely parameters`, [`crate::analyze::pretrace`]).
     pub frames: Vec<String>,
     /// The cost.
     pub weight: u64,
@@ -65,7 +65,7 @@ pub struct DeviceFlame {
 /// The report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct FlameReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,
@@ -178,7 +178,7 @@ pub fn run(
     }
     devices.sort_by_key(|d| d.device);
     Ok(FlameReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         moment: opts.at.to_string(),
         devices,
     })

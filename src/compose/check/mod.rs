@@ -22,19 +22,19 @@
 //! A budget is never passed on nothing measured. Each one is [`CheckStatus::Unmeasured`] when
 //! the file lacks what it reads (`no device` below means no device with segments or a trace):
 //! - `max_peak`: no device, or a device whose live bytes at the moment were not recorded
-//!   ([`super::profile::Unrecorded`]): it has no trace (at any moment but `end`, which the
+//!   ([`crate::analyze::profile::Unrecorded`]): it has no trace (at any moment but `end`, which the
 //!   final state is), or at `peak` its trace records no alloc or free (PyTorch 2.0's single
 //!   `snapshot` entry), so the peak was not recorded. The final state is no peak; it is only a
 //!   lower bound of one. Or a device whose segments do not cover its trace: what was live
 //!   before the trace in the unlisted segments is unknown, so its live bytes are a lower bound;
 //! - `max_reserved`: no device (the final segments are a device's reserved bytes without a
 //!   trace), or a device whose segments do not cover its trace
-//!   ([`super::profile::Uncovered`]: its reserved bytes have only a floor);
+//!   ([`crate::analyze::profile::Uncovered`]: its reserved bytes have only a floor);
 //! - `max_frag`: no device holds segments at the moment, or a device's segments do not cover
 //!   its trace;
 //! - `max_leaked`: no device, or a device the leaks analysis cannot judge: no trace, no steps
 //!   found in its trace, or fewer steps than it needs
-//!   ([`super::leaks::LeaksOptions::steps_needed`]: one warm-up + 3);
+//!   ([`crate::analyze::leaks::LeaksOptions::steps_needed`]: one warm-up + 3);
 //! - `baseline`: either side's peak is unmeasured by the `max_peak` rule.
 //!
 //! What was measured still breaks a budget: when some devices are unmeasured but a measured
@@ -44,8 +44,8 @@
 //! the unmeasured devices become notes. The reason of an unmeasured budget names each device
 //! and what it lacks.
 
-use super::diff::{self, DiffReport, Status};
-use super::profile::{sorted_sites, DeviceProfile, Profile, SiteTotal, Uncovered};
+use crate::analyze::diff::{self, DiffReport, Status};
+use crate::analyze::profile::{sorted_sites, DeviceProfile, Profile, SiteTotal, Uncovered};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -165,7 +165,7 @@ pub struct Leaked {
     /// What limited the leaks analysis on the measured devices.
     pub notes: Vec<String>,
     /// Devices the leaks analysis could judge: a trace with at least
-    /// [`super::leaks::LeaksOptions::steps_needed`] steps.
+    /// [`crate::analyze::leaks::LeaksOptions::steps_needed`] steps.
     pub measured_devices: Vec<u32>,
     /// One reason per other device with segments or a trace, saying why it could not be
     /// judged: no trace, no steps found in its trace, or too few steps.
@@ -255,7 +255,7 @@ pub struct FileCheck {
 /// The report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// The moment measured.
     pub moment: String,
@@ -708,7 +708,7 @@ pub fn report(
         .count();
     let status = CheckStatus::worst(files.iter().map(|f| f.status));
     CheckReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         moment: moment.to_string(),
         capacity_bytes,
         baseline,
@@ -742,25 +742,26 @@ fn devices_words(ids: &[u32]) -> String {
     }
 }
 
-/// The leaks analysis ([`super::leaks`]) as `--max-leaked` reads it: the live bytes at the
+/// The leaks analysis ([`crate::analyze::leaks`]) as `--max-leaked` reads it: the live bytes at the
 /// end of every finding (leaks and retained graphs), summed, per normalized site; which devices
 /// it could judge, and why it could not judge the others (no trace, no steps found, too few
 /// steps); the leaks analysis's own remarks on the judged devices become notes.
 pub fn leaked(
     snap: &crate::model::Snapshot,
     replays: &[crate::replay::DeviceReplay],
-    opts: &super::profile::ProfileOptions,
+    opts: &crate::analyze::profile::ProfileOptions,
 ) -> Leaked {
-    let lopts = super::leaks::LeaksOptions {
+    let lopts = crate::analyze::leaks::LeaksOptions {
         sites: opts.sites,
-        ..super::leaks::LeaksOptions::default()
+        ..crate::analyze::leaks::LeaksOptions::default()
     };
-    let report = super::leaks::run(snap, replays, &lopts);
-    let root = super::profile::snapshot_root(snap);
+    let report = crate::analyze::leaks::run(snap, replays, &lopts);
+    let root = crate::analyze::profile::snapshot_root(snap);
     let mut out = Leaked::default();
     for f in &report.findings {
         out.bytes += f.live_bytes_at_end;
-        let key = super::profile::normalize_label(&f.site, root.as_deref(), opts.ignore_lines);
+        let key =
+            crate::analyze::profile::normalize_label(&f.site, root.as_deref(), opts.ignore_lines);
         let e = out.sites.entry(key).or_default();
         e.bytes += f.live_bytes_at_end;
         e.count += 1;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// The whole summary of one snapshot.
 #[derive(Debug, Clone, Serialize)]
 pub struct SummaryReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
     pub schema_version: u32,
     /// Top-level shape of the file.
     pub layout: Layout,
@@ -275,7 +275,7 @@ pub fn run(snap: &Snapshot) -> SummaryReport {
         })
         .collect();
     SummaryReport {
-        schema_version: super::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         layout: snap.layout,
         devices,
         allocator_settings: snap.allocator_settings.clone(),

@@ -33,7 +33,7 @@ pub(super) struct Facts<'a> {
     pub(super) free: Option<u64>,
     pub(super) cap: Option<u64>,
     /// The capacity was inferred from reserved + free (no capacity was given).
-    pub(super) inferred: Option<&'a crate::analyze::gpus::InferredCapacity>,
+    pub(super) inferred: Option<&'a crate::vocab::gpus::InferredCapacity>,
     pub(super) alloc: Option<u64>,
     pub(super) unalloc: Option<u64>,
     pub(super) reserved: Option<u64>,

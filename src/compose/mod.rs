@@ -1,0 +1,11 @@
+//! Compositions: reports built from other reports. The OOM report with its fit ([`oom`]), the
+//! HTML page's report ([`page`]), a fleet of snapshots ranked ([`batch`]), CI gates
+//! ([`check`]) and the Parquet dataset's rows ([`dataset`]). A composition may import
+//! analyses ([`crate::analyze`]) and the vocabulary ([`crate::vocab`]); no analysis imports a
+//! composition.
+
+pub mod batch;
+pub mod check;
+pub mod dataset;
+pub mod oom;
+pub mod page;

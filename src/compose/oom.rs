@@ -1,0 +1,85 @@
+//! The report of `memlens oom`, composed: the OOMs [`oom::find`] finds, the predicted outcome
+//! of their allocator-setting fixes ([`predict`]), notes about the whole file, and — for the
+//! page and `memlens oom` — the fit at each device's first OOM ([`attach_fit`]).
+
+use crate::analyze::fit::{self, DeviceFit, FitOptions};
+use crate::analyze::oom::{self, Headroom, OomOptions, Ooms, SnapshotOom};
+use crate::analyze::predict;
+use crate::model::Snapshot;
+use crate::replay::{DeviceReplay, MomentSpec};
+use serde::Serialize;
+
+/// The report of `memlens oom`: every OOM with the allocator-setting fixes' predicted
+/// outcome, the headroom of every device, notes about the file, and the fit at each first OOM.
+#[derive(Clone, Debug, Serialize)]
+pub struct OomReport {
+    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Every oom event, by device then event index.
+    pub ooms: Vec<SnapshotOom>,
+    /// Per device, how close it came (all devices).
+    pub headroom: Vec<Headroom>,
+    /// Device capacity used.
+    pub capacity_bytes: Option<u64>,
+    /// Remarks about the whole file.
+    pub notes: Vec<String>,
+    /// Per device with an OOM, `memlens fit` at its first OOM: the fixes ranked with the bytes
+    /// each saves there (filled by [`attach_fit`]; empty until then).
+    pub fit: Vec<DeviceFit>,
+}
+
+/// Finds and explains every OOM, with the predicted outcome of the allocator-setting fixes.
+pub fn run(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &OomOptions,
+) -> Result<OomReport, String> {
+    let Ooms { mut ooms, headroom } = oom::find(snap, replays, opts)?;
+    predict::predict(snap, replays, opts, &mut ooms);
+    let mut notes = Vec::new();
+    if ooms.is_empty() {
+        notes.push(if snap.events.is_empty() {
+            "no trace recorded (allocation history was off), so no oom event can be found; the headroom below is what the final state still says (`memlens frag` and `memlens top` read it in full); an OOM's own numbers need allocation history on in the run that hits it (`torch.cuda.memory._record_memory_history`)".into()
+        } else if snap.devices.iter().all(|d| snap.device_trace(d).len() <= 1) {
+            // `state` mode or max_entries=1 keeps one entry: an oom before it is gone too.
+            "the trace holds at most one entry per device (history recorded in 'state' mode or with max_entries=1), so it cannot say whether the snapshot was taken at an out-of-memory error; the final state below still gives the headroom".into()
+        } else {
+            "no oom event in the trace: the snapshot was not taken at an out-of-memory error (or the ring buffer dropped it)".into()
+        });
+    }
+    Ok(OomReport {
+        schema_version: crate::analyze::SCHEMA_VERSION,
+        ooms,
+        headroom,
+        capacity_bytes: opts.capacity_bytes,
+        notes,
+        fit: Vec::new(),
+    })
+}
+
+/// Fills `report.fit` with `fit` at the first OOM of every device that has one, against the
+/// capacity `oom` was given (else what the OOM implies): what `memlens oom` and the HTML
+/// report show as ranked fixes with their savings.
+pub fn attach_fit(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    report: &mut OomReport,
+    capacity: Option<(u64, String)>,
+) -> Result<(), String> {
+    if report.ooms.is_empty() {
+        return Ok(());
+    }
+    let opts = FitOptions {
+        at: Some(MomentSpec::Oom(1)),
+        capacity_bytes: capacity.as_ref().map(|c| c.0),
+        capacity_source: capacity.map(|c| c.1),
+    };
+    let has_oom = |d: u32| report.ooms.iter().any(|o| o.explained.device == Some(d));
+    let fits = fit::run_with(snap, replays, &opts, &report.ooms, &has_oom)?;
+    report.fit = fits
+        .devices
+        .into_iter()
+        .filter(|d| d.moment == "oom")
+        .collect();
+    Ok(())
+}
