@@ -32,6 +32,8 @@ pub mod analyze;
 pub mod compose;
 pub mod error;
 pub mod input;
+#[cfg(test)]
+mod layering;
 pub mod load;
 pub mod model;
 pub mod pickle;
