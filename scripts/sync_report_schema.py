@@ -20,7 +20,7 @@ SOURCES = ["summary", "oom", "leaks", "categories", "frag", "top", "timeline"]
 # A source's top-level report as a definition of report.schema.json.
 ROOTS = {"oom": "oom_report", "leaks": "leaks_report", "categories": "categories_report"}
 ROOT_KEYS = ("description", "type", "required", "properties", "additionalProperties")
-# Definitions of the page's own data (src/analyze/page), written in report.schema.json itself.
+# Definitions of the page's own data (src/compose/page), written in report.schema.json itself.
 OWN = {"page_absence", "band", "device_page", "flame_trees", "frame_info", "moment_view", "samples",
        "segment_view", "state_view", "timeline_view", "top_view", "tree", "summary_report",
        "oom_report", "leaks_report", "categories_report"}
