@@ -6,6 +6,10 @@
 //! ([`gpus::infer_capacity`]): the verdict is weighed against that, the matching GPUs are named,
 //! and headroom is measured against it (against the per-process limit an OOM implies when there
 //! is one; see [`implied_limit`]).
+//!
+//! This module finds the OOMs ([`find`]); the report of `memlens oom` — with the predicted
+//! outcome of the allocator-setting fixes and the fit at each first OOM — is composed in
+//! [`crate::compose::oom`].
 
 use crate::analyze::explain::OomExplained;
 use crate::analyze::frag::{self, FragOptions};
