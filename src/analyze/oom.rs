@@ -235,7 +235,7 @@ fn explain(
     };
     let d = advice::diagnose(&ev);
     let live_sites = match replay {
-        Some(r) => live_sites_at(snap, r, at.nth, opts, kinds)?,
+        Some(r) => live_sites_at(snap, r, snap.device_trace(dev), at.nth, opts, kinds)?,
         None => Vec::new(),
     };
     let notes = oom_notes(d.notes, &st, opts, &inferred, seen);
@@ -286,16 +286,15 @@ fn explain(
     })
 }
 
-/// The top sites live at the device's `nth` oom event (0: the first).
+/// The top sites live at the `nth` oom event (0: the first) of replay `r` of `trace`.
 fn live_sites_at(
     snap: &Snapshot,
     r: &DeviceReplay,
+    trace: &[TraceEvent],
     nth: usize,
     opts: &OomOptions,
     kinds: &mut Option<Arc<Kinds>>,
 ) -> Result<Vec<SiteRow>, String> {
-    let dev = snap.device(r.device).expect("replayed device exists");
-    let trace = snap.device_trace(dev);
     let kinds = kinds
         .get_or_insert_with(|| Arc::new(Kinds::of(snap, r, trace)))
         .clone();
