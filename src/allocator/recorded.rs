@@ -12,7 +12,7 @@
 
 use super::rounding::{allocation_size, round_size};
 use super::settings::Settings;
-use crate::model::{Action, Device, Snapshot};
+use crate::model::{Action, Device, Snapshot, TraceEvent};
 use crate::replay::state::{state_at, AllocatorState};
 
 /// A segment event of the trace.
@@ -136,9 +136,38 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
     let trace = snap.device_trace(dev);
     let start = state_at(snap, dev, -1);
     let start_reserved: u64 = start.segments.iter().map(|s| s.size).sum();
+    let mut segs = owned_segments(trace);
+    let walk = Walk::of(trace, &segs, start_reserved);
+    let (reclassify, failures) = failure_points(trace, settings, &walk);
+    let empty_cache_at = empty_cache_calls(trace, &mut segs, &reclassify);
+    let private = private_ranges(snap, dev, &start);
+    let fresh = fresh_address(trace, &start, &segs);
+    let mut rec = Recorded {
+        device: dev.id,
+        start,
+        segs,
+        empty_cache_at,
+        reclassified: reclassify.len(),
+        bounds: Bounds {
+            lower: walk.lower,
+            upper: None,
+            device: walk.device,
+        },
+        failures,
+        empty_cache_before: Vec::new(),
+        start_reserved,
+        peak_reserved: walk.peak,
+        end_reserved: walk.end_reserved,
+        private,
+        fresh,
+    };
+    rec.exclude(&[]);
+    rec
+}
 
-    // Owners, scanning backwards: the next alloc/oom with only segment events and deferred
-    // frees between.
+/// The trace's segment events with their owners, found scanning backwards: the next
+/// alloc/oom with only segment events and deferred frees between.
+fn owned_segments(trace: &[TraceEvent]) -> Vec<RecordedSeg> {
     let mut segs = Vec::new();
     let mut next: Option<u32> = None;
     for (i, e) in trace.iter().enumerate().rev() {
@@ -156,55 +185,90 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
         }
     }
     segs.reverse();
+    segs
+}
 
-    // Reserved before each segment event, the peak, and each malloc's first-failure point.
-    let mut reserved = start_reserved as i64;
-    let mut peak = (start_reserved, -1i64);
-    let mut lower = start_reserved;
-    let mut device = None;
-    // (owner, reserved before its first segment event, it released first, it then allocated)
-    let mut groups: Vec<(u32, u64, bool, bool)> = Vec::new();
-    // Reserved just before each oom entry.
-    let mut at_oom: Vec<(u32, u64)> = Vec::new();
-    let mut k = 0usize;
-    for (i, e) in trace.iter().enumerate() {
-        if k < segs.len() && segs[k].event as usize == i {
-            let s = segs[k];
-            k += 1;
-            if let Some(o) = s.owner {
-                if groups.last().map(|g| g.0) != Some(o) {
-                    groups.push((o, reserved.max(0) as u64, is_release(s.action), false));
-                } else if !is_release(s.action) {
-                    groups.last_mut().unwrap().3 = true;
+/// Reserved bytes walked through the trace: the peak, the bounds, and each malloc's
+/// first-failure point.
+struct Walk {
+    /// The most reserved at once, and the first trace index reaching it (-1: the start).
+    peak: (u64, i64),
+    /// The most the trace ever reserved.
+    lower: u64,
+    /// Reserved + the device's free memory at the last `oom`.
+    device: Option<u64>,
+    /// (owner, reserved before its first segment event, it released first, it then allocated)
+    groups: Vec<(u32, u64, bool, bool)>,
+    /// Reserved just before each oom entry.
+    at_oom: Vec<(u32, u64)>,
+    /// Reserved after the last event.
+    end_reserved: u64,
+}
+
+impl Walk {
+    /// Walks `trace` and its segment events `segs` from `start_reserved` bytes.
+    fn of(trace: &[TraceEvent], segs: &[RecordedSeg], start_reserved: u64) -> Walk {
+        let mut reserved = start_reserved as i64;
+        let mut peak = (start_reserved, -1i64);
+        let mut lower = start_reserved;
+        let mut device = None;
+        let mut groups: Vec<(u32, u64, bool, bool)> = Vec::new();
+        let mut at_oom: Vec<(u32, u64)> = Vec::new();
+        let mut k = 0usize;
+        for (i, e) in trace.iter().enumerate() {
+            if k < segs.len() && segs[k].event as usize == i {
+                let s = segs[k];
+                k += 1;
+                if let Some(o) = s.owner {
+                    if groups.last().map(|g| g.0) != Some(o) {
+                        groups.push((o, reserved.max(0) as u64, is_release(s.action), false));
+                    } else if !is_release(s.action) {
+                        groups.last_mut().unwrap().3 = true;
+                    }
                 }
+                reserved += if is_release(s.action) {
+                    -(s.size as i64)
+                } else {
+                    s.size as i64
+                };
+                let r = reserved.max(0) as u64;
+                lower = lower.max(r);
+                if r > peak.0 {
+                    peak = (r, i as i64);
+                }
+            } else if e.action == Action::Oom {
+                device = Some(reserved.max(0) as u64 + e.addr);
+                at_oom.push((i as u32, reserved.max(0) as u64));
             }
-            reserved += if is_release(s.action) {
-                -(s.size as i64)
-            } else {
-                s.size as i64
-            };
-            let r = reserved.max(0) as u64;
-            lower = lower.max(r);
-            if r > peak.0 {
-                peak = (r, i as i64);
-            }
-        } else if e.action == Action::Oom {
-            device = Some(reserved.max(0) as u64 + e.addr);
-            at_oom.push((i as u32, reserved.max(0) as u64));
+        }
+        Walk {
+            peak,
+            lower,
+            device,
+            groups,
+            at_oom,
+            end_reserved: reserved.max(0) as u64,
         }
     }
-    let end_reserved = reserved.max(0) as u64;
+}
 
-    // Failure points: a malloc that released, then allocated (or failed: an oom), and every
-    // oom. A malloc that released and then reused a cached block called nothing that fails:
-    // the releases were an empty_cache call.
+/// Failure points: a malloc that released, then allocated (or failed: an oom), and every
+/// oom. A malloc that released and then reused a cached block called nothing that fails:
+/// the releases were an empty_cache call. Returns the mallocs so reclassified (sorted) and
+/// the failures.
+fn failure_points(
+    trace: &[TraceEvent],
+    settings: &Settings,
+    walk: &Walk,
+) -> (Vec<u32>, Vec<(u32, u64, bool)>) {
+    let lower = walk.lower;
     let alloc_of = |i: u32| {
         // An oom entry's size is already rounded (round_size is idempotent).
         allocation_size(round_size(trace[i as usize].size, settings))
     };
     let mut reclassify = Vec::new();
     let mut failures = Vec::new();
-    for &(o, before, released_first, allocated) in &groups {
+    for &(o, before, released_first, allocated) in &walk.groups {
         if !released_first {
             continue;
         }
@@ -216,16 +280,23 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
             failures.push((o, v, !oom));
         }
     }
-    for &(i, r) in &at_oom {
+    for &(i, r) in &walk.at_oom {
         let v = r + alloc_of(i);
         if v > lower {
             failures.push((i, v, false));
         }
     }
     reclassify.sort_unstable();
+    (reclassify, failures)
+}
 
-    // empty_cache calls: runs of releases that belong to no malloc (or to a reclassified
-    // one); such a release's owner becomes the call.
+/// empty_cache calls: runs of releases that belong to no malloc (or to a reclassified
+/// one); such a release's owner becomes the call. Returns where each call starts.
+fn empty_cache_calls(
+    trace: &[TraceEvent],
+    segs: &mut [RecordedSeg],
+    reclassify: &[u32],
+) -> Vec<u32> {
     let mut empty_cache_at = Vec::new();
     let mut run: Option<u32> = None;
     let mut k = 0usize;
@@ -250,7 +321,11 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
             run = None;
         }
     }
+    empty_cache_at
+}
 
+/// Private pools' address ranges, in the state before the trace and in the final one, sorted.
+fn private_ranges(snap: &Snapshot, dev: &Device, start: &AllocatorState) -> Vec<PrivateRange> {
     let mut private: Vec<PrivateRange> = start
         .segments
         .iter()
@@ -273,7 +348,11 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
         .collect();
     private.sort_by_key(|r| (r.start, r.end));
     private.dedup();
+    private
+}
 
+/// A GiB-aligned address above every address the file names.
+fn fresh_address(trace: &[TraceEvent], start: &AllocatorState, segs: &[RecordedSeg]) -> u64 {
     let top = start
         .segments
         .iter()
@@ -288,27 +367,5 @@ pub fn read(snap: &Snapshot, dev: &Device, settings: &Settings) -> Recorded {
         .max()
         .unwrap_or(0);
     let gib = 1u64 << 30;
-    let fresh = top.div_ceil(gib).saturating_add(1).saturating_mul(gib);
-
-    let mut rec = Recorded {
-        device: dev.id,
-        start,
-        segs,
-        empty_cache_at,
-        reclassified: reclassify.len(),
-        bounds: Bounds {
-            lower,
-            upper: None,
-            device,
-        },
-        failures,
-        empty_cache_before: Vec::new(),
-        start_reserved,
-        peak_reserved: peak,
-        end_reserved,
-        private,
-        fresh,
-    };
-    rec.exclude(&[]);
-    rec
+    top.div_ceil(gib).saturating_add(1).saturating_mul(gib)
 }

@@ -275,8 +275,24 @@ pub fn tables(
             ..CategoryOptions::default()
         },
     )?;
-    let settings = settings_json(snap);
+    Ok(vec![
+        files_table(src, snap, replays, &prof, &ooms),
+        sites_table(src, &Keyer::new(snap, popts), &cats),
+        timeline_table(src, &tl),
+        ooms_table(src, &ooms),
+        leaks_table(src, &leaks),
+    ])
+}
 
+/// The `files` table: a row per measured device, or one of zeros for a file without one.
+fn files_table(
+    src: &Source,
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    prof: &profile::Profile,
+    ooms: &oom::OomReport,
+) -> Table {
+    let settings = settings_json(snap);
     let mut files = empty("files", FILES);
     for d in &prof.devices {
         let r = replays.iter().find(|r| r.device == d.device);
@@ -348,8 +364,11 @@ pub fn tables(
             .rows
             .push(file_row(src, None, None, Some((settings, zeros, codes))));
     }
+    files
+}
 
-    let keyer = Keyer::new(snap, popts);
+/// The `sites` table: live bytes at the peak per device, site (keyed by `keyer`) and category.
+fn sites_table(src: &Source, keyer: &Keyer, cats: &categories::CategoriesReport) -> Table {
     let mut sites = empty("sites", SITES);
     for d in &cats.devices {
         let mut by: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
@@ -370,7 +389,11 @@ pub fn tables(
             ]);
         }
     }
+    sites
+}
 
+/// The `timeline` table: the timeline's points per device.
+fn timeline_table(src: &Source, tl: &timeline::TimelineReport) -> Table {
     let mut timeline = empty("timeline", TIMELINE);
     for d in &tl.devices {
         for p in &d.points {
@@ -385,7 +408,11 @@ pub fn tables(
             ]);
         }
     }
+    timeline
+}
 
+/// The `ooms` table: a row per oom event.
+fn ooms_table(src: &Source, ooms: &oom::OomReport) -> Table {
     let opt = |v: Option<u64>| Cell::Int(v.map(|x| i64::try_from(x).unwrap_or(i64::MAX)));
     let mut oom_rows = empty("ooms", OOMS);
     for o in &ooms.ooms {
@@ -405,7 +432,11 @@ pub fn tables(
             text(e.verdict.as_str()),
         ]);
     }
+    oom_rows
+}
 
+/// The `leaks` table: a row per finding.
+fn leaks_table(src: &Source, leaks: &leaks::LeaksReport) -> Table {
     let mut leak_rows = empty("leaks", LEAKS);
     for f in &leaks.findings {
         leak_rows.rows.push(vec![
@@ -421,5 +452,5 @@ pub fn tables(
             Cell::Float(Some(f.fit_r2)),
         ]);
     }
-    Ok(vec![files, sites, timeline, oom_rows, leak_rows])
+    leak_rows
 }

@@ -191,34 +191,55 @@ pub fn periodic_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(i64, Ve
         .map(|starts| (starts[0], starts))
 }
 
+/// Steps as `(name, first event, last event)`.
+type Ranges = Vec<(String, i64, i64)>;
+
+/// Steps found by one source, with the source and the marker that told them.
+type Found = Option<(Ranges, StepSource, String)>;
+
 /// Finds the steps of a replayed device.
 pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
     let dev = snap.device(r.device).expect("replayed device exists");
     let trace = snap.device_trace(dev);
-    let mut ranges: Vec<(String, i64, i64)> = Vec::new();
-    let mut source = None;
+    let found = profiler_steps(snap, r.device, trace)
+        .or_else(|| iteration_annotations(snap, r.device, trace))
+        .or_else(|| legacy_markers(snap, trace))
+        .or_else(|| optimizer_steps(snap, trace))
+        .or_else(|| periodic_steps(snap, trace))
+        .or_else(|| loop_steps(snap, trace));
+    let (ranges, source, marker) = match found {
+        Some((ranges, source, marker)) => (ranges, Some(source), Some(marker)),
+        None => (Vec::new(), None, None),
+    };
+    DeviceSteps {
+        device: r.device,
+        source,
+        marker,
+        steps: measure(r, ranges),
+    }
+}
 
-    for (name, s, e) in annotation_spans(snap, r.device, &is_step_name) {
+/// Steps of `ProfilerStep#` annotations.
+fn profiler_steps(snap: &Snapshot, device: u32, trace: &[TraceEvent]) -> Found {
+    let mut ranges: Ranges = Vec::new();
+    for (name, s, e) in annotation_spans(snap, device, &is_step_name) {
         if let Some((a, b)) = events_in(trace, s, e) {
             ranges.push((name, a, b));
         }
     }
-    let mut marker = None;
-    if !ranges.is_empty() {
-        source = Some(StepSource::Annotations);
-        marker = Some("ProfilerStep#".to_string());
-    }
-    // Other per-iteration annotations: the optimizer's step ends a step; a DataLoader fetch or
-    // zero_grad starts one.
+    (!ranges.is_empty()).then(|| (ranges, StepSource::Annotations, "ProfilerStep#".to_string()))
+}
+
+/// Steps cut by other per-iteration annotations: the optimizer's step ends a step; a
+/// DataLoader fetch or zero_grad starts one.
+fn iteration_annotations(snap: &Snapshot, device: u32, trace: &[TraceEvent]) -> Found {
     for (prefix, ends_step) in [
         ("Optimizer.step#", true),
         ("enumerate(DataLoader)#", false),
         ("Optimizer.zero_grad#", false),
     ] {
-        if source.is_some() {
-            break;
-        }
-        let spans = annotation_spans(snap, r.device, &|n: &str| n.starts_with(prefix));
+        let mut ranges: Ranges = Vec::new();
+        let spans = annotation_spans(snap, device, &|n: &str| n.starts_with(prefix));
         let n = trace.len() as i64;
         let cuts: Vec<i64> = spans
             .iter()
@@ -255,111 +276,132 @@ pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
             ranges.push((format!("step {}", ranges.len() + 1), prev, n - 1));
         }
         if !ranges.is_empty() {
-            source = Some(StepSource::Annotations);
-            marker = Some(prefix.to_string());
+            return Some((ranges, StepSource::Annotations, prefix.to_string()));
         }
     }
-    if source.is_none() {
-        // Legacy markers: user_defined entries whose frame name is START/END (§4).
-        let mut open: Option<(String, i64)> = None;
-        for (i, e) in trace.iter().enumerate() {
-            if e.action != Action::UserDefined {
-                continue;
-            }
-            let Some(&f) = snap.stacks.get(e.stack).first() else {
-                continue;
-            };
-            let fr = snap.frames.get(f);
-            let (stage, label) = (snap.strings.get(fr.name), snap.strings.get(fr.filename));
-            if !is_step_name(label) {
-                continue;
-            }
-            match stage {
-                "START" => open = Some((label.to_string(), i as i64 + 1)),
-                "END" => {
-                    if let Some((n, a)) = open.take() {
-                        if i as i64 > a {
-                            ranges.push((n, a, i as i64 - 1));
-                        }
+    None
+}
+
+/// Steps of legacy markers: user_defined entries whose frame name is START/END (§4).
+fn legacy_markers(snap: &Snapshot, trace: &[TraceEvent]) -> Found {
+    let mut ranges: Ranges = Vec::new();
+    let mut open: Option<(String, i64)> = None;
+    for (i, e) in trace.iter().enumerate() {
+        if e.action != Action::UserDefined {
+            continue;
+        }
+        let Some(&f) = snap.stacks.get(e.stack).first() else {
+            continue;
+        };
+        let fr = snap.frames.get(f);
+        let (stage, label) = (snap.strings.get(fr.name), snap.strings.get(fr.filename));
+        if !is_step_name(label) {
+            continue;
+        }
+        match stage {
+            "START" => open = Some((label.to_string(), i as i64 + 1)),
+            "END" => {
+                if let Some((n, a)) = open.take() {
+                    if i as i64 > a {
+                        ranges.push((n, a, i as i64 - 1));
                     }
                 }
-                _ => {}
             }
-        }
-        if !ranges.is_empty() {
-            source = Some(StepSource::UserDefined);
-            marker = Some("user_defined ProfilerStep#".to_string());
+            _ => {}
         }
     }
-    if source.is_none() {
-        // The optimizer's step: each burst of allocations under torch/optim ends a step.
-        let optim = PerStack::new(&snap.stacks);
-        let in_optim = |s: StackId| *optim.get_or_init(s, || has_optim_frame(snap, s));
-        let optim_alloc = |e: &TraceEvent| e.action == Action::Alloc && in_optim(e.stack);
-        let user_alloc = |e: &TraceEvent| e.action == Action::Alloc && !in_optim(e.stack);
-        let marks: Vec<i64> = trace
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| optim_alloc(e))
-            .map(|(i, _)| i as i64)
-            .collect();
-        let mut ends = Vec::new();
-        for (k, &m) in marks.iter().enumerate() {
-            // The last optimizer allocation before a gap of non-optimizer allocations.
-            let next = marks.get(k + 1).copied();
-            let gap = next.map_or(true, |n| {
-                trace[(m as usize + 1)..(n as usize)].iter().any(user_alloc)
-            });
-            if gap {
-                // Extend to just before the next non-optimizer allocation.
-                let mut end = m;
-                while trace.get(end as usize + 1).is_some_and(|e| !user_alloc(e)) {
-                    end += 1;
-                }
-                ends.push(end);
+    (!ranges.is_empty()).then(|| {
+        (
+            ranges,
+            StepSource::UserDefined,
+            "user_defined ProfilerStep#".to_string(),
+        )
+    })
+}
+
+/// Steps ended by the optimizer's step: each burst of allocations under torch/optim ends one.
+fn optimizer_steps(snap: &Snapshot, trace: &[TraceEvent]) -> Found {
+    let optim = PerStack::new(&snap.stacks);
+    let in_optim = |s: StackId| *optim.get_or_init(s, || has_optim_frame(snap, s));
+    let optim_alloc = |e: &TraceEvent| e.action == Action::Alloc && in_optim(e.stack);
+    let user_alloc = |e: &TraceEvent| e.action == Action::Alloc && !in_optim(e.stack);
+    let marks: Vec<i64> = trace
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| optim_alloc(e))
+        .map(|(i, _)| i as i64)
+        .collect();
+    let mut ends = Vec::new();
+    for (k, &m) in marks.iter().enumerate() {
+        // The last optimizer allocation before a gap of non-optimizer allocations.
+        let next = marks.get(k + 1).copied();
+        let gap = next.map_or(true, |n| {
+            trace[(m as usize + 1)..(n as usize)].iter().any(user_alloc)
+        });
+        if gap {
+            // Extend to just before the next non-optimizer allocation.
+            let mut end = m;
+            while trace.get(end as usize + 1).is_some_and(|e| !user_alloc(e)) {
+                end += 1;
             }
-        }
-        if ends.len() >= 2 {
-            let mut start = 0;
-            for (k, &e) in ends.iter().enumerate() {
-                ranges.push((format!("step {}", k + 1), start, e));
-                start = e + 1;
-            }
-            source = Some(StepSource::OptimizerStep);
-            marker = Some("torch/optim frames".to_string());
-        }
-    }
-    if source.is_none() {
-        if let Some((key_event, starts)) = periodic_starts(snap, trace) {
-            for (k, w) in starts.windows(2).enumerate() {
-                ranges.push((format!("step {}", k + 1), w[0], w[1] - 1));
-            }
-            let last = *starts.last().expect("periodic keys repeat");
-            ranges.push((
-                format!("step {}", starts.len()),
-                last,
-                trace.len() as i64 - 1,
-            ));
-            source = Some(StepSource::Periodic);
-            marker = Some(format!("stack of event {key_event}"));
+            ends.push(end);
         }
     }
-    if source.is_none() {
-        if let Some((frame, starts)) = super::loops::loop_starts(snap, trace) {
-            for (k, w) in starts.windows(2).enumerate() {
-                ranges.push((format!("step {}", k + 1), w[0], w[1] - 1));
-            }
-            let last = *starts.last().expect("a loop has two starts");
-            ranges.push((
-                format!("step {}", starts.len()),
-                last,
-                trace.len() as i64 - 1,
-            ));
-            source = Some(StepSource::Loop);
-            marker = Some(format!("loop in {frame}"));
-        }
+    if ends.len() < 2 {
+        return None;
     }
-    let steps = ranges
+    let mut ranges: Ranges = Vec::new();
+    let mut start = 0;
+    for (k, &e) in ends.iter().enumerate() {
+        ranges.push((format!("step {}", k + 1), start, e));
+        start = e + 1;
+    }
+    Some((
+        ranges,
+        StepSource::OptimizerStep,
+        "torch/optim frames".to_string(),
+    ))
+}
+
+/// Steps from each start to the next, the last one to the end of the trace.
+fn from_starts(starts: &[i64], trace: &[TraceEvent], last: i64) -> Ranges {
+    let mut ranges: Ranges = Vec::new();
+    for (k, w) in starts.windows(2).enumerate() {
+        ranges.push((format!("step {}", k + 1), w[0], w[1] - 1));
+    }
+    ranges.push((
+        format!("step {}", starts.len()),
+        last,
+        trace.len() as i64 - 1,
+    ));
+    ranges
+}
+
+/// Steps started by a periodic stack.
+fn periodic_steps(snap: &Snapshot, trace: &[TraceEvent]) -> Found {
+    let (key_event, starts) = periodic_starts(snap, trace)?;
+    let last = *starts.last().expect("periodic keys repeat");
+    Some((
+        from_starts(&starts, trace, last),
+        StepSource::Periodic,
+        format!("stack of event {key_event}"),
+    ))
+}
+
+/// Steps started by each turn of a loop.
+fn loop_steps(snap: &Snapshot, trace: &[TraceEvent]) -> Found {
+    let (frame, starts) = super::loops::loop_starts(snap, trace)?;
+    let last = *starts.last().expect("a loop has two starts");
+    Some((
+        from_starts(&starts, trace, last),
+        StepSource::Loop,
+        format!("loop in {frame}"),
+    ))
+}
+
+/// Each range's live bytes at its start and end and its peak.
+fn measure(r: &DeviceReplay, ranges: Ranges) -> Vec<Step> {
+    ranges
         .into_iter()
         .enumerate()
         .map(|(k, (name, a, b))| {
@@ -381,13 +423,7 @@ pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
                 peak_event,
             }
         })
-        .collect();
-    DeviceSteps {
-        device: r.device,
-        source,
-        marker,
-        steps,
-    }
+        .collect()
 }
 
 /// The window of the steps named `phase` (`ProfilerStep#3`, `Optimizer.step#Adam.step`, or

@@ -187,56 +187,8 @@ pub fn run(
         let r: &DeviceReplay = &r;
         // A trace without an allocation dates nothing alive: only the final blocks remain.
         let final_state = !trace.iter().any(|e| e.action == Action::Alloc);
-        if final_state {
-            let what = if trace.is_empty() {
-                format!(
-                    "device {} has no trace (allocation history was not recorded)",
-                    dev.id
-                )
-            } else {
-                format!(
-                    "the trace of device {} records no allocation ({})",
-                    dev.id,
-                    if trace.len() == 1 {
-                        "1 entry".to_string()
-                    } else {
-                        format!("{} entries", trace.len())
-                    }
-                )
-            };
-            let code = if trace.is_empty() {
-                absence::NO_TRACE
-            } else {
-                absence::NO_ACTIVITY
-            };
-            if !matches!(opts.at, MomentSpec::Peak | MomentSpec::End) {
-                absent.push(Absence::new(
-                    absence::NO_MOMENT,
-                    Some(dev.id),
-                    format!(
-                        "{what}: the moment {} cannot be placed; only its final state can be categorised (--at end)",
-                        opts.at
-                    ),
-                ));
-                continue;
-            }
-            let peak = if opts.at == MomentSpec::Peak {
-                "; the peak was not recorded, so these are the categories at the end"
-            } else {
-                ""
-            };
-            absent.push(Absence::new(
-                code,
-                Some(dev.id),
-                format!(
-                    "{what}: its final blocks are categorised by their frames alone (no step phases or lifetimes{}){peak}",
-                    if snap.has_frames() {
-                        "; a block without frames predates the recording and is taken as a parameter"
-                    } else {
-                        ""
-                    }
-                ),
-            ));
+        if final_state && !final_state_absence(snap, dev, opts, &mut absent) {
+            continue;
         }
         let at = if final_state {
             r.events as i64 - 1
@@ -252,93 +204,9 @@ pub fn run(
         if final_state {
             ctx = ctx.final_state();
         }
-        let mut rows: BTreeMap<&str, Tally> = BTreeMap::new();
-        let mut live = 0;
-        let mut per_stack: BTreeMap<(u32, &str), (u64, u64)> = BTreeMap::new();
-        for a in r.live_allocations(at) {
-            let (cat, rule, conf) = ctx.classify(a);
-            live += a.size;
-            if opts.per_stack {
-                let t = per_stack.entry((a.stack.0, cat)).or_default();
-                t.0 += a.size;
-                t.1 += 1;
-            }
-            let e = rows.entry(cat).or_default();
-            e.0 += a.size;
-            e.1 += 1;
-            *e.2.entry((rule, conf)).or_default() += a.size;
-        }
-        let order = |c: &str| {
-            CATEGORIES
-                .iter()
-                .position(|x| *x == c)
-                .unwrap_or(CATEGORIES.len())
-        };
-        let mut categories: Vec<CategoryRow> = rows
-            .into_iter()
-            .map(|(category, (bytes, count, hits))| {
-                let mut rules: Vec<RuleHit> = hits
-                    .into_iter()
-                    .map(|((rule, confidence), bytes)| RuleHit {
-                        rule: rule.to_string(),
-                        confidence,
-                        bytes,
-                    })
-                    .collect();
-                rules.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.rule.cmp(&b.rule)));
-                let weight = |c: &str| {
-                    rules
-                        .iter()
-                        .filter(|h| h.confidence == c)
-                        .map(|h| h.bytes)
-                        .sum::<u64>()
-                };
-                let confidence = if weight("high") * 2 >= bytes {
-                    "high"
-                } else if (weight("high") + weight("medium")) * 2 >= bytes {
-                    "medium"
-                } else {
-                    "low"
-                };
-                CategoryRow {
-                    share: if live == 0 {
-                        0.0
-                    } else {
-                        bytes as f64 / live as f64
-                    },
-                    category: category.to_string(),
-                    bytes,
-                    count,
-                    confidence,
-                    rules,
-                }
-            })
-            .collect();
-        categories.sort_by(|a, b| {
-            order(&a.category)
-                .cmp(&order(&b.category))
-                .then_with(|| a.category.cmp(&b.category))
-        });
-        let mut notes: Vec<String> = absent
-            .iter()
-            .filter(|a: &&Absence| a.device == Some(dev.id))
-            .map(|a| a.message.clone())
-            .collect();
-        if st.steps.is_empty() && !final_state {
-            notes.push("no steps found: phase rules (forward/backward, kept past the step) fall back to frames only".into());
-        }
-        if !snap.has_frames() {
-            let msg = if final_state {
-                format!(
-                    "no stack frames recorded: nothing tells the final blocks apart, so all {} is unknown; only the total is known",
-                    crate::units::iec(live)
-                )
-            } else {
-                "no stack frames recorded: only lifetime rules apply, most memory is unknown".into()
-            };
-            absent.push(Absence::new(absence::NO_FRAMES, Some(dev.id), msg.clone()));
-            notes.push(msg);
-        }
+        let (rows, live, per_stack) = tally(&ctx, r, at, opts.per_stack);
+        let categories = category_rows(rows, live);
+        let notes = device_notes(snap, dev.id, &st, final_state, live, &mut absent);
         devices.push(DeviceCategories {
             device: r.device,
             at: replay::moment(trace, at),
@@ -360,4 +228,185 @@ pub fn run(
         devices,
         absent,
     })
+}
+
+/// Says in `absent` why a device is categorised by its final blocks alone; false (the device
+/// is left out) when the moment asked for cannot be placed without a trace.
+fn final_state_absence(
+    snap: &Snapshot,
+    dev: &crate::model::Device,
+    opts: &CategoryOptions,
+    absent: &mut Vec<Absence>,
+) -> bool {
+    let trace = snap.device_trace(dev);
+    let what = if trace.is_empty() {
+        format!(
+            "device {} has no trace (allocation history was not recorded)",
+            dev.id
+        )
+    } else {
+        format!(
+            "the trace of device {} records no allocation ({})",
+            dev.id,
+            if trace.len() == 1 {
+                "1 entry".to_string()
+            } else {
+                format!("{} entries", trace.len())
+            }
+        )
+    };
+    let code = if trace.is_empty() {
+        absence::NO_TRACE
+    } else {
+        absence::NO_ACTIVITY
+    };
+    if !matches!(opts.at, MomentSpec::Peak | MomentSpec::End) {
+        absent.push(Absence::new(
+            absence::NO_MOMENT,
+            Some(dev.id),
+            format!(
+                "{what}: the moment {} cannot be placed; only its final state can be categorised (--at end)",
+                opts.at
+            ),
+        ));
+        return false;
+    }
+    let peak = if opts.at == MomentSpec::Peak {
+        "; the peak was not recorded, so these are the categories at the end"
+    } else {
+        ""
+    };
+    absent.push(Absence::new(
+        code,
+        Some(dev.id),
+        format!(
+            "{what}: its final blocks are categorised by their frames alone (no step phases or lifetimes{}){peak}",
+            if snap.has_frames() {
+                "; a block without frames predates the recording and is taken as a parameter"
+            } else {
+                ""
+            }
+        ),
+    ));
+    true
+}
+
+/// Per (stack, category): live bytes and allocations.
+type StackTally<'a> = BTreeMap<(u32, &'a str), (u64, u64)>;
+
+/// The allocations of `r` live after event `at`, classified: per category, the live bytes,
+/// and per (stack, category) when `per_stack`.
+fn tally<'c>(
+    ctx: &'c rules::Ctx,
+    r: &DeviceReplay,
+    at: i64,
+    per_stack_on: bool,
+) -> (BTreeMap<&'c str, Tally<'c>>, u64, StackTally<'c>) {
+    let mut rows: BTreeMap<&str, Tally> = BTreeMap::new();
+    let mut live = 0;
+    let mut per_stack: StackTally = BTreeMap::new();
+    for a in r.live_allocations(at) {
+        let (cat, rule, conf) = ctx.classify(a);
+        live += a.size;
+        if per_stack_on {
+            let t = per_stack.entry((a.stack.0, cat)).or_default();
+            t.0 += a.size;
+            t.1 += 1;
+        }
+        let e = rows.entry(cat).or_default();
+        e.0 += a.size;
+        e.1 += 1;
+        *e.2.entry((rule, conf)).or_default() += a.size;
+    }
+    (rows, live, per_stack)
+}
+
+/// The rows of the tallied categories, their rules by bytes, in [`CATEGORIES`] order then
+/// user categories by name.
+fn category_rows(rows: BTreeMap<&str, Tally>, live: u64) -> Vec<CategoryRow> {
+    let order = |c: &str| {
+        CATEGORIES
+            .iter()
+            .position(|x| *x == c)
+            .unwrap_or(CATEGORIES.len())
+    };
+    let mut categories: Vec<CategoryRow> = rows
+        .into_iter()
+        .map(|(category, (bytes, count, hits))| {
+            let mut rules: Vec<RuleHit> = hits
+                .into_iter()
+                .map(|((rule, confidence), bytes)| RuleHit {
+                    rule: rule.to_string(),
+                    confidence,
+                    bytes,
+                })
+                .collect();
+            rules.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.rule.cmp(&b.rule)));
+            let weight = |c: &str| {
+                rules
+                    .iter()
+                    .filter(|h| h.confidence == c)
+                    .map(|h| h.bytes)
+                    .sum::<u64>()
+            };
+            let confidence = if weight("high") * 2 >= bytes {
+                "high"
+            } else if (weight("high") + weight("medium")) * 2 >= bytes {
+                "medium"
+            } else {
+                "low"
+            };
+            CategoryRow {
+                share: if live == 0 {
+                    0.0
+                } else {
+                    bytes as f64 / live as f64
+                },
+                category: category.to_string(),
+                bytes,
+                count,
+                confidence,
+                rules,
+            }
+        })
+        .collect();
+    categories.sort_by(|a, b| {
+        order(&a.category)
+            .cmp(&order(&b.category))
+            .then_with(|| a.category.cmp(&b.category))
+    });
+    categories
+}
+
+/// A device's remarks: its absences so far, missing steps, missing frames (which also goes to
+/// `absent`).
+fn device_notes(
+    snap: &Snapshot,
+    device: u32,
+    st: &DeviceSteps,
+    final_state: bool,
+    live: u64,
+    absent: &mut Vec<Absence>,
+) -> Vec<String> {
+    let mut notes: Vec<String> = absent
+        .iter()
+        .filter(|a: &&Absence| a.device == Some(device))
+        .map(|a| a.message.clone())
+        .collect();
+    if st.steps.is_empty() && !final_state {
+        notes.push("no steps found: phase rules (forward/backward, kept past the step) fall back to frames only".into());
+    }
+    if !snap.has_frames() {
+        let msg = if final_state {
+            format!(
+                "no stack frames recorded: nothing tells the final blocks apart, so all {} is unknown; only the total is known",
+                crate::units::iec(live)
+            )
+        } else {
+            "no stack frames recorded: only lifetime rules apply, most memory is unknown".into()
+        };
+        absent.push(Absence::new(absence::NO_FRAMES, Some(device), msg.clone()));
+        notes.push(msg);
+    }
+    notes
 }

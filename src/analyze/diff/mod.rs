@@ -322,6 +322,50 @@ pub fn run(
     ignore_lines: bool,
     opts: &DiffOptions,
 ) -> DiffReport {
+    let (sites, counts) = site_deltas(base, cand, opts.all);
+    let devices = device_deltas(base, cand);
+    let peak = Pair::new(base.live_bytes(), cand.live_bytes());
+    let gate = (opts.fail_on_growth.is_some() || opts.min_abs_bytes.is_some()).then(|| {
+        gate(
+            peak,
+            opts.fail_on_growth.unwrap_or(0.0),
+            opts.min_abs_bytes.unwrap_or(0),
+        )
+    });
+    let notes = diff_notes(&devices, base, cand);
+    let (mut absent, sites_compared) = absences(base, cand);
+    let categories = compared_categories(base, cand, sites_compared, &mut absent);
+    let (bf, cf) = (base.fragmentation(), cand.fragmentation());
+    DiffReport {
+        schema_version: crate::analyze::SCHEMA_VERSION,
+        peak,
+        reserved: Pair::new(base.reserved_bytes(), cand.reserved_bytes()),
+        fragmentation: RatioPair {
+            base: bf,
+            cand: cf,
+            delta: cf - bf,
+        },
+        sites,
+        moment: base.moment.clone(),
+        by: key,
+        ignore_lines,
+        roots: Roots {
+            base: base.root.clone(),
+            cand: cand.root.clone(),
+        },
+        devices,
+        counts,
+        categories,
+        gate,
+        notes,
+        sites_compared,
+        absent,
+    }
+}
+
+/// Every site's change, largest first (unchanged ones only with `all`), and the sites per
+/// status.
+fn site_deltas(base: &Profile, cand: &Profile, all: bool) -> (Vec<SiteDelta>, StatusCounts) {
     let keys: BTreeSet<&String> = base.sites.keys().chain(cand.sites.keys()).collect();
     let mut counts = StatusCounts::default();
     let mut sites = Vec::new();
@@ -336,7 +380,7 @@ pub fn run(
             Status::Shrunk => counts.shrunk += 1,
             Status::Unchanged => counts.unchanged += 1,
         }
-        if st == Status::Unchanged && !opts.all {
+        if st == Status::Unchanged && !all {
             continue;
         }
         sites.push(SiteDelta {
@@ -360,14 +404,18 @@ pub fn run(
             .cmp(&a.delta_bytes.unsigned_abs())
             .then_with(|| a.site.cmp(&b.site))
     });
+    (sites, counts)
+}
+
+/// Every device of either side, compared.
+fn device_deltas(base: &Profile, cand: &Profile) -> Vec<DeviceDelta> {
     let ids: BTreeSet<u32> = base
         .devices
         .iter()
         .chain(&cand.devices)
         .map(|d| d.device)
         .collect();
-    let devices: Vec<DeviceDelta> = ids
-        .into_iter()
+    ids.into_iter()
         .map(|id| {
             let b = base.devices.iter().find(|d| d.device == id);
             let c = cand.devices.iter().find(|d| d.device == id);
@@ -382,17 +430,13 @@ pub fn run(
                 ),
             }
         })
-        .collect();
-    let peak = Pair::new(base.live_bytes(), cand.live_bytes());
-    let gate = (opts.fail_on_growth.is_some() || opts.min_abs_bytes.is_some()).then(|| {
-        gate(
-            peak,
-            opts.fail_on_growth.unwrap_or(0.0),
-            opts.min_abs_bytes.unwrap_or(0),
-        )
-    });
+        .collect()
+}
+
+/// Remarks: devices on one side only, then each side's own notes.
+fn diff_notes(devices: &[DeviceDelta], base: &Profile, cand: &Profile) -> Vec<String> {
     let mut notes = Vec::new();
-    for d in &devices {
+    for d in devices {
         match (&d.base, &d.cand) {
             (Some(_), None) => notes.push(format!("device {} is only in the base", d.device)),
             (None, Some(_)) => notes.push(format!("device {} is only in the candidate", d.device)),
@@ -401,6 +445,12 @@ pub fn run(
     }
     notes.extend(base.notes.iter().map(|n| format!("base: {n}")));
     notes.extend(cand.notes.iter().map(|n| format!("candidate: {n}")));
+    notes
+}
+
+/// What either side lacks (unrecorded moments, stack frames), and whether the sites can be
+/// compared (both sides recorded frames, or hold nothing).
+fn absences(base: &Profile, cand: &Profile) -> (Vec<Absence>, bool) {
     let sides = [("base", base), ("candidate", cand)];
     let mut absent = Vec::new();
     for (side, p) in sides {
@@ -436,7 +486,18 @@ pub fn run(
             );
         }
     }
-    let categories = match (&base.categories, &cand.categories) {
+    (absent, sites_compared)
+}
+
+/// The categories' changes, when both sides have categories made on the same basis and the
+/// sites compare; an absence when only the bases differ.
+fn compared_categories(
+    base: &Profile,
+    cand: &Profile,
+    sites_compared: bool,
+    absent: &mut Vec<Absence>,
+) -> Option<Vec<CategoryDelta>> {
+    match (&base.categories, &cand.categories) {
         (Some(b), Some(c)) if sites_compared && base.categories_basis == cand.categories_basis => {
             Some(category_deltas(b, c))
         }
@@ -458,32 +519,6 @@ pub fn run(
             None
         }
         _ => None,
-    };
-    let (bf, cf) = (base.fragmentation(), cand.fragmentation());
-    DiffReport {
-        schema_version: crate::analyze::SCHEMA_VERSION,
-        peak,
-        reserved: Pair::new(base.reserved_bytes(), cand.reserved_bytes()),
-        fragmentation: RatioPair {
-            base: bf,
-            cand: cf,
-            delta: cf - bf,
-        },
-        sites,
-        moment: base.moment.clone(),
-        by: key,
-        ignore_lines,
-        roots: Roots {
-            base: base.root.clone(),
-            cand: cand.root.clone(),
-        },
-        devices,
-        counts,
-        categories,
-        gate,
-        notes,
-        sites_compared,
-        absent,
     }
 }
 

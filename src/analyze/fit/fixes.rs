@@ -225,9 +225,23 @@ pub(super) fn candidates(
     replayed: Option<ExpandableReplay>,
     retained: Option<(u64, &str)>,
 ) -> Vec<Candidate> {
-    let p = &a.parts;
-    let f = &a.flags;
     let mut out = Vec::new();
+    expandable_fix(a, expandable_on, replayed, &mut out);
+    autograd_fixes(a, retained, &mut out);
+    batch_fixes(a, &mut out);
+    optimizer_fixes(a, &mut out);
+    model_fixes(a, &mut out);
+    out
+}
+
+/// Expandable segments, when the file runs without them and they would hold less.
+fn expandable_fix(
+    a: &Anatomy,
+    expandable_on: bool,
+    replayed: Option<ExpandableReplay>,
+    out: &mut Vec<Candidate>,
+) {
+    let p = &a.parts;
     let expandable_after = match replayed {
         Some(r) => r.share_after(p.allocator_cache_bytes),
         None => p.allocator_cache_bytes.min(expandable_cache(a)),
@@ -258,6 +272,13 @@ pub(super) fn candidates(
             }),
         });
     }
+}
+
+/// Fixes of what autograd keeps: gradients alive in the forward pass, a graph kept by
+/// evaluation or a measured forward, and retained graphs `leaks` found.
+fn autograd_fixes(a: &Anatomy, retained: Option<(u64, &str)>, out: &mut Vec<Candidate>) {
+    let p = &a.parts;
+    let f = &a.flags;
     if f.gradients_alive_in_forward {
         out.push(Candidate {
             id: "zero_grad_set_to_none",
@@ -332,6 +353,12 @@ pub(super) fn candidates(
             rewrite: Box::new(move |p, _, _| drop_retained(p, bytes)),
         });
     }
+}
+
+/// Fixes of what scales with the batch: smaller batches, accumulation, checkpointing.
+fn batch_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
+    let p = &a.parts;
+    let f = &a.flags;
     if !f.trains && p.activations_bytes > 0 {
         out.push(Candidate {
             id: "micro_batch",
@@ -374,6 +401,11 @@ pub(super) fn candidates(
             });
         }
     }
+}
+
+/// Fixes of the optimizer state: offloading it, 8-bit state.
+fn optimizer_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
+    let p = &a.parts;
     if p.optimizer_state_bytes > 0 {
         out.push(Candidate {
             id: "offload_optimizer_state",
@@ -407,6 +439,12 @@ pub(super) fn candidates(
             });
         }
     }
+}
+
+/// Fixes of the model itself: fused attention, bf16 autocast, LoRA, 8-bit weights.
+fn model_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
+    let p = &a.parts;
+    let f = &a.flags;
     if let Some(att) = a.attention.as_ref().filter(|s| s.bytes > 0) {
         out.push(Candidate {
             id: "fused_attention",
@@ -462,7 +500,6 @@ pub(super) fn candidates(
             rewrite: Box::new(int8_weights),
         });
     }
-    out
 }
 
 /// Cost classes in order.

@@ -188,41 +188,97 @@ pub(super) fn group(
     triggers: &[usize],
     weak: &[usize],
 ) -> Vec<Cause> {
-    let r = scope.replay;
-    let paths = Paths::new(scope.snap, scope.opts);
-    let from = scope.step_starts.first().copied().unwrap_or(0);
-    let in_window = |start: i64| start >= from && start <= scope.last;
-    // The loop frames: the common prefix of every user path made in the measured steps.
-    let mut loop_path: Option<&[FrameId]> = None;
-    let mut depth = 0;
-    for a in r.allocations.iter().filter(|a| in_window(a.start)) {
-        let p = paths.get(a.stack);
-        if p.is_empty() {
-            continue;
-        }
-        match loop_path {
-            None => {
-                loop_path = Some(p);
-                depth = p.len();
-            }
-            Some(l) => depth = depth.min(common(l, p)),
-        }
+    let g = Grouping::new(scope, series);
+    let mut causes = g.by_line(triggers, weak);
+    g.classify(&mut causes);
+    let mut dropped = vec![false; causes.len()];
+    g.attach_losses(&mut causes, &mut dropped);
+    g.attach_inputs(&mut causes, &mut dropped);
+    causes
+        .into_iter()
+        .zip(dropped)
+        .filter(|((_, c), d)| !d && c.growing > 0)
+        .map(|((_, c), _)| c)
+        .collect()
+}
+
+/// Causes with their loop-body line (`None`: sites without a user frame).
+type Keyed = Vec<(Option<FrameId>, Cause)>;
+
+/// What the phases of [`group`] share: the measured steps, the series, the user paths, the
+/// depth of the loop frames and the loop-body lines that free tensors.
+struct Grouping<'s, 'a> {
+    scope: &'s Scope<'a>,
+    series: &'s [SiteSeries],
+    paths: Paths<'a>,
+    /// How many loop frames start every user path made in the measured steps.
+    depth: usize,
+    /// Loop-body lines under which a tensor was made and freed within the measured steps.
+    freed_under: FxHashSet<FrameId>,
+}
+
+impl<'s, 'a> Grouping<'s, 'a> {
+    fn new(scope: &'s Scope<'a>, series: &'s [SiteSeries]) -> Self {
+        let mut g = Grouping {
+            scope,
+            series,
+            paths: Paths::new(scope.snap, scope.opts),
+            depth: 0,
+            freed_under: FxHashSet::default(),
+        };
+        g.depth = g.loop_depth();
+        g.freed_under = g.freeing_lines();
+        g
     }
-    // Loop-body lines under which a tensor was made and freed within the measured steps.
-    let mut freed_under: FxHashSet<FrameId> = FxHashSet::default();
-    for a in r.allocations.iter().filter(|a| in_window(a.start)) {
-        if a.end != NEVER && a.end <= scope.last {
-            if let Some(k) = key_of(paths.get(a.stack), depth) {
-                freed_under.insert(k);
+
+    /// True for an event from the first measured step's start to the last one's end.
+    fn in_window(&self, start: i64) -> bool {
+        let from = self.scope.step_starts.first().copied().unwrap_or(0);
+        start >= from && start <= self.scope.last
+    }
+
+    /// The loop frames' depth: the common prefix of every user path made in the measured steps.
+    fn loop_depth(&self) -> usize {
+        let mut loop_path: Option<&[FrameId]> = None;
+        let mut depth = 0;
+        let made = self.scope.replay.allocations.iter();
+        for a in made.filter(|a| self.in_window(a.start)) {
+            let p = self.paths.get(a.stack);
+            if p.is_empty() {
+                continue;
+            }
+            match loop_path {
+                None => {
+                    loop_path = Some(p);
+                    depth = p.len();
+                }
+                Some(l) => depth = depth.min(common(l, p)),
             }
         }
+        depth
     }
-    // Each site's key: the loop-body line holding most of its kept bytes.
-    let key_of_site = |k: usize| -> Option<FrameId> {
+
+    /// Loop-body lines under which a tensor was made and freed within the measured steps.
+    fn freeing_lines(&self) -> FxHashSet<FrameId> {
+        let mut freed_under: FxHashSet<FrameId> = FxHashSet::default();
+        let made = self.scope.replay.allocations.iter();
+        for a in made.filter(|a| self.in_window(a.start)) {
+            if a.end != NEVER && a.end <= self.scope.last {
+                if let Some(k) = key_of(self.paths.get(a.stack), self.depth) {
+                    freed_under.insert(k);
+                }
+            }
+        }
+        freed_under
+    }
+
+    /// A site's key: the loop-body line holding most of its kept bytes.
+    fn key_of_site(&self, k: usize) -> Option<FrameId> {
+        let r = self.scope.replay;
         let mut by: Vec<(FrameId, u64)> = Vec::new();
-        for &ai in &series[k].kept {
+        for &ai in &self.series[k].kept {
             let a = &r.allocations[ai];
-            if let Some(f) = key_of(paths.get(a.stack), depth) {
+            if let Some(f) = key_of(self.paths.get(a.stack), self.depth) {
                 match by.iter_mut().find(|(g, _)| *g == f) {
                     Some(e) => e.1 += a.size,
                     None => by.push((f, a.size)),
@@ -231,116 +287,142 @@ pub(super) fn group(
         }
         by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0 .0.cmp(&b.0 .0)));
         by.first().map(|&(f, _)| f)
-    };
-    let mut causes: Vec<(Option<FrameId>, Cause)> = Vec::new();
-    for &k in triggers {
-        let key = key_of_site(k);
-        match causes.iter_mut().find(|(g, _)| key.is_some() && *g == key) {
-            Some((_, c)) => {
-                c.members.push(k);
-                c.growing += 1;
-            }
-            None => causes.push((key, Cause::of(k, 1))),
-        }
     }
-    // Slow sites join the cause of their line; those of a line without one are grouped apart
-    // (`growing` 0): never findings of their own, they may still join a graph as its loss.
-    for &k in weak {
-        let key = key_of_site(k);
-        if key.is_none() {
-            continue;
-        }
-        match causes.iter_mut().find(|(g, _)| *g == key) {
-            Some((_, c)) => c.members.push(k),
-            None => causes.push((key, Cause::of(k, 0))),
-        }
-    }
-    for (key, c) in &mut causes {
-        // The deepest frame every kept tensor shares.
-        let mut shared: Option<&[FrameId]> = None;
-        for &m in &c.members {
-            for &ai in &series[m].kept {
-                let p = paths.get(r.allocations[ai].stack);
-                if p.is_empty() {
-                    continue;
+
+    /// The sites grouped by their key, the growing ones first.
+    fn by_line(&self, triggers: &[usize], weak: &[usize]) -> Keyed {
+        let mut causes: Keyed = Vec::new();
+        for &k in triggers {
+            let key = self.key_of_site(k);
+            match causes.iter_mut().find(|(g, _)| key.is_some() && *g == key) {
+                Some((_, c)) => {
+                    c.members.push(k);
+                    c.growing += 1;
                 }
-                shared = Some(match shared {
-                    None => p,
-                    Some(s) => &s[..common(s, p)],
-                });
+                None => causes.push((key, Cause::of(k, 1))),
             }
         }
-        c.frame = shared.and_then(|s| s.last().copied());
-        let lines: FxHashSet<&str> = c.members[..c.growing]
-            .iter()
-            .map(|&m| series[m].label.as_str())
-            .collect();
-        c.graph = if c.members.iter().any(|&m| series[m].forward) {
-            Some(MODULE_FORWARD)
-        } else if c.members.iter().any(|&m| series[m].annotated) {
-            Some(AUTOGRAD_ANNOTATION)
-        } else if lines.len() >= 2 && key.is_some_and(|k| freed_under.contains(&k)) {
-            Some(KEPT_INTERMEDIATES)
-        } else {
-            None
-        };
+        // Slow sites join the cause of their line; those of a line without one are grouped
+        // apart (`growing` 0): never findings of their own, they may still join a graph as its
+        // loss.
+        for &k in weak {
+            let key = self.key_of_site(k);
+            if key.is_none() {
+                continue;
+            }
+            match causes.iter_mut().find(|(g, _)| *g == key) {
+                Some((_, c)) => c.members.push(k),
+                None => causes.push((key, Cause::of(k, 0))),
+            }
+        }
+        causes
     }
-    let n = scope.step_starts.len();
-    // Per measured step, the first and last kept tensor of some sites, and whether all of
-    // them were made within a step.
-    let spans = |members: &[usize]| -> (Spans, bool) {
-        let mut v: Spans = vec![None; n];
+
+    /// Each cause's frame, and whether (and why) it is a retained graph.
+    fn classify(&self, causes: &mut Keyed) {
+        let (r, series) = (self.scope.replay, self.series);
+        for (key, c) in causes.iter_mut() {
+            // The deepest frame every kept tensor shares.
+            let mut shared: Option<&[FrameId]> = None;
+            for &m in &c.members {
+                for &ai in &series[m].kept {
+                    let p = self.paths.get(r.allocations[ai].stack);
+                    if p.is_empty() {
+                        continue;
+                    }
+                    shared = Some(match shared {
+                        None => p,
+                        Some(s) => &s[..common(s, p)],
+                    });
+                }
+            }
+            c.frame = shared.and_then(|s| s.last().copied());
+            let lines: FxHashSet<&str> = c.members[..c.growing]
+                .iter()
+                .map(|&m| series[m].label.as_str())
+                .collect();
+            c.graph = if c.members.iter().any(|&m| series[m].forward) {
+                Some(MODULE_FORWARD)
+            } else if c.members.iter().any(|&m| series[m].annotated) {
+                Some(AUTOGRAD_ANNOTATION)
+            } else if lines.len() >= 2 && key.is_some_and(|k| self.freed_under.contains(&k)) {
+                Some(KEPT_INTERMEDIATES)
+            } else {
+                None
+            };
+        }
+    }
+
+    /// Per measured step, the first and last kept tensor of some sites, and whether all of
+    /// them were made within a step.
+    fn spans(&self, members: &[usize]) -> (Spans, bool) {
+        let scope = self.scope;
+        let mut v: Spans = vec![None; scope.step_starts.len()];
         let mut within = true;
         for &m in members {
-            for &ai in &series[m].kept {
-                let start = r.allocations[ai].start;
+            for &ai in &self.series[m].kept {
+                let start = scope.replay.allocations[ai].start;
                 within &= scope.step_within(start).is_some();
                 let s = scope.step_of(start);
                 v[s] = Some(v[s].map_or((start, start), |(f, l)| (f.min(start), l.max(start))));
             }
         }
         (v, within)
-    };
-    // A loss computation's tensors after a retained graph's forward pass are that graph's.
-    let loss_stack: PerStack<bool> = PerStack::new(&scope.snap.stacks);
-    let under_loss = |stack: StackId| -> bool {
-        *loss_stack.get_or_init(stack, || {
-            let snap = scope.snap;
+    }
+
+    /// True for a stack under a loss function's frame (remembered in `cache`).
+    fn under_loss(&self, cache: &PerStack<bool>, stack: StackId) -> bool {
+        *cache.get_or_init(stack, || {
+            let snap = self.scope.snap;
             snap.stacks.get(stack).iter().any(|&f| {
                 let fr = snap.frames.get(f);
                 is_loss_frame(snap.strings.get(fr.filename), snap.strings.get(fr.name))
             })
         })
-    };
-    // Loop-body lines that made a scalar (a loss value) outside any module's forward, by step
-    // (looked for only when a retained graph is there to join).
-    let mut scalars: FxHashMap<FrameId, Vec<bool>> = FxHashMap::default();
-    let forward: PerStack<bool> = PerStack::new(&scope.snap.stacks);
-    let any_graph = causes
-        .iter()
-        .any(|(_, c)| c.graph.is_some() && c.growing > 0);
-    for a in r
-        .allocations
-        .iter()
-        .filter(|a| any_graph && in_window(a.start))
-    {
-        if a.size == 0 || a.size > SCALAR_BYTES {
-            continue;
-        }
-        let (Some(s), Some(k)) = (
-            scope.step_within(a.start),
-            key_of(paths.get(a.stack), depth),
-        ) else {
-            continue;
-        };
-        let under = *forward.get_or_init(a.stack, || {
-            super::growth::under_forward(scope.snap, a.stack)
-        });
-        if !under {
-            scalars.entry(k).or_insert_with(|| vec![false; n])[s] = true;
-        }
     }
-    let is_loss = |key: Option<FrameId>, c: &Cause| -> bool {
+
+    /// Loop-body lines that made a scalar (a loss value) outside any module's forward, by step
+    /// (looked for only when `any_graph`: a retained graph is there to join).
+    fn scalar_lines(&self, any_graph: bool) -> FxHashMap<FrameId, Vec<bool>> {
+        let scope = self.scope;
+        let n = scope.step_starts.len();
+        let mut scalars: FxHashMap<FrameId, Vec<bool>> = FxHashMap::default();
+        let forward: PerStack<bool> = PerStack::new(&scope.snap.stacks);
+        for a in scope
+            .replay
+            .allocations
+            .iter()
+            .filter(|a| any_graph && self.in_window(a.start))
+        {
+            if a.size == 0 || a.size > SCALAR_BYTES {
+                continue;
+            }
+            let (Some(s), Some(k)) = (
+                scope.step_within(a.start),
+                key_of(self.paths.get(a.stack), self.depth),
+            ) else {
+                continue;
+            };
+            let under = *forward.get_or_init(a.stack, || {
+                super::growth::under_forward(scope.snap, a.stack)
+            });
+            if !under {
+                scalars.entry(k).or_insert_with(|| vec![false; n])[s] = true;
+            }
+        }
+        scalars
+    }
+
+    /// True when a cause's kept tensors are a loss computation's (see the module
+    /// documentation); `scalars` from [`Grouping::scalar_lines`], `loss_stack` a cache.
+    fn is_loss(
+        &self,
+        key: Option<FrameId>,
+        c: &Cause,
+        scalars: &FxHashMap<FrameId, Vec<bool>>,
+        loss_stack: &PerStack<bool>,
+    ) -> bool {
+        let (r, series) = (self.scope.replay, self.series);
         let kept = || {
             c.members
                 .iter()
@@ -349,7 +431,7 @@ pub(super) fn group(
         if kept().next().is_none() {
             return false;
         }
-        if kept().all(|a| under_loss(a.stack)) {
+        if kept().all(|a| self.under_loss(loss_stack, a.stack)) {
             return true;
         }
         // User code: its line makes the loss value in every step it keeps tensors in, and it
@@ -360,104 +442,112 @@ pub(super) fn group(
         let Some(made) = key.and_then(|k| scalars.get(&k)) else {
             return false;
         };
-        let (steps, _) = spans(&c.members);
+        let (steps, _) = self.spans(&c.members);
         steps
             .iter()
             .zip(made)
             .all(|(kept, &scalar)| kept.is_none() || scalar)
-    };
-    let loss: Vec<bool> = causes
-        .iter()
-        .map(|(k, c)| any_graph && is_loss(*k, c))
-        .collect();
-    let targets: Vec<(usize, Spans)> = causes
-        .iter()
-        .enumerate()
-        .filter(|&(i, (_, c))| c.graph.is_some() && c.growing > 0 && !loss[i])
-        .map(|(i, (_, c))| (i, spans(&c.members).0))
-        .collect();
-    let mut dropped = vec![false; causes.len()];
-    let mut attach: Vec<(usize, usize)> = Vec::new();
-    for (i, (_, c)) in causes.iter().enumerate() {
-        if !loss[i] {
-            continue;
-        }
-        let (steps, within) = spans(&c.members);
-        if !within {
-            continue;
-        }
-        // The graph whose forward pass began before this one's first tensor in every step,
-        // keeping tensors in the same steps; the nearest one when several do.
-        let gap = |graph: &[Option<(i64, i64)>]| -> Option<i64> {
-            let mut sum = 0;
-            for (mine, theirs) in steps.iter().zip(graph) {
-                match (mine, theirs) {
-                    (Some((f, _)), Some((g, _))) if g < f => sum += f - g,
-                    (None, None) => {}
-                    _ => return None,
-                }
+    }
+
+    /// Loss computations join the retained graph whose forward pass precedes them; they are
+    /// marked `dropped`.
+    fn attach_losses(&self, causes: &mut Keyed, dropped: &mut [bool]) {
+        let loss_stack: PerStack<bool> = PerStack::new(&self.scope.snap.stacks);
+        let any_graph = causes
+            .iter()
+            .any(|(_, c)| c.graph.is_some() && c.growing > 0);
+        let scalars = self.scalar_lines(any_graph);
+        let loss: Vec<bool> = causes
+            .iter()
+            .map(|(k, c)| any_graph && self.is_loss(*k, c, &scalars, &loss_stack))
+            .collect();
+        let targets: Vec<(usize, Spans)> = causes
+            .iter()
+            .enumerate()
+            .filter(|&(i, (_, c))| c.graph.is_some() && c.growing > 0 && !loss[i])
+            .map(|(i, (_, c))| (i, self.spans(&c.members).0))
+            .collect();
+        let mut attach: Vec<(usize, usize)> = Vec::new();
+        for (i, (_, c)) in causes.iter().enumerate() {
+            if !loss[i] {
+                continue;
             }
-            Some(sum)
-        };
-        if let Some(g) = nearest(&targets, i, gap) {
-            attach.push((i, g));
-        }
-    }
-    for &(i, g) in &attach {
-        let members = causes[i].1.members.clone();
-        causes[g].1.losses.extend(members);
-        dropped[i] = true;
-    }
-    // A leak made at a loop-body line just before a retained graph's tensors is its input.
-    let graphs: Vec<(usize, Spans)> = causes
-        .iter()
-        .enumerate()
-        .filter(|&(i, (_, c))| c.graph.is_some() && c.growing > 0 && !dropped[i])
-        .map(|(i, (_, c))| (i, spans(&c.members).0))
-        .collect();
-    let mut attach: Vec<(usize, usize)> = Vec::new();
-    for (i, (_, c)) in causes.iter().enumerate() {
-        if c.graph.is_some() || c.growing == 0 || dropped[i] {
-            continue;
-        }
-        let at_loop_line = c.members.iter().all(|&m| {
-            series[m]
-                .kept
-                .iter()
-                .all(|&ai| paths.get(r.allocations[ai].stack).len() == depth + 1)
-        });
-        if !at_loop_line {
-            continue;
-        }
-        let (last_in_step, _) = spans(&c.members);
-        // The graph whose first kept tensor follows this one's last in every step; the
-        // nearest one (fewest events in between) when several do.
-        let gap = |firsts: &[Option<(i64, i64)>]| -> Option<i64> {
-            let mut sum = 0;
-            for (l, f) in last_in_step.iter().zip(firsts) {
-                match (l, f) {
-                    (Some((_, l)), Some((f, _))) if l < f => sum += f - l,
-                    (Some(_), _) => return None,
-                    (None, _) => {}
-                }
+            let (steps, within) = self.spans(&c.members);
+            if !within {
+                continue;
             }
-            Some(sum)
-        };
-        if let Some(g) = nearest(&graphs, i, gap) {
-            attach.push((i, g));
+            // The graph whose forward pass began before this one's first tensor in every step,
+            // keeping tensors in the same steps; the nearest one when several do.
+            let gap = |graph: &[Option<(i64, i64)>]| -> Option<i64> {
+                let mut sum = 0;
+                for (mine, theirs) in steps.iter().zip(graph) {
+                    match (mine, theirs) {
+                        (Some((f, _)), Some((g, _))) if g < f => sum += f - g,
+                        (None, None) => {}
+                        _ => return None,
+                    }
+                }
+                Some(sum)
+            };
+            if let Some(g) = nearest(&targets, i, gap) {
+                attach.push((i, g));
+            }
+        }
+        for &(i, g) in &attach {
+            let members = causes[i].1.members.clone();
+            causes[g].1.losses.extend(members);
+            dropped[i] = true;
         }
     }
-    for &(i, g) in &attach {
-        let members = causes[i].1.members.clone();
-        causes[g].1.inputs.extend(members);
-        dropped[i] = true;
+
+    /// A leak made at a loop-body line just before a retained graph's tensors is its input: it
+    /// joins that graph and is marked `dropped`.
+    fn attach_inputs(&self, causes: &mut Keyed, dropped: &mut [bool]) {
+        let (r, series) = (self.scope.replay, self.series);
+        let graphs: Vec<(usize, Spans)> = causes
+            .iter()
+            .enumerate()
+            .filter(|&(i, (_, c))| c.graph.is_some() && c.growing > 0 && !dropped[i])
+            .map(|(i, (_, c))| (i, self.spans(&c.members).0))
+            .collect();
+        let mut attach: Vec<(usize, usize)> = Vec::new();
+        for (i, (_, c)) in causes.iter().enumerate() {
+            if c.graph.is_some() || c.growing == 0 || dropped[i] {
+                continue;
+            }
+            let at_loop_line = c.members.iter().all(|&m| {
+                series[m]
+                    .kept
+                    .iter()
+                    .all(|&ai| self.paths.get(r.allocations[ai].stack).len() == self.depth + 1)
+            });
+            if !at_loop_line {
+                continue;
+            }
+            let (last_in_step, _) = self.spans(&c.members);
+            // The graph whose first kept tensor follows this one's last in every step; the
+            // nearest one (fewest events in between) when several do.
+            let gap = |firsts: &[Option<(i64, i64)>]| -> Option<i64> {
+                let mut sum = 0;
+                for (l, f) in last_in_step.iter().zip(firsts) {
+                    match (l, f) {
+                        (Some((_, l)), Some((f, _))) if l < f => sum += f - l,
+                        (Some(_), _) => return None,
+                        (None, _) => {}
+                    }
+                }
+                Some(sum)
+            };
+            if let Some(g) = nearest(&graphs, i, gap) {
+                attach.push((i, g));
+            }
+        }
+        for &(i, g) in &attach {
+            let members = causes[i].1.members.clone();
+            causes[g].1.inputs.extend(members);
+            dropped[i] = true;
+        }
     }
-    causes
-        .into_iter()
-        .zip(dropped)
-        .filter(|((_, c), d)| !d && c.growing > 0)
-        .map(|((_, c), _)| c)
-        .collect()
 }
 
 impl Cause {

@@ -13,13 +13,15 @@
 
 use crate::analyze::explain::OomExplained;
 use crate::analyze::frag::{self, FragOptions};
+use crate::analyze::pretrace::Kinds;
 use crate::analyze::top::{self, SiteRow, TopOptions};
-use crate::model::{Action, BlockState, PoolKind, SettingValue, Snapshot};
+use crate::model::{Action, BlockState, Device, PoolKind, SettingValue, Snapshot, TraceEvent};
 use crate::replay::state::{self, AllocatorState};
 use crate::replay::{self, DeviceReplay, MomentSpec};
 use crate::vocab::advice::{self, Evidence};
 use crate::vocab::gpus::{self, InferredCapacity};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// Options of `oom`.
 #[derive(Clone, Debug, Default)]
@@ -145,152 +147,213 @@ pub fn find(snap: &Snapshot, replays: &[DeviceReplay], opts: &OomOptions) -> Res
         let trace = snap.device_trace(dev);
         let replay = replays.iter().find(|r| r.device == dev.id);
         // The likely kinds of pre-trace memory without a stack, made once per device.
-        let mut kinds: Option<std::sync::Arc<crate::analyze::pretrace::Kinds>> = None;
+        let mut kinds: Option<Arc<Kinds>> = None;
         for (k, (i, e)) in trace
             .iter()
             .enumerate()
             .filter(|(_, e)| e.action == Action::Oom)
             .enumerate()
         {
-            let i = i as i64;
-            let st = state::state_at(snap, dev, i);
-            let rounded = e.size;
-            let pool = if rounded <= MIB {
-                PoolKind::Small
-            } else {
-                PoolKind::Large
+            let at = OomAt {
+                dev,
+                replay,
+                nth: k,
+                event: i as i64,
+                e,
             };
-            let (allocated, reserved, pool_free, largest) =
-                numbers(&st, pool, snap.event_stream(e));
-            let requested = segment_size_for(rounded);
-            let seen = e.device_free().map(|free| reserved.saturating_add(free));
-            let inferred = match (opts.capacity_bytes, seen) {
-                (None, Some(seen)) => gpus::infer_capacity(seen),
-                _ => None,
-            };
-            let ev = Evidence {
-                requested_bytes: Some(requested),
-                implied_limit_bytes: implied_limit(replay, i, reserved, requested, e.device_free()),
-                device_free_bytes: e.device_free(),
-                capacity_bytes: opts.capacity_bytes,
-                inferred_capacity: inferred.clone(),
-                allocated_bytes: Some(allocated),
-                reserved_unallocated_bytes: Some(reserved - allocated),
-                largest_free_block_bytes: Some(largest),
-                expandable_segments: expandable,
-                expandable_segments_available: Some(true),
-                ..Evidence::default()
-            };
-            let d = advice::diagnose(&ev);
-            let live_sites = match replay {
-                Some(r) => {
-                    let kinds = kinds
-                        .get_or_insert_with(|| {
-                            std::sync::Arc::new(crate::analyze::pretrace::Kinds::of(snap, r, trace))
-                        })
-                        .clone();
-                    let opts = TopOptions {
-                        at: MomentSpec::Oom(k + 1),
-                        limit: opts.sites,
-                        ..TopOptions::default()
-                    };
-                    top::device_top_with(snap, r, trace, &opts, kinds)?.sites
-                }
-                None => Vec::new(),
-            };
-            let mut notes = d.notes;
-            if !st.exact {
-                notes.push("state rebuilt at the oom event by undoing the later trace; block sizes freed afterwards are estimates".into());
-            }
-            match (opts.capacity_bytes, &inferred, seen) {
-                (None, None, Some(seen)) => notes.push(format!(
-                    "reserved + device free at the oom ({}) matches no GPU of memlens's table within a CUDA context's share ({}): an unlisted GPU, or one whose memory is partly held by another process; pass --gpu NAME or --capacity SIZE to weigh real shortage against memory held elsewhere",
-                    crate::units::iec(seen),
-                    crate::units::iec(gpus::CONTEXT_MAX_BYTES)
-                )),
-                (None, None, None) => notes.push("the snapshot records neither the GPU's capacity nor, for this oom entry, the device's free memory: pass --gpu NAME or --capacity SIZE to weigh real shortage against fragmentation".into()),
-                _ => {}
-            }
-            let (capacity, capacity_source) = match &inferred {
-                Some(inf) => (Some(inf.capacity_bytes), Some(capacity_source_words(inf))),
-                None => (opts.capacity_bytes, opts.capacity_source.clone()),
-            };
-            ooms.push(SnapshotOom {
-                explained: OomExplained {
-                    device: Some(dev.id),
-                    event_index: Some(i as u64),
-                    requested_bytes: ev.requested_bytes,
-                    device_free_bytes: ev.device_free_bytes,
-                    reserved_bytes: Some(reserved),
-                    allocated_bytes: Some(allocated),
-                    largest_free_block_bytes: Some(largest),
-                    capacity_bytes: capacity,
-                    process_bytes: None,
-                    verdict: d.verdict,
-                    recommendations: d.recommendations,
-                    reserved_unallocated_bytes: Some(reserved - allocated),
-                    non_pytorch_bytes: d.non_pytorch_bytes,
-                    shortfall_bytes: d.shortfall_bytes,
-                    allowed_bytes: None,
-                    private_pool_bytes: None,
-                    other_processes: Vec::new(),
-                    process_bytes_inferred: false,
-                    backend: "CUDA".into(),
-                    wording: None,
-                    capacity_source,
-                    headline: d.headline,
-                    evidence: d.evidence_lines,
-                    notes,
-                    cannot_conclude: d.cannot_conclude,
-                },
-                time_us: e.time(),
-                request_rounded_bytes: rounded,
-                live_requested_bytes: replay.map_or(0, |r| r.live_at(i)),
-                pool_free_bytes: pool_free,
-                live_sites,
-                implied_limit: ev.implied_limit_bytes.map(|(at_least_bytes, below_bytes)| {
-                    ImpliedLimit {
-                        at_least_bytes,
-                        below_bytes,
-                    }
-                }),
-                capacity_inferred: inferred,
-            });
+            ooms.push(explain(snap, &at, opts, expandable, &mut kinds)?);
         }
-        let end = state::state_at(snap, dev, trace.len() as i64 - 1);
-        let f = frag::analyze_state(
-            &end,
-            replay::moment(trace, trace.len() as i64 - 1),
-            &FragOptions::default(),
-        );
-        let (peak_live, peak_reserved) = match replay {
-            Some(r) => (
-                r.peak_bytes,
-                r.reserved
-                    .iter()
-                    .copied()
-                    .max()
-                    .unwrap_or(r.initial_reserved)
-                    .max(r.initial_reserved),
-            ),
-            None => (f.total.allocated_bytes, f.total.reserved_bytes),
-        };
-        headroom.push(Headroom {
-            device: dev.id,
-            peak_live_bytes: peak_live,
-            peak_reserved_bytes: peak_reserved,
-            reserved_bytes: f.total.reserved_bytes,
-            largest_free_block_bytes: f.total.largest_free_block_bytes,
-            headroom_bytes: opts.capacity_bytes.map(|c| c as i64 - peak_reserved as i64),
-            headroom_basis: opts.capacity_bytes.map(|_| "capacity"),
-            capacity_bytes: opts.capacity_bytes,
-            capacity_source: opts.capacity_source.clone(),
-            headroom_at_most_bytes: None,
-            limit_below_bytes: None,
-        });
+        headroom.push(device_headroom(snap, dev, replay, opts));
     }
     measure_headroom(&mut headroom, &ooms);
     Ok(Ooms { ooms, headroom })
+}
+
+/// One oom event of a device's trace.
+struct OomAt<'a> {
+    dev: &'a Device,
+    replay: Option<&'a DeviceReplay>,
+    /// Its rank among the device's oom events (0: the first).
+    nth: usize,
+    /// Its trace index.
+    event: i64,
+    e: &'a TraceEvent,
+}
+
+/// Explains one oom event: the state there, the diagnosis, the live sites (with the kinds of
+/// pre-trace memory, made once per device in `kinds`).
+fn explain(
+    snap: &Snapshot,
+    at: &OomAt,
+    opts: &OomOptions,
+    expandable: Option<bool>,
+    kinds: &mut Option<Arc<Kinds>>,
+) -> Result<SnapshotOom, String> {
+    let (dev, replay, i, e) = (at.dev, at.replay, at.event, at.e);
+    let st = state::state_at(snap, dev, i);
+    let rounded = e.size;
+    let pool = if rounded <= MIB {
+        PoolKind::Small
+    } else {
+        PoolKind::Large
+    };
+    let (allocated, reserved, pool_free, largest) = numbers(&st, pool, snap.event_stream(e));
+    let requested = segment_size_for(rounded);
+    let seen = e.device_free().map(|free| reserved.saturating_add(free));
+    let inferred = match (opts.capacity_bytes, seen) {
+        (None, Some(seen)) => gpus::infer_capacity(seen),
+        _ => None,
+    };
+    let ev = Evidence {
+        requested_bytes: Some(requested),
+        implied_limit_bytes: implied_limit(replay, i, reserved, requested, e.device_free()),
+        device_free_bytes: e.device_free(),
+        capacity_bytes: opts.capacity_bytes,
+        inferred_capacity: inferred.clone(),
+        allocated_bytes: Some(allocated),
+        reserved_unallocated_bytes: Some(reserved - allocated),
+        largest_free_block_bytes: Some(largest),
+        expandable_segments: expandable,
+        expandable_segments_available: Some(true),
+        ..Evidence::default()
+    };
+    let d = advice::diagnose(&ev);
+    let live_sites = match replay {
+        Some(r) => live_sites_at(snap, r, snap.device_trace(dev), at.nth, opts, kinds)?,
+        None => Vec::new(),
+    };
+    let notes = oom_notes(d.notes, &st, opts, &inferred, seen);
+    let (capacity, capacity_source) = match &inferred {
+        Some(inf) => (Some(inf.capacity_bytes), Some(capacity_source_words(inf))),
+        None => (opts.capacity_bytes, opts.capacity_source.clone()),
+    };
+    Ok(SnapshotOom {
+        explained: OomExplained {
+            device: Some(dev.id),
+            event_index: Some(i as u64),
+            requested_bytes: ev.requested_bytes,
+            device_free_bytes: ev.device_free_bytes,
+            reserved_bytes: Some(reserved),
+            allocated_bytes: Some(allocated),
+            largest_free_block_bytes: Some(largest),
+            capacity_bytes: capacity,
+            process_bytes: None,
+            verdict: d.verdict,
+            recommendations: d.recommendations,
+            reserved_unallocated_bytes: Some(reserved - allocated),
+            non_pytorch_bytes: d.non_pytorch_bytes,
+            shortfall_bytes: d.shortfall_bytes,
+            allowed_bytes: None,
+            private_pool_bytes: None,
+            other_processes: Vec::new(),
+            process_bytes_inferred: false,
+            backend: "CUDA".into(),
+            wording: None,
+            capacity_source,
+            headline: d.headline,
+            evidence: d.evidence_lines,
+            notes,
+            cannot_conclude: d.cannot_conclude,
+        },
+        time_us: e.time(),
+        request_rounded_bytes: rounded,
+        live_requested_bytes: replay.map_or(0, |r| r.live_at(i)),
+        pool_free_bytes: pool_free,
+        live_sites,
+        implied_limit: ev
+            .implied_limit_bytes
+            .map(|(at_least_bytes, below_bytes)| ImpliedLimit {
+                at_least_bytes,
+                below_bytes,
+            }),
+        capacity_inferred: inferred,
+    })
+}
+
+/// The top sites live at the `nth` oom event (0: the first) of replay `r` of `trace`.
+fn live_sites_at(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    nth: usize,
+    opts: &OomOptions,
+    kinds: &mut Option<Arc<Kinds>>,
+) -> Result<Vec<SiteRow>, String> {
+    let kinds = kinds
+        .get_or_insert_with(|| Arc::new(Kinds::of(snap, r, trace)))
+        .clone();
+    let opts = TopOptions {
+        at: MomentSpec::Oom(nth + 1),
+        limit: opts.sites,
+        ..TopOptions::default()
+    };
+    Ok(top::device_top_with(snap, r, trace, &opts, kinds)?.sites)
+}
+
+/// An oom's remarks: the diagnosis's `notes`, then whether the state is rebuilt and what the
+/// capacity could not be told from.
+fn oom_notes(
+    mut notes: Vec<String>,
+    st: &AllocatorState,
+    opts: &OomOptions,
+    inferred: &Option<InferredCapacity>,
+    seen: Option<u64>,
+) -> Vec<String> {
+    if !st.exact {
+        notes.push("state rebuilt at the oom event by undoing the later trace; block sizes freed afterwards are estimates".into());
+    }
+    match (opts.capacity_bytes, inferred, seen) {
+        (None, None, Some(seen)) => notes.push(format!(
+            "reserved + device free at the oom ({}) matches no GPU of memlens's table within a CUDA context's share ({}): an unlisted GPU, or one whose memory is partly held by another process; pass --gpu NAME or --capacity SIZE to weigh real shortage against memory held elsewhere",
+            crate::units::iec(seen),
+            crate::units::iec(gpus::CONTEXT_MAX_BYTES)
+        )),
+        (None, None, None) => notes.push("the snapshot records neither the GPU's capacity nor, for this oom entry, the device's free memory: pass --gpu NAME or --capacity SIZE to weigh real shortage against fragmentation".into()),
+        _ => {}
+    }
+    notes
+}
+
+/// How close a device came: its peaks and its final state (the headroom itself is measured
+/// later, against the capacity or the ooms).
+fn device_headroom(
+    snap: &Snapshot,
+    dev: &Device,
+    replay: Option<&DeviceReplay>,
+    opts: &OomOptions,
+) -> Headroom {
+    let trace = snap.device_trace(dev);
+    let end = state::state_at(snap, dev, trace.len() as i64 - 1);
+    let f = frag::analyze_state(
+        &end,
+        replay::moment(trace, trace.len() as i64 - 1),
+        &FragOptions::default(),
+    );
+    let (peak_live, peak_reserved) = match replay {
+        Some(r) => (
+            r.peak_bytes,
+            r.reserved
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(r.initial_reserved)
+                .max(r.initial_reserved),
+        ),
+        None => (f.total.allocated_bytes, f.total.reserved_bytes),
+    };
+    Headroom {
+        device: dev.id,
+        peak_live_bytes: peak_live,
+        peak_reserved_bytes: peak_reserved,
+        reserved_bytes: f.total.reserved_bytes,
+        largest_free_block_bytes: f.total.largest_free_block_bytes,
+        headroom_bytes: opts.capacity_bytes.map(|c| c as i64 - peak_reserved as i64),
+        headroom_basis: opts.capacity_bytes.map(|_| "capacity"),
+        capacity_bytes: opts.capacity_bytes,
+        capacity_source: opts.capacity_source.clone(),
+        headroom_at_most_bytes: None,
+        limit_below_bytes: None,
+    }
 }
 
 /// `capacity_source` of an inferred capacity: how it was inferred and the GPUs it matches.

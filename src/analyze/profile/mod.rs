@@ -454,6 +454,37 @@ fn uncovered(
     })
 }
 
+/// What one device holds at the moment before it is keyed: bytes per stack, and per label
+/// those of allocations older than the trace.
+#[derive(Default)]
+struct Held {
+    per_stack: FxHashMap<StackId, SiteTotal>,
+    older: BTreeMap<String, SiteTotal>,
+    pretrace: BTreeMap<String, Pretrace>,
+}
+
+impl Held {
+    /// Counts one allocation of `bytes` made at `stack`.
+    fn add(&mut self, stack: StackId, bytes: u64) {
+        let e = self.per_stack.entry(stack).or_default();
+        e.bytes += bytes;
+        e.count += 1;
+    }
+
+    /// `d` with its sites (keyed by `keyer`, older allocations under their labels) and the
+    /// kinds of its older allocations.
+    fn into_device(self, mut d: DeviceProfile, keyer: &Keyer) -> DeviceProfile {
+        d.sites = keyer.by_key(self.per_stack);
+        for (k, t) in self.older {
+            let e = d.sites.entry(k).or_default();
+            e.bytes += t.bytes;
+            e.count += t.count;
+        }
+        d.pretrace = self.pretrace;
+        d
+    }
+}
+
 /// Measures every device of `snap` at `opts.at`. Devices without a trace are measured at their
 /// final state (marked [`Unrecorded`] unless the moment is `end`); with `oom`, traced devices
 /// without an oom event are left out (an error when no device has one).
@@ -472,14 +503,7 @@ pub fn profile(
         if trace.is_empty() && segments.is_empty() {
             continue;
         }
-        let mut per_stack: FxHashMap<StackId, SiteTotal> = FxHashMap::default();
-        let mut add = |stack: StackId, bytes: u64| {
-            let e = per_stack.entry(stack).or_default();
-            e.bytes += bytes;
-            e.count += 1;
-        };
-        let mut older: BTreeMap<String, SiteTotal> = BTreeMap::new();
-        let mut pretrace: BTreeMap<String, Pretrace> = BTreeMap::new();
+        let mut held = Held::default();
         let d = match replays.iter().find(|r| r.device == dev.id) {
             Some(r) => {
                 let at = match replay::resolve(opts.at, r, trace) {
@@ -490,99 +514,11 @@ pub fn profile(
                     }
                     Err(m) => return Err(m),
                 };
-                let kinds = Kinds::of(snap, r, trace);
-                for a in r.live_allocations(at) {
-                    match kinds.of_alloc(snap, a) {
-                        Some(p) => {
-                            let key = p.label();
-                            let e = older.entry(key.clone()).or_default();
-                            e.bytes += a.size;
-                            e.count += 1;
-                            pretrace.entry(key).or_insert_with(|| p.clone());
-                        }
-                        None => add(a.stack, a.size),
-                    }
-                }
-                let st = state::state_at(snap, dev, at);
-                let moment = replay::moment(trace, at);
-                let f = frag::analyze_state(&st, moment, &FragOptions::default());
-                let unrecorded = (opts.at == MomentSpec::Peak && !records_activity(trace))
-                    .then(|| Unrecorded {
-                        reason: format!(
-                            "the trace of device {} records no allocation or free ({}): the peak was not recorded",
-                            dev.id,
-                            if trace.len() == 1 { "1 entry".to_string() } else { format!("{} entries", trace.len()) }
-                        ),
-                        lower_bound: true,
-                    });
-                let peak_reserved_bytes = r
-                    .reserved
-                    .iter()
-                    .copied()
-                    .fold(r.initial_reserved, u64::max);
-                DeviceProfile {
-                    device: dev.id,
-                    basis: "trace",
-                    at: moment,
-                    live_bytes: r.live_at(at),
-                    reserved_bytes: r.reserved_at(at),
-                    peak_reserved_bytes,
-                    fragmentation: f.total.fragmentation,
-                    unrecorded,
-                    uncovered: uncovered(segments, r, peak_reserved_bytes),
-                    sites: BTreeMap::new(),
-                    pretrace: BTreeMap::new(),
-                }
+                traced_device(snap, dev, r, at, opts, &mut held)
             }
-            None => {
-                let mut live = 0;
-                for b in snap.live_blocks(dev) {
-                    add(b.stack, b.requested_size);
-                    live += b.requested_size;
-                }
-                let st = state::state_at(snap, dev, -1);
-                let moment = Moment {
-                    event_index: -1,
-                    time_us: None,
-                };
-                let f = frag::analyze_state(&st, moment, &FragOptions::default());
-                if opts.at != MomentSpec::End {
-                    notes.push(format!(
-                        "device {} has no trace: measured at its final state",
-                        dev.id
-                    ));
-                }
-                DeviceProfile {
-                    device: dev.id,
-                    basis: "final_state",
-                    at: moment,
-                    live_bytes: live,
-                    reserved_bytes: f.total.reserved_bytes,
-                    peak_reserved_bytes: f.total.reserved_bytes,
-                    fragmentation: f.total.fragmentation,
-                    unrecorded: (opts.at != MomentSpec::End).then(|| Unrecorded {
-                        reason: format!(
-                            "no trace on device {}: {} was not recorded",
-                            dev.id,
-                            moment_words(opts.at)
-                        ),
-                        lower_bound: opts.at == MomentSpec::Peak,
-                    }),
-                    uncovered: None,
-                    sites: BTreeMap::new(),
-                    pretrace: BTreeMap::new(),
-                }
-            }
+            None => final_state_device(snap, dev, opts, &mut held, &mut notes),
         };
-        let mut d = d;
-        d.sites = keyer.by_key(per_stack);
-        for (k, t) in older {
-            let e = d.sites.entry(k).or_default();
-            e.bytes += t.bytes;
-            e.count += t.count;
-        }
-        d.pretrace = pretrace;
-        devices.push(d);
+        devices.push(held.into_device(d, &keyer));
     }
     if !missing.is_empty() {
         if devices.is_empty() {
@@ -590,52 +526,11 @@ pub fn profile(
         }
         notes.extend(missing.into_iter().map(|m| format!("{m}: device left out")));
     }
-    let mut sites: BTreeMap<String, SiteTotal> = BTreeMap::new();
-    let mut pretrace: BTreeMap<String, Pretrace> = BTreeMap::new();
-    for d in &devices {
-        for (k, t) in &d.sites {
-            let e = sites.entry(k.clone()).or_default();
-            e.bytes += t.bytes;
-            e.count += t.count;
-        }
-        for (k, p) in &d.pretrace {
-            pretrace.entry(k.clone()).or_insert_with(|| p.clone());
-        }
-    }
-    let mut categories_basis = None;
-    let categories = if opts.categories {
-        let copts = crate::analyze::categories::CategoryOptions {
-            at: opts.at,
-            ..Default::default()
-        };
-        let included: Vec<DeviceReplay> = replays
-            .iter()
-            .filter(|r| devices.iter().any(|d| d.device == r.device))
-            .cloned()
-            .collect();
-        match crate::analyze::categories::run(snap, &included, &copts) {
-            Ok(c) => {
-                let mut m: BTreeMap<String, SiteTotal> = BTreeMap::new();
-                for row in c.devices.iter().flat_map(|d| &d.categories) {
-                    let e = m.entry(row.category.clone()).or_default();
-                    e.bytes += row.bytes;
-                    e.count += row.count;
-                }
-                let bases: std::collections::BTreeSet<&str> =
-                    c.devices.iter().map(|d| d.basis).collect();
-                categories_basis = Some(match bases.len() {
-                    1 => *bases.iter().next().expect("one basis"),
-                    _ => "mixed",
-                });
-                Some(m)
-            }
-            Err(m) => {
-                notes.push(format!("categories unavailable: {m}"));
-                None
-            }
-        }
+    let (sites, pretrace) = all_sites(&devices);
+    let (categories, categories_basis) = if opts.categories {
+        categories_of(snap, replays, &devices, opts, &mut notes)
     } else {
-        None
+        (None, None)
     };
     Ok(Profile {
         moment: opts.at.to_string(),
@@ -648,6 +543,169 @@ pub fn profile(
         categories_basis,
         pretrace,
     })
+}
+
+/// A traced device measured after event `at` of its replay `r`; its live allocations go to
+/// `held`.
+fn traced_device(
+    snap: &Snapshot,
+    dev: &crate::model::Device,
+    r: &DeviceReplay,
+    at: i64,
+    opts: &ProfileOptions,
+    held: &mut Held,
+) -> DeviceProfile {
+    let trace = snap.device_trace(dev);
+    let kinds = Kinds::of(snap, r, trace);
+    for a in r.live_allocations(at) {
+        match kinds.of_alloc(snap, a) {
+            Some(p) => {
+                let key = p.label();
+                let e = held.older.entry(key.clone()).or_default();
+                e.bytes += a.size;
+                e.count += 1;
+                held.pretrace.entry(key).or_insert_with(|| p.clone());
+            }
+            None => held.add(a.stack, a.size),
+        }
+    }
+    let st = state::state_at(snap, dev, at);
+    let moment = replay::moment(trace, at);
+    let f = frag::analyze_state(&st, moment, &FragOptions::default());
+    let unrecorded = (opts.at == MomentSpec::Peak && !records_activity(trace))
+        .then(|| Unrecorded {
+            reason: format!(
+                "the trace of device {} records no allocation or free ({}): the peak was not recorded",
+                dev.id,
+                if trace.len() == 1 { "1 entry".to_string() } else { format!("{} entries", trace.len()) }
+            ),
+            lower_bound: true,
+        });
+    let peak_reserved_bytes = r
+        .reserved
+        .iter()
+        .copied()
+        .fold(r.initial_reserved, u64::max);
+    DeviceProfile {
+        device: dev.id,
+        basis: "trace",
+        at: moment,
+        live_bytes: r.live_at(at),
+        reserved_bytes: r.reserved_at(at),
+        peak_reserved_bytes,
+        fragmentation: f.total.fragmentation,
+        unrecorded,
+        uncovered: uncovered(snap.device_segments(dev), r, peak_reserved_bytes),
+        sites: BTreeMap::new(),
+        pretrace: BTreeMap::new(),
+    }
+}
+
+/// A device without a trace measured at its final state; its live blocks go to `held`.
+fn final_state_device(
+    snap: &Snapshot,
+    dev: &crate::model::Device,
+    opts: &ProfileOptions,
+    held: &mut Held,
+    notes: &mut Vec<String>,
+) -> DeviceProfile {
+    let mut live = 0;
+    for b in snap.live_blocks(dev) {
+        held.add(b.stack, b.requested_size);
+        live += b.requested_size;
+    }
+    let st = state::state_at(snap, dev, -1);
+    let moment = Moment {
+        event_index: -1,
+        time_us: None,
+    };
+    let f = frag::analyze_state(&st, moment, &FragOptions::default());
+    if opts.at != MomentSpec::End {
+        notes.push(format!(
+            "device {} has no trace: measured at its final state",
+            dev.id
+        ));
+    }
+    DeviceProfile {
+        device: dev.id,
+        basis: "final_state",
+        at: moment,
+        live_bytes: live,
+        reserved_bytes: f.total.reserved_bytes,
+        peak_reserved_bytes: f.total.reserved_bytes,
+        fragmentation: f.total.fragmentation,
+        unrecorded: (opts.at != MomentSpec::End).then(|| Unrecorded {
+            reason: format!(
+                "no trace on device {}: {} was not recorded",
+                dev.id,
+                moment_words(opts.at)
+            ),
+            lower_bound: opts.at == MomentSpec::Peak,
+        }),
+        uncovered: None,
+        sites: BTreeMap::new(),
+        pretrace: BTreeMap::new(),
+    }
+}
+
+/// The devices' sites summed, and the kinds of their older allocations.
+fn all_sites(
+    devices: &[DeviceProfile],
+) -> (BTreeMap<String, SiteTotal>, BTreeMap<String, Pretrace>) {
+    let mut sites: BTreeMap<String, SiteTotal> = BTreeMap::new();
+    let mut pretrace: BTreeMap<String, Pretrace> = BTreeMap::new();
+    for d in devices {
+        for (k, t) in &d.sites {
+            let e = sites.entry(k.clone()).or_default();
+            e.bytes += t.bytes;
+            e.count += t.count;
+        }
+        for (k, p) in &d.pretrace {
+            pretrace.entry(k.clone()).or_insert_with(|| p.clone());
+        }
+    }
+    (sites, pretrace)
+}
+
+/// The measured devices' categories summed, with their basis (`mixed` when the devices'
+/// differ); none, and a note, when `categories` fails.
+fn categories_of(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    devices: &[DeviceProfile],
+    opts: &ProfileOptions,
+    notes: &mut Vec<String>,
+) -> (Option<BTreeMap<String, SiteTotal>>, Option<&'static str>) {
+    let copts = crate::analyze::categories::CategoryOptions {
+        at: opts.at,
+        ..Default::default()
+    };
+    let included: Vec<DeviceReplay> = replays
+        .iter()
+        .filter(|r| devices.iter().any(|d| d.device == r.device))
+        .cloned()
+        .collect();
+    match crate::analyze::categories::run(snap, &included, &copts) {
+        Ok(c) => {
+            let mut m: BTreeMap<String, SiteTotal> = BTreeMap::new();
+            for row in c.devices.iter().flat_map(|d| &d.categories) {
+                let e = m.entry(row.category.clone()).or_default();
+                e.bytes += row.bytes;
+                e.count += row.count;
+            }
+            let bases: std::collections::BTreeSet<&str> =
+                c.devices.iter().map(|d| d.basis).collect();
+            let basis = match bases.len() {
+                1 => *bases.iter().next().expect("one basis"),
+                _ => "mixed",
+            };
+            (Some(m), Some(basis))
+        }
+        Err(m) => {
+            notes.push(format!("categories unavailable: {m}"));
+            (None, None)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -423,113 +423,9 @@ pub fn run(
             }
             continue;
         }
-        let mut rec = recorded::read(snap, dev, &base);
-        let va_bytes = va_bytes(&rec, &opts.capacity);
-        let largest_alloc = trace
-            .iter()
-            .filter(|e| e.action == Action::Alloc)
-            .map(|e| e.size)
-            .max()
-            .unwrap_or(0);
-        let as_recorded = |rec: &Recorded| {
-            let (cap, capacity) = capacity_for(&rec.bounds, &opts.capacity, largest_alloc);
-            let sc = Scenario {
-                settings: base.clone(),
-                capacity: cap,
-                va_bytes,
-                follow_recorded: true,
-                probe: None,
-                repack_start: false,
-            };
-            (cap, capacity, drive::run(snap, rec, &sc))
-        };
-        let (mut cap, mut capacity, mut recorded_run) = as_recorded(&rec);
-        if !recorded_run.empty_cache_inferred.is_empty() {
-            // Releases the model did not need were empty_cache calls: they bound nothing.
-            rec.exclude(&recorded_run.empty_cache_inferred);
-            (cap, capacity, recorded_run) = as_recorded(&rec);
-        }
-        let a = fidelity::compare(&rec.segs, &recorded_run.events);
-        let fidelity = Fidelity {
-            segment_events_recorded: a.recorded,
-            segment_events_modelled: a.modelled,
-            segment_events_matched: a.matched,
-            agreement: a.ratio(),
-            first_difference_event: a.first_difference,
-            recorded_peak_reserved_bytes: rec.peak_reserved.0,
-            model_peak_reserved_bytes: recorded_run.peak_reserved,
-            allocs: recorded_run.allocs,
-            allocs_at_recorded_address: recorded_run.allocs_at_recorded_address,
-        };
         let replay = replays.iter().find(|r| r.device == dev.id);
-        let recorded_ooms = trace
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.action == Action::Oom)
-            .map(|(i, e)| {
-                let live = replay.map_or(0, |r| r.rounded_at(i as i64 - 1));
-                RecordedOom {
-                    event: i as u32,
-                    request_bytes: e.size,
-                    live_bytes: live,
-                    exceeds_capacity_when_packed: cap.map(|c| live + e.size > c.bytes),
-                }
-            })
-            .collect();
-        let mut results = vec![result(
-            "as recorded".into(),
-            String::new(),
-            &base,
-            &recorded_run,
-        )];
-        for (set, s) in &tried {
-            let o = drive::run(
-                snap,
-                &rec,
-                &Scenario {
-                    settings: s.clone(),
-                    capacity: cap,
-                    va_bytes,
-                    follow_recorded: false,
-                    probe: None,
-                    // Under another segment kind, the memory allocated before the trace
-                    // would have been too: its recorded segments are not kept.
-                    repack_start: s.expandable_segments != base.expandable_segments,
-                },
-            );
-            results.push(result(set.clone(), set.clone(), s, &o));
-        }
-        let (b_peak, b_end, b_ooms) = (
-            results[0].peak_reserved_bytes as i64,
-            results[0].end_reserved_bytes as i64,
-            results[0].ooms as i64,
-        );
-        for r in &mut results {
-            r.peak_reserved_change_bytes = r.peak_reserved_bytes as i64 - b_peak;
-            r.end_reserved_change_bytes = r.end_reserved_bytes as i64 - b_end;
-            r.ooms_change = r.ooms as i64 - b_ooms;
-        }
-        results[1..].sort_by(|x, y| {
-            (x.ooms, x.peak_reserved_bytes, &x.label).cmp(&(
-                y.ooms,
-                y.peak_reserved_bytes,
-                &y.label,
-            ))
-        });
-        let mut d = DeviceWhatif {
-            device: dev.id,
-            events: trace.len(),
-            recorded_conf: recorded_settings.as_ref().map(Settings::conf_string),
-            capacity,
-            start_segments: rec.start.segments.len(),
-            start_reserved_bytes: rec.start_reserved,
-            start_inconsistencies: rec.start.inconsistencies,
-            empty_cache_calls: rec.empty_cache_at.len() + rec.empty_cache_before.len(),
-            fidelity,
-            recorded_ooms,
-            verdict: String::new(),
-            scenarios: results,
-        };
+        let mut d = device_whatif(snap, dev, replay, opts, &base, &tried);
+        d.recorded_conf = recorded_settings.as_ref().map(Settings::conf_string);
         d.verdict = verdict(&d);
         devices.push(d);
     }
@@ -549,6 +445,133 @@ pub fn run(
         devices,
         notes,
     })
+}
+
+/// One traced device replayed as recorded (with the file's settings `base`) and under each
+/// scenario `tried`; its recorded settings and verdict are left for the caller.
+fn device_whatif(
+    snap: &Snapshot,
+    dev: &crate::model::Device,
+    replay: Option<&DeviceReplay>,
+    opts: &WhatifOptions,
+    base: &Settings,
+    tried: &[(String, Settings)],
+) -> DeviceWhatif {
+    let trace = snap.device_trace(dev);
+    let mut rec = recorded::read(snap, dev, base);
+    let va_bytes = va_bytes(&rec, &opts.capacity);
+    let largest_alloc = trace
+        .iter()
+        .filter(|e| e.action == Action::Alloc)
+        .map(|e| e.size)
+        .max()
+        .unwrap_or(0);
+    let as_recorded = |rec: &Recorded| {
+        let (cap, capacity) = capacity_for(&rec.bounds, &opts.capacity, largest_alloc);
+        let sc = Scenario {
+            settings: base.clone(),
+            capacity: cap,
+            va_bytes,
+            follow_recorded: true,
+            probe: None,
+            repack_start: false,
+        };
+        (cap, capacity, drive::run(snap, rec, &sc))
+    };
+    let (mut cap, mut capacity, mut recorded_run) = as_recorded(&rec);
+    if !recorded_run.empty_cache_inferred.is_empty() {
+        // Releases the model did not need were empty_cache calls: they bound nothing.
+        rec.exclude(&recorded_run.empty_cache_inferred);
+        (cap, capacity, recorded_run) = as_recorded(&rec);
+    }
+    let a = fidelity::compare(&rec.segs, &recorded_run.events);
+    let fidelity = Fidelity {
+        segment_events_recorded: a.recorded,
+        segment_events_modelled: a.modelled,
+        segment_events_matched: a.matched,
+        agreement: a.ratio(),
+        first_difference_event: a.first_difference,
+        recorded_peak_reserved_bytes: rec.peak_reserved.0,
+        model_peak_reserved_bytes: recorded_run.peak_reserved,
+        allocs: recorded_run.allocs,
+        allocs_at_recorded_address: recorded_run.allocs_at_recorded_address,
+    };
+    let recorded_ooms = trace
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == Action::Oom)
+        .map(|(i, e)| {
+            let live = replay.map_or(0, |r| r.rounded_at(i as i64 - 1));
+            RecordedOom {
+                event: i as u32,
+                request_bytes: e.size,
+                live_bytes: live,
+                exceeds_capacity_when_packed: cap.map(|c| live + e.size > c.bytes),
+            }
+        })
+        .collect();
+    let as_recorded = result("as recorded".into(), String::new(), base, &recorded_run);
+    let results = scenario_results(snap, &rec, base, tried, as_recorded, (cap, va_bytes));
+    DeviceWhatif {
+        device: dev.id,
+        events: trace.len(),
+        recorded_conf: None,
+        capacity,
+        start_segments: rec.start.segments.len(),
+        start_reserved_bytes: rec.start_reserved,
+        start_inconsistencies: rec.start.inconsistencies,
+        empty_cache_calls: rec.empty_cache_at.len() + rec.empty_cache_before.len(),
+        fidelity,
+        recorded_ooms,
+        verdict: String::new(),
+        scenarios: results,
+    }
+}
+
+/// The run `as_recorded` then one per scenario `tried` (under `limits`: the capacity and an
+/// expandable segment's address range), each with its change from the first; the scenarios
+/// sorted by ooms, then peak reserved, then label.
+fn scenario_results(
+    snap: &Snapshot,
+    rec: &Recorded,
+    base: &Settings,
+    tried: &[(String, Settings)],
+    as_recorded: ScenarioResult,
+    limits: (Option<Capacity>, u64),
+) -> Vec<ScenarioResult> {
+    let (cap, va_bytes) = limits;
+    let mut results = vec![as_recorded];
+    for (set, s) in tried {
+        let o = drive::run(
+            snap,
+            rec,
+            &Scenario {
+                settings: s.clone(),
+                capacity: cap,
+                va_bytes,
+                follow_recorded: false,
+                probe: None,
+                // Under another segment kind, the memory allocated before the trace
+                // would have been too: its recorded segments are not kept.
+                repack_start: s.expandable_segments != base.expandable_segments,
+            },
+        );
+        results.push(result(set.clone(), set.clone(), s, &o));
+    }
+    let (b_peak, b_end, b_ooms) = (
+        results[0].peak_reserved_bytes as i64,
+        results[0].end_reserved_bytes as i64,
+        results[0].ooms as i64,
+    );
+    for r in &mut results {
+        r.peak_reserved_change_bytes = r.peak_reserved_bytes as i64 - b_peak;
+        r.end_reserved_change_bytes = r.end_reserved_bytes as i64 - b_end;
+        r.ooms_change = r.ooms as i64 - b_ooms;
+    }
+    results[1..].sort_by(|x, y| {
+        (x.ooms, x.peak_reserved_bytes, &x.label).cmp(&(y.ooms, y.peak_reserved_bytes, &y.label))
+    });
+    results
 }
 
 /// The address range one expandable segment reserves: 1⅛ × the GPU's memory (the given

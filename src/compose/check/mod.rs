@@ -303,240 +303,20 @@ pub fn evaluate(
 ) -> FileCheck {
     let mut results = Vec::new();
     let mut notes = p.notes.clone();
-    let device_sites = |d: Option<&DeviceProfile>| {
-        d.map(|d| lines(sorted_sites(&d.sites, top)))
-            .unwrap_or_default()
-    };
     for b in budgets {
         let r = match (b.kind, b.limit) {
-            (BudgetKind::MaxPeak, Limit::Bytes(limit)) => match peak_gaps(p) {
-                None => {
-                    let d = p.biggest_device();
-                    bytes_result(
-                        b,
-                        limit,
-                        d.map_or(0, |d| d.live_bytes),
-                        d.map(|d| d.device),
-                        device_sites(d),
-                        false,
-                    )
-                }
-                Some(reason) => {
-                    // Recorded devices count as measured, unrecorded ones at `peak` as a lower
-                    // bound: either already over the limit breaks the budget.
-                    let d = p
-                        .devices
-                        .iter()
-                        .rev()
-                        .filter(|d| d.unrecorded.as_ref().map_or(true, |u| u.lower_bound))
-                        .max_by_key(|d| d.live_bytes);
-                    match d {
-                        Some(d) if d.live_bytes > limit => {
-                            for d in &p.devices {
-                                notes.extend(d.unrecorded.as_ref().map(|u| {
-                                    if u.lower_bound {
-                                        format!("{}: its final state is a lower bound", u.reason)
-                                    } else {
-                                        u.reason.clone()
-                                    }
-                                }));
-                                notes.extend(d.uncovered.as_ref().map(uncovered_live));
-                            }
-                            bytes_result(
-                                b,
-                                limit,
-                                d.live_bytes,
-                                Some(d.device),
-                                device_sites(Some(d)),
-                                d.unrecorded.is_some() || d.uncovered.is_some(),
-                            )
-                        }
-                        _ => unmeasured(b, reason),
-                    }
-                }
-            },
+            (BudgetKind::MaxPeak, Limit::Bytes(limit)) => max_peak(b, limit, p, top, &mut notes),
             (BudgetKind::MaxReserved, Limit::Bytes(limit)) => {
-                // Per device the highest reserved bytes, or their floor where the segments do
-                // not cover the trace: a floor already over the limit breaks the budget ("at
-                // least"), one under it leaves the budget unmeasured, never passed.
-                let reserved = |d: &DeviceProfile| {
-                    d.uncovered
-                        .as_ref()
-                        .map_or(d.peak_reserved_bytes, |u| u.peak_reserved_floor)
-                };
-                let d = p.devices.iter().rev().max_by_key(|d| reserved(d));
-                let gaps: Vec<String> = p
-                    .devices
-                    .iter()
-                    .filter_map(|d| d.uncovered.as_ref().map(uncovered_reserved))
-                    .collect();
-                match d {
-                    None => unmeasured(b, NOTHING.into()),
-                    Some(d) if gaps.is_empty() || reserved(d) > limit => {
-                        notes.extend(gaps);
-                        bytes_result(
-                            b,
-                            limit,
-                            reserved(d),
-                            Some(d.device),
-                            device_sites(Some(d)),
-                            d.uncovered.is_some(),
-                        )
-                    }
-                    Some(_) => unmeasured(b, gaps.join("; ")),
-                }
+                max_reserved(b, limit, p, top, &mut notes)
             }
             (BudgetKind::MaxLeaked, Limit::Bytes(limit)) => {
-                notes.extend(leaked.notes.iter().cloned());
-                let sites = || lines(sorted_sites(&leaked.sites, top));
-                if leaked.measured_devices.is_empty() && leaked.unmeasured.is_empty() {
-                    unmeasured(b, NOTHING.into())
-                } else if leaked.unmeasured.is_empty() {
-                    bytes_result(b, limit, leaked.bytes, None, sites(), false)
-                } else if leaked.bytes > limit {
-                    notes.extend(leaked.unmeasured.iter().cloned());
-                    bytes_result(b, limit, leaked.bytes, None, sites(), true)
-                } else {
-                    unmeasured(b, leaked.unmeasured.join("; "))
-                }
+                max_leaked(b, limit, leaked, top, &mut notes)
             }
-            (BudgetKind::MaxFrag, Limit::Ratio(limit)) => {
-                // A device whose segments do not cover its trace has no fragmentation to
-                // measure (the unlisted segments' free blocks are unknown either way): the
-                // others may still break the budget, never pass it.
-                let gaps: Vec<String> = p
-                    .devices
-                    .iter()
-                    .filter_map(|d| {
-                        d.uncovered
-                            .as_ref()
-                            .map(|u| format!("{}: its fragmentation is not measured", u.reason))
-                    })
-                    .collect();
-                let d = p
-                    .devices
-                    .iter()
-                    .rev()
-                    .filter(|d| d.reserved_bytes > 0 && d.uncovered.is_none())
-                    .max_by(|a, b| a.fragmentation.total_cmp(&b.fragmentation));
-                match d {
-                    None if p.devices.is_empty() => unmeasured(b, NOTHING.into()),
-                    _ if !gaps.is_empty() && d.map_or(true, |d| d.fragmentation <= limit) => {
-                        unmeasured(b, gaps.join("; "))
-                    }
-                    None => unmeasured(
-                        b,
-                        format!(
-                            "no device holds segments at the moment ({}): nothing to measure",
-                            p.moment
-                        ),
-                    ),
-                    Some(d) => {
-                        notes.extend(gaps);
-                        let actual = d.fragmentation;
-                        let passed = actual <= limit;
-                        let on = format!(" on device {}", d.device);
-                        BudgetResult {
-                            budget: b.kind,
-                            limit: b.label.clone(),
-                            unit: "ratio",
-                            limit_bytes: None,
-                            actual_bytes: None,
-                            limit_ratio: Some(limit),
-                            actual_ratio: Some(actual),
-                            over_bytes: None,
-                            device: Some(d.device),
-                            passed,
-                            status: if passed {
-                                CheckStatus::Pass
-                            } else {
-                                CheckStatus::Fail
-                            },
-                            reason: None,
-                            lower_bound: false,
-                            message: if passed {
-                                format!(
-                                    "fragmentation {:.1}%{on} within {}",
-                                    actual * 100.0,
-                                    b.label
-                                )
-                            } else {
-                                format!(
-                                    "fragmentation {:.1}%{on} exceeds {} by {:.1} points",
-                                    actual * 100.0,
-                                    b.label,
-                                    (actual - limit) * 100.0
-                                )
-                            },
-                            top_sites: if passed {
-                                Vec::new()
-                            } else {
-                                device_sites(Some(d))
-                            },
-                        }
-                    }
-                }
-            }
-            (BudgetKind::Baseline, Limit::Growth(min_growth, min_abs)) => {
-                let Some(Baseline {
-                    profile: base,
-                    diff: d,
-                }) = baseline
-                else {
-                    continue;
-                };
-                let gaps: Vec<String> = [("file", p), ("baseline", base)]
-                    .into_iter()
-                    .filter_map(|(side, prof)| {
-                        peak_gaps(prof).map(|g| format!("the {side}'s peak is not measured: {g}"))
-                    })
-                    .collect();
-                if !gaps.is_empty() {
-                    results.push(unmeasured(b, gaps.join("; ")));
-                    continue;
-                }
-                let g = diff::gate(d.peak, min_growth, min_abs);
-                let growth = crate::units::signed_percent(d.peak.delta_bytes, d.peak.base);
-                let message = format!(
-                    "peak {} vs baseline {}: {} ({growth}); fails at {} and {}",
-                    crate::units::iec(d.peak.cand),
-                    crate::units::iec(d.peak.base),
-                    crate::units::signed_iec(d.peak.delta_bytes),
-                    b.label,
-                    crate::units::iec(min_abs),
-                );
-                BudgetResult {
-                    budget: b.kind,
-                    limit: b.label.clone(),
-                    unit: "bytes",
-                    limit_bytes: Some(d.peak.base),
-                    actual_bytes: Some(d.peak.cand),
-                    limit_ratio: Some(min_growth),
-                    actual_ratio: g.growth,
-                    over_bytes: Some(d.peak.delta_bytes),
-                    device: None,
-                    passed: !g.failed,
-                    status: if g.failed {
-                        CheckStatus::Fail
-                    } else {
-                        CheckStatus::Pass
-                    },
-                    reason: None,
-                    lower_bound: false,
-                    message,
-                    top_sites: d
-                        .sites
-                        .iter()
-                        .filter(|s| matches!(s.status, Status::New | Status::Grown))
-                        .take(top)
-                        .map(|s| SiteLine {
-                            site: s.site.clone(),
-                            bytes: s.delta_bytes,
-                            count: s.cand_count,
-                        })
-                        .collect(),
-                }
-            }
+            (BudgetKind::MaxFrag, Limit::Ratio(limit)) => max_frag(b, limit, p, top, &mut notes),
+            (BudgetKind::Baseline, Limit::Growth(min_growth, min_abs)) => match baseline {
+                Some(base) => against_baseline(b, (min_growth, min_abs), p, base, top),
+                None => continue,
+            },
             _ => continue,
         };
         results.push(r);
@@ -549,6 +329,280 @@ pub fn evaluate(
         status,
         budgets: results,
         notes,
+    }
+}
+
+/// The `top` sites of a device (none without one).
+fn device_sites(d: Option<&DeviceProfile>, top: usize) -> Vec<SiteLine> {
+    d.map(|d| lines(sorted_sites(&d.sites, top)))
+        .unwrap_or_default()
+}
+
+/// `--max-peak`: the biggest device's live bytes at the moment against `limit`.
+fn max_peak(
+    b: &Budget,
+    limit: u64,
+    p: &Profile,
+    top: usize,
+    notes: &mut Vec<String>,
+) -> BudgetResult {
+    match peak_gaps(p) {
+        None => {
+            let d = p.biggest_device();
+            bytes_result(
+                b,
+                limit,
+                d.map_or(0, |d| d.live_bytes),
+                d.map(|d| d.device),
+                device_sites(d, top),
+                false,
+            )
+        }
+        Some(reason) => {
+            // Recorded devices count as measured, unrecorded ones at `peak` as a lower
+            // bound: either already over the limit breaks the budget.
+            let d = p
+                .devices
+                .iter()
+                .rev()
+                .filter(|d| d.unrecorded.as_ref().map_or(true, |u| u.lower_bound))
+                .max_by_key(|d| d.live_bytes);
+            match d {
+                Some(d) if d.live_bytes > limit => {
+                    for d in &p.devices {
+                        notes.extend(d.unrecorded.as_ref().map(|u| {
+                            if u.lower_bound {
+                                format!("{}: its final state is a lower bound", u.reason)
+                            } else {
+                                u.reason.clone()
+                            }
+                        }));
+                        notes.extend(d.uncovered.as_ref().map(uncovered_live));
+                    }
+                    bytes_result(
+                        b,
+                        limit,
+                        d.live_bytes,
+                        Some(d.device),
+                        device_sites(Some(d), top),
+                        d.unrecorded.is_some() || d.uncovered.is_some(),
+                    )
+                }
+                _ => unmeasured(b, reason),
+            }
+        }
+    }
+}
+
+/// `--max-reserved`: the highest reserved bytes of a device against `limit`.
+fn max_reserved(
+    b: &Budget,
+    limit: u64,
+    p: &Profile,
+    top: usize,
+    notes: &mut Vec<String>,
+) -> BudgetResult {
+    // Per device the highest reserved bytes, or their floor where the segments do
+    // not cover the trace: a floor already over the limit breaks the budget ("at
+    // least"), one under it leaves the budget unmeasured, never passed.
+    let reserved = |d: &DeviceProfile| {
+        d.uncovered
+            .as_ref()
+            .map_or(d.peak_reserved_bytes, |u| u.peak_reserved_floor)
+    };
+    let d = p.devices.iter().rev().max_by_key(|d| reserved(d));
+    let gaps: Vec<String> = p
+        .devices
+        .iter()
+        .filter_map(|d| d.uncovered.as_ref().map(uncovered_reserved))
+        .collect();
+    match d {
+        None => unmeasured(b, NOTHING.into()),
+        Some(d) if gaps.is_empty() || reserved(d) > limit => {
+            notes.extend(gaps);
+            bytes_result(
+                b,
+                limit,
+                reserved(d),
+                Some(d.device),
+                device_sites(Some(d), top),
+                d.uncovered.is_some(),
+            )
+        }
+        Some(_) => unmeasured(b, gaps.join("; ")),
+    }
+}
+
+/// `--max-leaked`: the bytes retained per step against `limit`.
+fn max_leaked(
+    b: &Budget,
+    limit: u64,
+    leaked: &Leaked,
+    top: usize,
+    notes: &mut Vec<String>,
+) -> BudgetResult {
+    notes.extend(leaked.notes.iter().cloned());
+    let sites = || lines(sorted_sites(&leaked.sites, top));
+    if leaked.measured_devices.is_empty() && leaked.unmeasured.is_empty() {
+        unmeasured(b, NOTHING.into())
+    } else if leaked.unmeasured.is_empty() {
+        bytes_result(b, limit, leaked.bytes, None, sites(), false)
+    } else if leaked.bytes > limit {
+        notes.extend(leaked.unmeasured.iter().cloned());
+        bytes_result(b, limit, leaked.bytes, None, sites(), true)
+    } else {
+        unmeasured(b, leaked.unmeasured.join("; "))
+    }
+}
+
+/// `--max-frag`: the most fragmented device's fragmentation against `limit`.
+fn max_frag(
+    b: &Budget,
+    limit: f64,
+    p: &Profile,
+    top: usize,
+    notes: &mut Vec<String>,
+) -> BudgetResult {
+    // A device whose segments do not cover its trace has no fragmentation to
+    // measure (the unlisted segments' free blocks are unknown either way): the
+    // others may still break the budget, never pass it.
+    let gaps: Vec<String> = p
+        .devices
+        .iter()
+        .filter_map(|d| {
+            d.uncovered
+                .as_ref()
+                .map(|u| format!("{}: its fragmentation is not measured", u.reason))
+        })
+        .collect();
+    let d = p
+        .devices
+        .iter()
+        .rev()
+        .filter(|d| d.reserved_bytes > 0 && d.uncovered.is_none())
+        .max_by(|a, b| a.fragmentation.total_cmp(&b.fragmentation));
+    match d {
+        None if p.devices.is_empty() => unmeasured(b, NOTHING.into()),
+        _ if !gaps.is_empty() && d.map_or(true, |d| d.fragmentation <= limit) => {
+            unmeasured(b, gaps.join("; "))
+        }
+        None => unmeasured(
+            b,
+            format!(
+                "no device holds segments at the moment ({}): nothing to measure",
+                p.moment
+            ),
+        ),
+        Some(d) => {
+            notes.extend(gaps);
+            let actual = d.fragmentation;
+            let passed = actual <= limit;
+            let on = format!(" on device {}", d.device);
+            BudgetResult {
+                budget: b.kind,
+                limit: b.label.clone(),
+                unit: "ratio",
+                limit_bytes: None,
+                actual_bytes: None,
+                limit_ratio: Some(limit),
+                actual_ratio: Some(actual),
+                over_bytes: None,
+                device: Some(d.device),
+                passed,
+                status: if passed {
+                    CheckStatus::Pass
+                } else {
+                    CheckStatus::Fail
+                },
+                reason: None,
+                lower_bound: false,
+                message: if passed {
+                    format!(
+                        "fragmentation {:.1}%{on} within {}",
+                        actual * 100.0,
+                        b.label
+                    )
+                } else {
+                    format!(
+                        "fragmentation {:.1}%{on} exceeds {} by {:.1} points",
+                        actual * 100.0,
+                        b.label,
+                        (actual - limit) * 100.0
+                    )
+                },
+                top_sites: if passed {
+                    Vec::new()
+                } else {
+                    device_sites(Some(d), top)
+                },
+            }
+        }
+    }
+}
+
+/// `--baseline`: the file's peak growth over the baseline's against the gate `growth`
+/// (minimum growth, minimum bytes); unmeasured when either peak is.
+fn against_baseline(
+    b: &Budget,
+    growth: (f64, u64),
+    p: &Profile,
+    baseline: Baseline<'_>,
+    top: usize,
+) -> BudgetResult {
+    let (min_growth, min_abs) = growth;
+    let Baseline {
+        profile: base,
+        diff: d,
+    } = baseline;
+    let gaps: Vec<String> = [("file", p), ("baseline", base)]
+        .into_iter()
+        .filter_map(|(side, prof)| {
+            peak_gaps(prof).map(|g| format!("the {side}'s peak is not measured: {g}"))
+        })
+        .collect();
+    if !gaps.is_empty() {
+        return unmeasured(b, gaps.join("; "));
+    }
+    let g = diff::gate(d.peak, min_growth, min_abs);
+    let growth = crate::units::signed_percent(d.peak.delta_bytes, d.peak.base);
+    let message = format!(
+        "peak {} vs baseline {}: {} ({growth}); fails at {} and {}",
+        crate::units::iec(d.peak.cand),
+        crate::units::iec(d.peak.base),
+        crate::units::signed_iec(d.peak.delta_bytes),
+        b.label,
+        crate::units::iec(min_abs),
+    );
+    BudgetResult {
+        budget: b.kind,
+        limit: b.label.clone(),
+        unit: "bytes",
+        limit_bytes: Some(d.peak.base),
+        actual_bytes: Some(d.peak.cand),
+        limit_ratio: Some(min_growth),
+        actual_ratio: g.growth,
+        over_bytes: Some(d.peak.delta_bytes),
+        device: None,
+        passed: !g.failed,
+        status: if g.failed {
+            CheckStatus::Fail
+        } else {
+            CheckStatus::Pass
+        },
+        reason: None,
+        lower_bound: false,
+        message,
+        top_sites: d
+            .sites
+            .iter()
+            .filter(|s| matches!(s.status, Status::New | Status::Grown))
+            .take(top)
+            .map(|s| SiteLine {
+                site: s.site.clone(),
+                bytes: s.delta_bytes,
+                count: s.cand_count,
+            })
+            .collect(),
     }
 }
 

@@ -192,37 +192,8 @@ pub fn bands(
     known: Known<'_>,
     table: &mut FrameTable,
 ) -> Bands {
-    let index = known.index;
-    // Allocations overlapping the window; `opts.bands` of them get bands of their own.
-    let overlapping: Vec<usize> = match index {
-        Some(index) => index.overlapping(r, window),
-        None => (0..r.allocations.len())
-            .filter(|&i| {
-                let a = &r.allocations[i];
-                a.start <= window.last && a.end > window.first
-            })
-            .collect(),
-    };
-    let n_overlapping = overlapping.len();
-    let chosen = chosen(r, window, overlapping.clone(), opts.bands);
-    let with_band: rustc_hash::FxHashSet<usize> = chosen.iter().copied().collect();
-    let largest_other_bytes = overlapping
-        .iter()
-        .filter(|i| !with_band.contains(i))
-        .map(|&i| r.allocations[i].size)
-        .max()
-        .unwrap_or(0);
-    let overlapping = chosen;
-    // Stacking order: allocation order (initial allocations first, as the replay lists them).
-    let mut kept = overlapping;
-    kept.sort_unstable();
-    kept.dedup();
-    let smallest_band_bytes = kept
-        .iter()
-        .map(|&i| r.allocations[i].size)
-        .min()
-        .unwrap_or(0);
-
+    let sel = Selection::of(r, window, opts, known.index);
+    let kept = sel.kept;
     let oom_events: Vec<i64> = trace
         .iter()
         .enumerate()
@@ -241,19 +212,99 @@ pub fn bands(
     }
     points.sort_unstable();
     points.dedup();
+    let mut out = new_bands(snap, r, trace, &kept, known.kinds, table);
+    let samples = sweep(r, trace, &points, &kept, &mut out);
+    Bands {
+        samples,
+        bands: out,
+        other_allocations: sel.n_overlapping - kept.len(),
+        smallest_band_bytes: sel.smallest_band_bytes,
+        largest_other_bytes: sel.largest_other_bytes,
+        oom_events,
+    }
+}
 
-    let time = |i: i64| -> Option<i64> {
-        if i < 0 {
-            None
-        } else {
-            trace.get(i as usize).and_then(|e| e.time())
+/// The allocations of a window that get bands of their own, and what the others weigh.
+struct Selection {
+    /// The allocations with a band, in stacking order: allocation order (initial allocations
+    /// first, as the replay lists them).
+    kept: Vec<usize>,
+    /// Allocations overlapping the window.
+    n_overlapping: usize,
+    /// The smallest allocation with a band.
+    smallest_band_bytes: u64,
+    /// The largest allocation without one.
+    largest_other_bytes: u64,
+}
+
+impl Selection {
+    /// Allocations overlapping `window` (found with `index` when given); `opts.bands` of them
+    /// get bands of their own.
+    fn of(
+        r: &DeviceReplay,
+        window: Window,
+        opts: BandOptions,
+        index: Option<&LiveIndex>,
+    ) -> Selection {
+        let overlapping: Vec<usize> = match index {
+            Some(index) => index.overlapping(r, window),
+            None => (0..r.allocations.len())
+                .filter(|&i| {
+                    let a = &r.allocations[i];
+                    a.start <= window.last && a.end > window.first
+                })
+                .collect(),
+        };
+        let n_overlapping = overlapping.len();
+        let chosen = chosen(r, window, overlapping.clone(), opts.bands);
+        let with_band: rustc_hash::FxHashSet<usize> = chosen.iter().copied().collect();
+        let largest_other_bytes = overlapping
+            .iter()
+            .filter(|i| !with_band.contains(i))
+            .map(|&i| r.allocations[i].size)
+            .max()
+            .unwrap_or(0);
+        let mut kept = chosen;
+        kept.sort_unstable();
+        kept.dedup();
+        let smallest_band_bytes = kept
+            .iter()
+            .map(|&i| r.allocations[i].size)
+            .min()
+            .unwrap_or(0);
+        Selection {
+            kept,
+            n_overlapping,
+            smallest_band_bytes,
+            largest_other_bytes,
         }
-    };
-    let mut samples = Samples::default();
+    }
+}
+
+/// The time of event `i` of `trace`, when it records one.
+fn time_of(trace: &[TraceEvent], i: i64) -> Option<i64> {
+    if i < 0 {
+        None
+    } else {
+        trace.get(i as usize).and_then(|e| e.time())
+    }
+}
+
+/// A band per allocation of `kept`, labelled by its site (or, for memory older than the
+/// trace, its likely kind: `kinds`, else made here when a band needs them), its samples not
+/// yet swept.
+fn new_bands(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    kept: &[usize],
+    kinds: Option<&Kinds>,
+    table: &mut FrameTable,
+) -> Vec<Band> {
     // Site labels once per stack, not once per band (a deep stack's site walks its frames).
     let mut labels: rustc_hash::FxHashMap<crate::model::StackId, String> = Default::default();
     let (made, empty);
-    let kinds = match known.kinds {
+    let kinds = match kinds {
         Some(k) => k,
         None if kept
             .iter()
@@ -267,8 +318,7 @@ pub fn bands(
             &empty
         }
     };
-    let mut out: Vec<Band> = kept
-        .iter()
+    kept.iter()
         .map(|&i| {
             let a = &r.allocations[i];
             let site = match kinds.of_alloc(snap, a) {
@@ -285,17 +335,32 @@ pub fn bands(
                 site,
                 origin: a.origin,
                 alloc_event: a.start,
-                alloc_time_us: time(a.start),
+                alloc_time_us: time_of(trace, a.start),
                 free_requested_event: a.free_requested,
                 free_event: (a.end != NEVER).then_some(a.end),
-                free_time_us: if a.end == NEVER { None } else { time(a.end) },
+                free_time_us: if a.end == NEVER {
+                    None
+                } else {
+                    time_of(trace, a.end)
+                },
                 first_sample: usize::MAX,
                 last_sample: 0,
                 base: Vec::new(),
             }
         })
-        .collect();
-    // Sweep the samples with the bands live at each, in stacking order.
+        .collect()
+}
+
+/// Sweeps the sample `points` with the bands (`out`, one per allocation of `kept`) live at
+/// each, in stacking order: sets each band's samples and bases, returns the samples.
+fn sweep(
+    r: &DeviceReplay,
+    trace: &[TraceEvent],
+    points: &[i64],
+    kept: &[usize],
+    out: &mut [Band],
+) -> Samples {
+    let mut samples = Samples::default();
     let mut next = 0; // next kept band (by start) not yet entered
     let mut active: Vec<usize> = Vec::new(); // positions in `kept`
     let mut last_base: Vec<Option<u64>> = vec![None; kept.len()];
@@ -320,19 +385,12 @@ pub fn bands(
         }
         let live = r.live_at(e);
         samples.event_index.push(e);
-        samples.time_us.push(time(e));
+        samples.time_us.push(time_of(trace, e));
         samples.live_bytes.push(live);
         samples.reserved_bytes.push(r.reserved_at(e));
         samples.other_bytes.push(live.saturating_sub(base));
     }
-    Bands {
-        samples,
-        bands: out,
-        other_allocations: n_overlapping - kept.len(),
-        smallest_band_bytes,
-        largest_other_bytes,
-        oom_events,
-    }
+    samples
 }
 
 /// The allocations drawn as bands, `n` at most, taken in turn from three rankings until

@@ -153,6 +153,33 @@ pub(super) fn headline(f: &Facts, rule: Rule) -> String {
 pub(super) fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
     let mut v = Vec::new();
     let e = f.e;
+    capacity_lines(f, &mut v);
+    room_lines(f, &mut v);
+    outside_lines(f, &mut v);
+    if let Some(b) = e.largest_free_block_bytes {
+        v.push(format!("Largest free cached block: {}.", iec_words(b)));
+    }
+    if e.expandable_segments == Some(true) {
+        v.push("expandable_segments is already on.".into());
+    }
+    if let Some(x) = e.retained_bytes_per_step {
+        v.push(format!(
+            "A leak analysis found {} retained per step.",
+            iec_words(x)
+        ));
+    }
+    if rule == Rule::TooBig {
+        v.push(format!(
+            "The request alone ({}) exceeds the capacity ({}).",
+            s(f.req),
+            s(f.cap)
+        ));
+    }
+    v
+}
+
+/// The evidence of the capacity (inferred, or given) and of what PyTorch allocated of it.
+fn capacity_lines(f: &Facts, v: &mut Vec<String>) {
     if let (Some(i), Some(fr), Some(res)) = (f.inferred, f.free, f.reserved) {
         // When the device still had the request free, nobody else's memory is in question.
         let short = f.req.is_some_and(|r| fr < r);
@@ -188,6 +215,10 @@ pub(super) fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
     } else if let Some(a) = f.alloc {
         v.push(format!("Allocated by PyTorch: {}.", iec_words(a)));
     }
+}
+
+/// The evidence of the room left for the request: in PyTorch's cache, on the device.
+fn room_lines(f: &Facts, v: &mut Vec<String>) {
     if let (Some(u), Some(r)) = (f.unalloc, f.req) {
         if u >= r && u < f.material_gap() {
             v.push(format!(
@@ -234,6 +265,12 @@ pub(super) fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
             ));
         }
     }
+}
+
+/// The evidence of memory outside PyTorch's allocator or unusable by the request: other
+/// libraries, processes, private pools, a per-process limit.
+fn outside_lines(f: &Facts, v: &mut Vec<String>) {
+    let e = f.e;
     if let (Some(n), Some(c), Some(fr), Some(res), None) =
         (f.non_pt, f.cap, f.free, f.reserved, f.inferred)
     {
@@ -283,26 +320,6 @@ pub(super) fn evidence_lines(f: &Facts, rule: Rule) -> Vec<String> {
             iec_words(res)
         ));
     }
-    if let Some(b) = e.largest_free_block_bytes {
-        v.push(format!("Largest free cached block: {}.", iec_words(b)));
-    }
-    if e.expandable_segments == Some(true) {
-        v.push("expandable_segments is already on.".into());
-    }
-    if let Some(x) = e.retained_bytes_per_step {
-        v.push(format!(
-            "A leak analysis found {} retained per step.",
-            iec_words(x)
-        ));
-    }
-    if rule == Rule::TooBig {
-        v.push(format!(
-            "The request alone ({}) exceeds the capacity ({}).",
-            s(f.req),
-            s(f.cap)
-        ));
-    }
-    v
 }
 
 /// Remarks that are not fixes: why `torch.cuda.empty_cache()` would not help.
