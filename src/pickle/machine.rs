@@ -87,10 +87,6 @@ pub(super) struct Machine<'a> {
 }
 
 pub(super) const EXT_CACHE: usize = 1 << 14;
-/// Definitions decoded on demand, and their bytes (for `MEMLENS_TIMING`).
-pub static EXT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-/// Bytes of the definitions decoded on demand.
-pub static EXT_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Deepest chain of definitions decoded on demand (a frames list holding a frame dict...).
 const MAX_DEF_DEPTH: u32 = 64;
@@ -150,8 +146,8 @@ impl<'a> Machine<'a> {
         let Some(def) = self.defs.and_then(|d| d.get(index)) else {
             return Ok(None);
         };
-        EXT_COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        EXT_BYTES.fetch_add(def.len, std::sync::atomic::Ordering::Relaxed);
+        self.heap.stats.ext_defs += 1;
+        self.heap.stats.ext_bytes += def.len;
         if self.depth >= MAX_DEF_DEPTH {
             return self.err("memo definitions nested too deeply");
         }

@@ -26,9 +26,6 @@ const MAX_PENDING: usize = 4096;
 pub const FLAT_BROKEN: &str =
     "a trace entry read by the fast path was used as something other than a list item";
 
-/// Dicts offered to the fast path that it left to the general loop (for `MEMLENS_TIMING`).
-pub static DECLINED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// Most dicts skipped after a run of declines (see [`Machine::try_flat`]).
 const MAX_BACKOFF: u32 = 1024;
 
@@ -155,7 +152,7 @@ impl Machine<'_> {
             None => None,
         };
         if done.is_none() {
-            DECLINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.heap.stats.declined += 1;
             if self.heap.memo.len() > saved.0 {
                 self.heap.memo.truncate(saved.0);
                 let from = self.heap.memo_base + saved.0 as u64;

@@ -205,6 +205,7 @@ mod tests {
             SplitOptions {
                 regions,
                 min_bytes: 1,
+                timing: false,
             },
         );
         let (whole, split) = match (whole, split) {

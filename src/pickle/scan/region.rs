@@ -152,7 +152,7 @@ impl Scanner<'_, '_> {
             .copied()
             .unwrap_or(usize::MAX);
         let split = self.split?;
-        let timing = std::env::var_os("MEMLENS_TIMING").is_some();
+        let timing = split.timing;
         if op_at != start || !self.at_region_start() {
             if timing {
                 eprintln!("pass 1: region {h} at {start}: walked past it (at {op_at})");

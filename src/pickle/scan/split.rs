@@ -33,12 +33,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// How pass 1 may split: into at most `regions` regions of at least `min_bytes` each.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitOptions {
     /// Most regions (threads walking them, the calling thread included); below 2, no split.
     pub regions: usize,
     /// Fewest bytes of trace per region; 0 = [`MIN_REGION_BYTES`].
     pub min_bytes: usize,
+    /// Print each helper's and each region's times and fate to stderr (benchmarks).
+    pub timing: bool,
 }
 
 /// Default fewest bytes per region: smaller regions cost more in setup than they save.
@@ -102,6 +104,8 @@ pub(super) struct Split<'b> {
     regions: usize,
     min_bytes: usize,
     chunk_bytes: usize,
+    /// [`SplitOptions::timing`].
+    pub(super) timing: bool,
     shared: Mutex<Shared>,
     cv: Condvar,
 }
@@ -201,7 +205,7 @@ impl<'b> Split<'b> {
         if prev >= start {
             return None;
         }
-        let timing = std::env::var_os("MEMLENS_TIMING").is_some();
+        let timing = self.timing;
         let t = std::time::Instant::now();
         let count = align::memo_count(buf, prev, start)?;
         if timing {
@@ -303,6 +307,7 @@ pub(super) fn with_split<'b, R>(
         regions: opts.regions,
         min_bytes,
         chunk_bytes,
+        timing: opts.timing,
         shared: Mutex::new(Shared {
             starts: (0..n).map(|_| None).collect(),
             counts: (0..n).map(|_| None).collect(),
