@@ -297,6 +297,15 @@ impl<'a> Machine<'a> {
         Ok(u64::from_le_bytes(b.try_into().unwrap()))
     }
 
+    /// The length field of a length-prefixed opcode, `K` bytes wide (from the opcode table:
+    /// `{ ops::len_bytes(op::X) }`), checked against what is left of the input.
+    #[inline(always)]
+    fn len_arg<const K: usize>(&mut self, what: &str) -> R<usize> {
+        let b = self.take(K, what)?;
+        let n = super::ops::read_len(b, false).unwrap_or(u64::MAX);
+        self.length(n, what)
+    }
+
     /// A length field, checked against what is left of the input.
     fn length(&mut self, len: u64, what: &str) -> R<usize> {
         let left = (self.buf.len() - self.pos) as u64;

@@ -8,7 +8,7 @@
 //! boundary, the end of the range — makes the path decline; the memo is rolled back and the
 //! general loop decodes the dict from its first byte, so both paths leave the same state.
 
-use super::super::ops::op;
+use super::super::ops::{self, head, op, w};
 use super::{Hooks, Machine};
 use crate::pickle::hooks::FlatList;
 use crate::pickle::value::{ObjData, ObjId, Value};
@@ -61,8 +61,11 @@ fn settled_refs_run(
             break;
         };
         let (index, next) = match w[0] {
-            op::BINGET => (w[1] as u64, p + 2),
-            op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
+            op::BINGET => (w[1] as u64, p + w::BINGET),
+            op::LONG_BINGET => (
+                u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64,
+                p + w::LONG_BINGET,
+            ),
             _ => break,
         };
         match settled_slot(memo, base, outside, pending, index) {
@@ -76,14 +79,8 @@ fn settled_refs_run(
 
 /// The length of a frame dict value read by [`Machine::flat_item_seen`], by its opcode (a
 /// memo reference or a small integer); 0 for any other opcode.
-const FRAME_VALUE_LEN: [u8; 256] = {
-    let mut t = [0u8; 256];
-    t[op::BINGET as usize] = 2;
-    t[op::LONG_BINGET as usize] = 5;
-    t[op::BININT1 as usize] = 2;
-    t[op::BININT2 as usize] = 3;
-    t
-};
+const FRAME_VALUE_LEN: [u8; 256] =
+    ops::widths(&[op::BINGET, op::LONG_BINGET, op::BININT1, op::BININT2]);
 
 /// The highest memo id named by `pairs`: the pairs of a frame dict of the straight shape (from
 /// after its MARK up to its SETITEMS), or a run of memo references (a frames list's).
@@ -339,8 +336,11 @@ impl Machine<'_> {
             }
             let w: &[u8; 5] = buf[p..p + 5].try_into().ok()?;
             let (index, next) = match w[0] {
-                op::BINGET => (w[1] as u64, p + 2),
-                op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
+                op::BINGET => (w[1] as u64, p + w::BINGET),
+                op::LONG_BINGET => (
+                    u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64,
+                    p + w::LONG_BINGET,
+                ),
                 op::APPENDS => return Some(p + 1),
                 op::EMPTY_DICT => {
                     p = match self.flat_item_cached(hooks, p + 1, lim, pending) {
@@ -407,23 +407,23 @@ impl Machine<'_> {
             words[2 * pair + 1] = match *buf.get(q)? {
                 op::BINGET => {
                     let v = self.settled_ref(*buf.get(q + 1)? as u64, pending)?;
-                    q += 2;
+                    q += w::BINGET;
                     crate::pickle::value_word(v)?
                 }
                 op::LONG_BINGET => {
-                    let b: [u8; 4] = buf.get(q + 1..q + 5)?.try_into().ok()?;
+                    let b: [u8; 4] = buf.get(q + 1..q + w::LONG_BINGET)?.try_into().ok()?;
                     let v = self.settled_ref(u32::from_le_bytes(b) as u64, pending)?;
-                    q += 5;
+                    q += w::LONG_BINGET;
                     crate::pickle::value_word(v)?
                 }
                 op::BININT1 => {
                     let v = *buf.get(q + 1)? as u64;
-                    q += 2;
+                    q += w::BININT1;
                     v | 1 << 63
                 }
                 op::BININT2 => {
-                    let b: [u8; 2] = buf.get(q + 1..q + 3)?.try_into().ok()?;
-                    q += 3;
+                    let b: [u8; 2] = buf.get(q + 1..q + w::BININT2)?.try_into().ok()?;
+                    q += w::BININT2;
                     u16::from_le_bytes(b) as u64 | 1 << 63
                 }
                 _ => return None,
@@ -592,10 +592,12 @@ impl Machine<'_> {
                 };
                 Some((Some(index), p + 1))
             }
-            Some(&op::BINPUT) if p + 2 <= lim => Some((Some(buf[p + 1] as u64), p + 2)),
-            Some(&op::LONG_BINPUT) if p + 5 <= lim => {
-                let b: [u8; 4] = buf[p + 1..p + 5].try_into().ok()?;
-                Some((Some(u32::from_le_bytes(b) as u64), p + 5))
+            Some(&op::BINPUT) if p + w::BINPUT <= lim => {
+                Some((Some(buf[p + 1] as u64), p + w::BINPUT))
+            }
+            Some(&op::LONG_BINPUT) if p + w::LONG_BINPUT <= lim => {
+                let b: [u8; 4] = buf[p + 1..p + w::LONG_BINPUT].try_into().ok()?;
+                Some((Some(u32::from_le_bytes(b) as u64), p + w::LONG_BINPUT))
             }
             Some(&(op::PUT | op::BINPUT | op::LONG_BINPUT)) => None,
             _ => Some((None, p)),
@@ -625,32 +627,34 @@ impl Machine<'_> {
         };
         let (v, q) = match w[0] {
             // The window already holds the id: no second read of the opcode.
-            op::BINGET => return self.flat_ref_at(w[1] as u64, p + 2, pending, out),
+            op::BINGET => return self.flat_ref_at(w[1] as u64, p + w::BINGET, pending, out),
             op::LONG_BINGET => {
                 let index = u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64;
-                return self.flat_ref_at(index, p + 5, pending, out);
+                return self.flat_ref_at(index, p + w::LONG_BINGET, pending, out);
             }
             op::SHORT_BINUNICODE => {
+                const H: usize = head::SHORT_BINUNICODE;
                 let n = w[1] as usize;
-                if p + 2 + n > lim {
+                if p + H + n > lim {
                     return 0;
                 }
                 let v = Value::Str {
-                    off: (p + 2) as u64,
+                    off: (p + H) as u64,
                     len: n as u32,
                 };
-                (v, p + 2 + n)
+                (v, p + H + n)
             }
             op::BINUNICODE => {
+                const H: usize = head::BINUNICODE;
                 let n = u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as usize;
-                if n > lim - p - 5 {
+                if n > lim - p - H {
                     return 0;
                 }
                 let v = Value::Str {
-                    off: (p + 5) as u64,
+                    off: (p + H) as u64,
                     len: n as u32,
                 };
-                (v, p + 5 + n)
+                (v, p + H + n)
             }
             op::LONG1 => {
                 let n = w[1] as usize;
@@ -665,17 +669,20 @@ impl Machine<'_> {
                 } else {
                     self.long(&w[2..2 + n])
                 };
-                (v, p + 2 + n)
+                (v, p + head::LONG1 + n)
             }
             op::BININT => (
                 Value::Int(i32::from_le_bytes([w[1], w[2], w[3], w[4]]) as i64),
-                p + 5,
+                p + w::BININT,
             ),
-            op::BININT1 => (Value::Int(w[1] as i64), p + 2),
-            op::BININT2 => (Value::Int(u16::from_le_bytes([w[1], w[2]]) as i64), p + 3),
-            op::NONE => (Value::None, p + 1),
-            op::NEWTRUE => (Value::Bool(true), p + 1),
-            op::NEWFALSE => (Value::Bool(false), p + 1),
+            op::BININT1 => (Value::Int(w[1] as i64), p + w::BININT1),
+            op::BININT2 => (
+                Value::Int(u16::from_le_bytes([w[1], w[2]]) as i64),
+                p + w::BININT2,
+            ),
+            op::NONE => (Value::None, p + w::NONE),
+            op::NEWTRUE => (Value::Bool(true), p + w::NEWTRUE),
+            op::NEWFALSE => (Value::Bool(false), p + w::NEWFALSE),
             _ => return 0,
         };
         *out = v;
@@ -699,10 +706,10 @@ impl Machine<'_> {
     fn flat_ref(&self, p: usize, lim: usize, pending: &[Option<u64>; 2], out: &mut Value) -> usize {
         let buf = self.buf;
         let (index, q) = match buf[p] {
-            op::BINGET if p + 2 <= lim => (buf[p + 1] as u64, p + 2),
-            op::LONG_BINGET if p + 5 <= lim => (
+            op::BINGET if p + w::BINGET <= lim => (buf[p + 1] as u64, p + w::BINGET),
+            op::LONG_BINGET if p + w::LONG_BINGET <= lim => (
                 u32::from_le_bytes([buf[p + 1], buf[p + 2], buf[p + 3], buf[p + 4]]) as u64,
-                p + 5,
+                p + w::LONG_BINGET,
             ),
             _ => return 0,
         };

@@ -6,7 +6,7 @@ use super::defs::*;
 use super::plan::{Chunk, Target};
 use super::skim::Skim;
 use super::split::Split;
-use crate::pickle::ops::op;
+use crate::pickle::ops::{self, op};
 use std::sync::atomic::Ordering::Relaxed;
 
 pub(super) const T_PLAIN: u8 = 0;
@@ -235,6 +235,15 @@ impl<'a, 'b> Scanner<'a, 'b> {
     pub(super) fn u64(&mut self) -> S<u64> {
         let at = self.take(8)?;
         Some(u64::from_le_bytes(self.buf[at..at + 8].try_into().ok()?))
+    }
+
+    /// The length field of the length-prefixed opcode `code` (its width from the opcode
+    /// table, [`ops::OPS`]); `None` past the input or for a negative `LONG4` length.
+    #[inline]
+    pub(super) fn len_field(&mut self, code: u8) -> S<u64> {
+        let (k, signed) = ops::len_field(code)?;
+        let at = self.take(k)?;
+        ops::read_len(&self.buf[at..at + k], signed)
     }
 
     pub(super) fn floor(&self) -> usize {
