@@ -19,6 +19,7 @@ use super::value::{Heap, ObjData, ObjId, Value};
 mod dispatch;
 mod epoch;
 pub mod flat;
+mod flat_read;
 mod item_cache;
 mod list_cache;
 #[cfg(test)]
