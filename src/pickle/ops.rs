@@ -272,10 +272,12 @@ pub fn len_field(code: u8) -> Option<(usize, bool)> {
 /// one when `signed`.
 #[inline(always)]
 pub fn read_len(field: &[u8], signed: bool) -> Option<u64> {
-    let mut v = 0u64;
-    for (i, &x) in field.iter().enumerate() {
-        v |= (x as u64) << (8 * i);
-    }
+    let v = match *field {
+        [a] => a as u64,
+        [a, b, c, d] => u32::from_le_bytes([a, b, c, d]) as u64,
+        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        _ => return None,
+    };
     (!signed || v < 1 << 31).then_some(v)
 }
 
