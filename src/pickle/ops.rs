@@ -412,6 +412,6 @@ mod tests {
         for o in OPS {
             assert!(!(o.read && names_code(o.code)), "{}", o.name);
         }
-        assert_eq!(OPS.iter().filter(|o| o.read).count(), 47);
+        assert_eq!(OPS.iter().filter(|o| o.read).count(), 46);
     }
 }
