@@ -85,7 +85,7 @@ impl Machine<'_> {
     }
 
     /// An optional memo opcode at `p`: its slot (implicit ids counted as `MEMOIZE` does).
-    #[inline(always)]
+    #[inline]
     pub(super) fn memo_op(&mut self, p: usize, lim: usize) -> Option<(Option<u64>, usize)> {
         let buf = self.buf;
         match buf.get(p).filter(|_| p < lim) {
