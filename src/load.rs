@@ -22,6 +22,15 @@ pub struct LoadOptions {
     /// Decode trace entries opcode by opcode, without the decoder's fast path (and so without
     /// the parallel decoder); for comparing both paths (`MEMLENS_FLAT=0`).
     pub no_fast_entries: bool,
+    /// Which decoder ([`BuildOptions::strategy`]; the CLI maps `MEMLENS_STRATEGY` onto it).
+    pub strategy: model::Strategy,
+    /// Regions of a split pass 1 ([`BuildOptions::split_regions`]; `MEMLENS_SPLIT_REGIONS`).
+    pub split_regions: usize,
+    /// Pass 1 before the workers, untimed ([`BuildOptions::prescan`]; `MEMLENS_PRESCAN`).
+    pub prescan: bool,
+    /// Phase times and decode counters to stderr ([`BuildOptions::timing`];
+    /// `MEMLENS_TIMING`).
+    pub timing: bool,
 }
 
 /// Opens `path` for [`build`]: a gzip or zstd file is decompressed by a thread of its own
@@ -80,6 +89,10 @@ pub fn build(
         threads: opts.threads,
         salvage: opts.salvage,
         no_fast_entries: opts.no_fast_entries,
+        strategy: opts.strategy,
+        split_regions: opts.split_regions,
+        prescan: opts.prescan,
+        timing: opts.timing,
         ..Default::default()
     };
     let built = match input.arriving() {

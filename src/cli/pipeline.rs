@@ -6,14 +6,15 @@ use super::args::{DeviceArg, OutputArgs};
 use super::progress;
 use super::report::Formats;
 use memlens::error::quoted_path;
-use memlens::model::Snapshot;
+use memlens::model::{Snapshot, Strategy};
 use memlens::replay::{self, DeviceReplay};
 use memlens::{Error, LoadOptions};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// What the global flags say about reading any snapshot (`--threads`, `--salvage`, and
-/// `MEMLENS_FLAT=0`, read once here).
+/// What the global flags say about reading any snapshot (`--threads`, `--salvage`, and the
+/// benchmark knobs `MEMLENS_FLAT=0`, `MEMLENS_STRATEGY`, `MEMLENS_SPLIT_REGIONS`,
+/// `MEMLENS_PRESCAN`, `MEMLENS_TIMING`, read once here: the library reads no environment).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GlobalOptions {
     /// How every snapshot is read and decoded.
@@ -28,6 +29,19 @@ impl GlobalOptions {
                 threads: threads.unwrap_or(0),
                 salvage,
                 no_fast_entries: std::env::var_os("MEMLENS_FLAT").is_some_and(|v| v == "0"),
+                // MEMLENS_STRATEGY=parallel|sequential: one path, even with one thread.
+                strategy: match std::env::var("MEMLENS_STRATEGY").as_deref() {
+                    Ok("parallel") => Strategy::Parallel,
+                    Ok("sequential") => Strategy::Sequential,
+                    _ => Strategy::Auto,
+                },
+                // MEMLENS_SPLIT_REGIONS=N: pass 1 in N regions (1 = no split).
+                split_regions: std::env::var("MEMLENS_SPLIT_REGIONS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+                prescan: std::env::var_os("MEMLENS_PRESCAN").is_some(),
+                timing: std::env::var_os("MEMLENS_TIMING").is_some(),
             },
         }
     }
@@ -131,7 +145,7 @@ pub fn load(path: &Path, g: &GlobalOptions) -> Result<Snapshot, Error> {
     let _oom_names = memlens::alloc_guard::reading(path);
     let t0 = std::time::Instant::now();
     let inp = memlens::load::read(path, &g.load)?;
-    let timing = std::env::var_os("MEMLENS_TIMING").is_some();
+    let timing = g.load.timing;
     if timing {
         eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
     }

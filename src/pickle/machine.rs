@@ -19,6 +19,7 @@ use super::value::{Heap, ObjData, ObjId, Value};
 mod dispatch;
 mod epoch;
 pub mod flat;
+mod flat_read;
 mod item_cache;
 mod list_cache;
 #[cfg(test)]
@@ -87,10 +88,6 @@ pub(super) struct Machine<'a> {
 }
 
 pub(super) const EXT_CACHE: usize = 1 << 14;
-/// Definitions decoded on demand, and their bytes (for `MEMLENS_TIMING`).
-pub static EXT_COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-/// Bytes of the definitions decoded on demand.
-pub static EXT_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Deepest chain of definitions decoded on demand (a frames list holding a frame dict...).
 const MAX_DEF_DEPTH: u32 = 64;
@@ -150,8 +147,8 @@ impl<'a> Machine<'a> {
         let Some(def) = self.defs.and_then(|d| d.get(index)) else {
             return Ok(None);
         };
-        EXT_COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        EXT_BYTES.fetch_add(def.len, std::sync::atomic::Ordering::Relaxed);
+        self.heap.stats.ext_defs += 1;
+        self.heap.stats.ext_bytes += def.len;
         if self.depth >= MAX_DEF_DEPTH {
             return self.err("memo definitions nested too deeply");
         }
@@ -299,6 +296,15 @@ impl<'a> Machine<'a> {
     fn u64le(&mut self, what: &str) -> R<u64> {
         let b = self.take(8, what)?;
         Ok(u64::from_le_bytes(b.try_into().unwrap()))
+    }
+
+    /// The length field of a length-prefixed opcode, `K` bytes wide (from the opcode table:
+    /// `{ ops::len_bytes(op::X) }`), checked against what is left of the input.
+    #[inline(always)]
+    fn len_arg<const K: usize>(&mut self, what: &str) -> R<usize> {
+        let b = self.take(K, what)?;
+        let n = super::ops::read_len(b, false).unwrap_or(u64::MAX);
+        self.length(n, what)
     }
 
     /// A length field, checked against what is left of the input.

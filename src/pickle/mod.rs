@@ -12,6 +12,7 @@ mod limits;
 pub mod machine;
 pub mod ops;
 pub mod scan;
+mod stats;
 pub mod value;
 pub mod write;
 
@@ -19,4 +20,5 @@ pub use decode::{decode, decode_chunk, decode_planned, decode_salvage};
 pub use error::DecodeError;
 pub use hooks::{item_words, key_word, value_word, FlatList, Hooks, NoHooks};
 pub use limits::Limits;
+pub use stats::DecodeStats;
 pub use value::{Heap, ListData, ObjData, ObjId, Value};

@@ -1,6 +1,5 @@
-//! Pickle opcode bytes and their names.
-//!
-//! Only the byte values live here; what each opcode does is in [`super::machine`].
+//! Pickle opcodes: their bytes, names and arguments ([`OPS`], the one table every walker
+//! takes argument lengths from). What each opcode does is in [`super::machine`].
 
 /// Opcode byte values (CPython `Lib/pickle.py`), protocols 0 to 5.
 #[allow(missing_docs)]
@@ -75,80 +74,280 @@ pub mod op {
     pub const READONLY_BUFFER: u8 = 0x98;
 }
 
+/// How an opcode's argument is laid out after its byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arg {
+    /// Exactly this many bytes (0: none).
+    Fixed(u8),
+    /// A little-endian unsigned length of this many bytes (1, 4 or 8), then that many bytes.
+    Counted(u8),
+    /// `LONG4`: a little-endian *signed* 4-byte length (negative is refused), then the bytes.
+    Counted4Signed,
+    /// Text up to and including a newline (protocols 0 and 1).
+    Line,
+    /// Two newline-terminated lines (`GLOBAL`, `INST`: a module and a name).
+    TwoLines,
+}
+
+/// One opcode: its byte, `pickletools`' name, its argument, and whether memlens reads it (the
+/// data-only subset of `snapshot-format.md §7`; every other opcode is refused).
+#[derive(Clone, Copy, Debug)]
+pub struct Op {
+    /// The byte.
+    pub code: u8,
+    /// CPython's name for it.
+    pub name: &'static str,
+    /// What follows the byte.
+    pub arg: Arg,
+    /// The decoder executes it (`machine/dispatch.rs`); false for code opcodes and the data
+    /// opcodes snapshots never use.
+    pub read: bool,
+}
+
+const fn o(code: u8, name: &'static str, arg: Arg, read: bool) -> Op {
+    Op {
+        code,
+        name,
+        arg,
+        read,
+    }
+}
+
+/// Every opcode of protocols 0 to 5: the one table every walker takes argument lengths from
+/// (`machine/dispatch.rs`, `machine/flat.rs`, `scan/walk.rs`, `scan/skim.rs`,
+/// `scan/align.rs`).
+pub const OPS: [Op; 68] = {
+    use op::*;
+    use Arg::*;
+    [
+        o(MARK, "MARK", Fixed(0), true),
+        o(STOP, "STOP", Fixed(0), true),
+        o(POP, "POP", Fixed(0), true),
+        o(POP_MARK, "POP_MARK", Fixed(0), true),
+        o(DUP, "DUP", Fixed(0), true),
+        o(FLOAT, "FLOAT", Line, true),
+        o(INT, "INT", Line, true),
+        o(BININT, "BININT", Fixed(4), true),
+        o(BININT1, "BININT1", Fixed(1), true),
+        o(LONG, "LONG", Line, true),
+        o(BININT2, "BININT2", Fixed(2), true),
+        o(NONE, "NONE", Fixed(0), true),
+        o(PERSID, "PERSID", Line, false),
+        o(BINPERSID, "BINPERSID", Fixed(0), false),
+        o(REDUCE, "REDUCE", Fixed(0), false),
+        o(STRING, "STRING", Line, false),
+        o(BINSTRING, "BINSTRING", Counted(4), false),
+        o(SHORT_BINSTRING, "SHORT_BINSTRING", Counted(1), false),
+        o(UNICODE, "UNICODE", Line, true),
+        o(BINUNICODE, "BINUNICODE", Counted(4), true),
+        o(APPEND, "APPEND", Fixed(0), true),
+        o(BUILD, "BUILD", Fixed(0), false),
+        o(GLOBAL, "GLOBAL", TwoLines, false),
+        o(DICT, "DICT", Fixed(0), true),
+        o(EMPTY_DICT, "EMPTY_DICT", Fixed(0), true),
+        o(APPENDS, "APPENDS", Fixed(0), true),
+        o(GET, "GET", Line, true),
+        o(BINGET, "BINGET", Fixed(1), true),
+        o(INST, "INST", TwoLines, false),
+        o(LONG_BINGET, "LONG_BINGET", Fixed(4), true),
+        o(LIST, "LIST", Fixed(0), true),
+        o(EMPTY_LIST, "EMPTY_LIST", Fixed(0), true),
+        o(OBJ, "OBJ", Fixed(0), false),
+        o(PUT, "PUT", Line, true),
+        o(BINPUT, "BINPUT", Fixed(1), true),
+        o(LONG_BINPUT, "LONG_BINPUT", Fixed(4), true),
+        o(SETITEM, "SETITEM", Fixed(0), true),
+        o(TUPLE, "TUPLE", Fixed(0), true),
+        o(EMPTY_TUPLE, "EMPTY_TUPLE", Fixed(0), true),
+        o(SETITEMS, "SETITEMS", Fixed(0), true),
+        o(BINFLOAT, "BINFLOAT", Fixed(8), true),
+        o(PROTO, "PROTO", Fixed(1), true),
+        o(NEWOBJ, "NEWOBJ", Fixed(0), false),
+        o(EXT1, "EXT1", Fixed(1), false),
+        o(EXT2, "EXT2", Fixed(2), false),
+        o(EXT4, "EXT4", Fixed(4), false),
+        o(TUPLE1, "TUPLE1", Fixed(0), true),
+        o(TUPLE2, "TUPLE2", Fixed(0), true),
+        o(TUPLE3, "TUPLE3", Fixed(0), true),
+        o(NEWTRUE, "NEWTRUE", Fixed(0), true),
+        o(NEWFALSE, "NEWFALSE", Fixed(0), true),
+        o(LONG1, "LONG1", Counted(1), true),
+        o(LONG4, "LONG4", Counted4Signed, true),
+        o(BINBYTES, "BINBYTES", Counted(4), true),
+        o(SHORT_BINBYTES, "SHORT_BINBYTES", Counted(1), true),
+        o(SHORT_BINUNICODE, "SHORT_BINUNICODE", Counted(1), true),
+        o(BINUNICODE8, "BINUNICODE8", Counted(8), true),
+        o(BINBYTES8, "BINBYTES8", Counted(8), true),
+        o(EMPTY_SET, "EMPTY_SET", Fixed(0), false),
+        o(ADDITEMS, "ADDITEMS", Fixed(0), false),
+        o(FROZENSET, "FROZENSET", Fixed(0), false),
+        o(NEWOBJ_EX, "NEWOBJ_EX", Fixed(0), false),
+        o(STACK_GLOBAL, "STACK_GLOBAL", Fixed(0), false),
+        o(MEMOIZE, "MEMOIZE", Fixed(0), true),
+        o(FRAME, "FRAME", Fixed(8), true),
+        o(BYTEARRAY8, "BYTEARRAY8", Counted(8), false),
+        o(NEXT_BUFFER, "NEXT_BUFFER", Fixed(0), false),
+        o(READONLY_BUFFER, "READONLY_BUFFER", Fixed(0), false),
+    ]
+};
+
+/// [`OPS`] by byte: the index of each opcode's entry + 1 (0: no opcode).
+const INDEX: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < OPS.len() {
+        assert!(t[OPS[i].code as usize] == 0, "an opcode twice in OPS");
+        t[OPS[i].code as usize] = i as u8 + 1;
+        i += 1;
+    }
+    t
+};
+
+/// The table's entry for `byte`, or `None` for a byte that is no opcode.
+#[inline(always)]
+pub const fn get(byte: u8) -> Option<&'static Op> {
+    match INDEX[byte as usize] {
+        0 => None,
+        i => Some(&OPS[i as usize - 1]),
+    }
+}
+
+/// The argument of opcode `code` (which must be one: a compile-time error otherwise, where
+/// it is evaluated in a constant).
+pub const fn arg(code: u8) -> Arg {
+    match get(code) {
+        Some(op) => op.arg,
+        None => panic!("no such opcode"),
+    }
+}
+
+/// Bytes of opcode `code`'s fixed argument (`BININT2`: 2); `code` must have one.
+pub const fn arg_bytes(code: u8) -> usize {
+    match arg(code) {
+        Arg::Fixed(n) => n as usize,
+        _ => panic!("not a fixed-width opcode"),
+    }
+}
+
+/// Whole width of fixed-width opcode `code`, its byte included (`LONG_BINGET`: 5); use it
+/// in a `const { }` block so that it costs nothing.
+pub const fn width(code: u8) -> usize {
+    1 + arg_bytes(code)
+}
+
+/// Bytes of opcode `code`'s length field (`BINUNICODE`: 4); `code` must have one.
+pub const fn len_bytes(code: u8) -> usize {
+    match arg(code) {
+        Arg::Counted(n) => n as usize,
+        Arg::Counted4Signed => 4,
+        _ => panic!("not a length-prefixed opcode"),
+    }
+}
+
+/// A walker's width table: for each of `codes` (fixed-width opcodes), its whole width, the
+/// byte included; 0 for every other byte. Built at compile time (`const`), so a walker's loop
+/// reads one byte of a table, the lengths coming from [`OPS`].
+pub const fn widths(codes: &[u8]) -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < codes.len() {
+        t[codes[i] as usize] = 1 + arg_bytes(codes[i]) as u8;
+        i += 1;
+    }
+    t
+}
+
+/// The length field of opcode `code`: its width in bytes, and whether it is signed (`LONG4`);
+/// `None` for an opcode without one.
+#[inline(always)]
+pub fn len_field(code: u8) -> Option<(usize, bool)> {
+    match get(code)?.arg {
+        Arg::Counted(k) => Some((k as usize, false)),
+        Arg::Counted4Signed => Some((4, true)),
+        _ => None,
+    }
+}
+
+/// The length a length field of `field` bytes holds (little-endian); `None` for a negative
+/// one when `signed`.
+#[inline(always)]
+pub fn read_len(field: &[u8], signed: bool) -> Option<u64> {
+    let v = match *field {
+        [a] => a as u64,
+        [a, b, c, d] => u32::from_le_bytes([a, b, c, d]) as u64,
+        [a, b, c, d, e, f, g, h] => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        _ => return None,
+    };
+    (!signed || v < 1 << 31).then_some(v)
+}
+
+/// The opcode at `p` with a length-prefixed argument ([`Arg::Counted`], or `LONG4`'s length
+/// read as signed): the bytes before the data (the opcode and its length field) and the
+/// length; `None` for any other opcode, a field past the end, or a negative `LONG4` length.
+#[inline(always)]
+pub fn counted(buf: &[u8], p: usize) -> Option<(usize, u64)> {
+    let (k, signed) = len_field(*buf.get(p)?)?;
+    let len = read_len(buf.get(p + 1..p + 1 + k)?, signed)?;
+    Some((1 + k, len))
+}
+
+/// Whole widths (the byte included) of the fixed-width opcodes the decoder reads, from
+/// [`OPS`]: `w::LONG_BINGET` is 5. Walkers step by these, never by a literal.
+#[allow(missing_docs)]
+pub mod w {
+    use super::{op, width};
+    pub const MARK: usize = width(op::MARK);
+    pub const STOP: usize = width(op::STOP);
+    pub const POP: usize = width(op::POP);
+    pub const POP_MARK: usize = width(op::POP_MARK);
+    pub const DUP: usize = width(op::DUP);
+    pub const BININT: usize = width(op::BININT);
+    pub const BININT1: usize = width(op::BININT1);
+    pub const BININT2: usize = width(op::BININT2);
+    pub const NONE: usize = width(op::NONE);
+    pub const APPEND: usize = width(op::APPEND);
+    pub const DICT: usize = width(op::DICT);
+    pub const EMPTY_DICT: usize = width(op::EMPTY_DICT);
+    pub const APPENDS: usize = width(op::APPENDS);
+    pub const BINGET: usize = width(op::BINGET);
+    pub const LONG_BINGET: usize = width(op::LONG_BINGET);
+    pub const LIST: usize = width(op::LIST);
+    pub const EMPTY_LIST: usize = width(op::EMPTY_LIST);
+    pub const BINPUT: usize = width(op::BINPUT);
+    pub const LONG_BINPUT: usize = width(op::LONG_BINPUT);
+    pub const SETITEM: usize = width(op::SETITEM);
+    pub const TUPLE: usize = width(op::TUPLE);
+    pub const EMPTY_TUPLE: usize = width(op::EMPTY_TUPLE);
+    pub const SETITEMS: usize = width(op::SETITEMS);
+    pub const BINFLOAT: usize = width(op::BINFLOAT);
+    pub const PROTO: usize = width(op::PROTO);
+    pub const TUPLE1: usize = width(op::TUPLE1);
+    pub const TUPLE2: usize = width(op::TUPLE2);
+    pub const TUPLE3: usize = width(op::TUPLE3);
+    pub const NEWTRUE: usize = width(op::NEWTRUE);
+    pub const NEWFALSE: usize = width(op::NEWFALSE);
+    pub const MEMOIZE: usize = width(op::MEMOIZE);
+    pub const FRAME: usize = width(op::FRAME);
+}
+
+/// Header widths (the byte and the length field) of the length-prefixed opcodes the decoder
+/// reads, from [`OPS`]: `head::BINUNICODE` is 5; the data follows.
+#[allow(missing_docs)]
+pub mod head {
+    use super::{len_bytes, op};
+    pub const SHORT_BINUNICODE: usize = 1 + len_bytes(op::SHORT_BINUNICODE);
+    pub const BINUNICODE: usize = 1 + len_bytes(op::BINUNICODE);
+    pub const BINUNICODE8: usize = 1 + len_bytes(op::BINUNICODE8);
+    pub const SHORT_BINBYTES: usize = 1 + len_bytes(op::SHORT_BINBYTES);
+    pub const BINBYTES: usize = 1 + len_bytes(op::BINBYTES);
+    pub const BINBYTES8: usize = 1 + len_bytes(op::BINBYTES8);
+    pub const LONG1: usize = 1 + len_bytes(op::LONG1);
+    pub const LONG4: usize = 1 + len_bytes(op::LONG4);
+}
+
 /// The name CPython's `pickletools` gives an opcode byte, or `None` for a byte that is no opcode.
 pub fn name(byte: u8) -> Option<&'static str> {
-    use op::*;
-    Some(match byte {
-        MARK => "MARK",
-        STOP => "STOP",
-        POP => "POP",
-        POP_MARK => "POP_MARK",
-        DUP => "DUP",
-        FLOAT => "FLOAT",
-        INT => "INT",
-        BININT => "BININT",
-        BININT1 => "BININT1",
-        LONG => "LONG",
-        BININT2 => "BININT2",
-        NONE => "NONE",
-        PERSID => "PERSID",
-        BINPERSID => "BINPERSID",
-        REDUCE => "REDUCE",
-        STRING => "STRING",
-        BINSTRING => "BINSTRING",
-        SHORT_BINSTRING => "SHORT_BINSTRING",
-        UNICODE => "UNICODE",
-        BINUNICODE => "BINUNICODE",
-        APPEND => "APPEND",
-        BUILD => "BUILD",
-        GLOBAL => "GLOBAL",
-        DICT => "DICT",
-        EMPTY_DICT => "EMPTY_DICT",
-        APPENDS => "APPENDS",
-        GET => "GET",
-        BINGET => "BINGET",
-        INST => "INST",
-        LONG_BINGET => "LONG_BINGET",
-        LIST => "LIST",
-        EMPTY_LIST => "EMPTY_LIST",
-        OBJ => "OBJ",
-        PUT => "PUT",
-        BINPUT => "BINPUT",
-        LONG_BINPUT => "LONG_BINPUT",
-        SETITEM => "SETITEM",
-        TUPLE => "TUPLE",
-        EMPTY_TUPLE => "EMPTY_TUPLE",
-        SETITEMS => "SETITEMS",
-        BINFLOAT => "BINFLOAT",
-        PROTO => "PROTO",
-        NEWOBJ => "NEWOBJ",
-        EXT1 => "EXT1",
-        EXT2 => "EXT2",
-        EXT4 => "EXT4",
-        TUPLE1 => "TUPLE1",
-        TUPLE2 => "TUPLE2",
-        TUPLE3 => "TUPLE3",
-        NEWTRUE => "NEWTRUE",
-        NEWFALSE => "NEWFALSE",
-        LONG1 => "LONG1",
-        LONG4 => "LONG4",
-        BINBYTES => "BINBYTES",
-        SHORT_BINBYTES => "SHORT_BINBYTES",
-        SHORT_BINUNICODE => "SHORT_BINUNICODE",
-        BINUNICODE8 => "BINUNICODE8",
-        BINBYTES8 => "BINBYTES8",
-        EMPTY_SET => "EMPTY_SET",
-        ADDITEMS => "ADDITEMS",
-        FROZENSET => "FROZENSET",
-        NEWOBJ_EX => "NEWOBJ_EX",
-        STACK_GLOBAL => "STACK_GLOBAL",
-        MEMOIZE => "MEMOIZE",
-        FRAME => "FRAME",
-        BYTEARRAY8 => "BYTEARRAY8",
-        NEXT_BUFFER => "NEXT_BUFFER",
-        READONLY_BUFFER => "READONLY_BUFFER",
-        _ => return None,
-    })
+    get(byte).map(|op| op.name)
 }
 
 /// True for the opcodes that name, import or call Python code; memlens refuses them all.
@@ -186,5 +385,33 @@ pub fn refusal(byte: u8) -> String {
             "opcode {n} (0x{byte:02x}) is not used by memory snapshots; is this a snapshot?"
         ),
         None => format!("byte 0x{byte:02x} is not a pickle opcode; is this a snapshot?"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_names_every_opcode_once_with_its_argument() {
+        assert_eq!(OPS.len(), 68);
+        assert_eq!(name(op::BINUNICODE8), Some("BINUNICODE8"));
+        assert_eq!(name(b'z'), None);
+        assert_eq!(w::LONG_BINGET, 5);
+        assert_eq!(w::FRAME, 9);
+        assert_eq!(w::BINFLOAT, 9);
+        assert_eq!(len_bytes(op::SHORT_BINUNICODE), 1);
+        assert_eq!(len_bytes(op::LONG4), 4);
+        assert_eq!(
+            counted(&[op::BINUNICODE, 3, 0, 0, 0, b'a'], 0),
+            Some((5, 3))
+        );
+        assert_eq!(counted(&[op::LONG4, 0, 0, 0, 0x80], 0), None);
+        assert_eq!(counted(&[op::BINGET, 1], 0), None);
+        // Everything the decoder reads is data; everything that names code is refused.
+        for o in OPS {
+            assert!(!(o.read && names_code(o.code)), "{}", o.name);
+        }
+        assert_eq!(OPS.iter().filter(|o| o.read).count(), 46);
     }
 }

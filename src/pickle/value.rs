@@ -239,6 +239,9 @@ pub struct Heap<'a> {
     list_pool: Vec<Vec<Value>>,
     /// Scratch stack of [`Heap::release_children`].
     release_work: Vec<ObjData>,
+    /// What the decode that filled this heap counted (its definitions decoded on demand,
+    /// the dicts its fast path declined).
+    pub stats: super::DecodeStats,
 }
 
 /// Most buffers kept for reuse per kind: more than one `APPENDS` batch (1000 items, all
@@ -261,6 +264,7 @@ impl<'a> Heap<'a> {
             dict_pool: Vec::new(),
             list_pool: Vec::new(),
             release_work: Vec::new(),
+            stats: Default::default(),
         }
     }
 

@@ -269,73 +269,14 @@ impl Builder<'_> {
             segments.sort_by_key(|s| (s.device, s.address));
         }
 
-        // Events: per device, contiguous ranges of one array (host entries, when they come
-        // last, are left behind it: they were copied above).
-        let contiguous = {
-            let mut next = 0u32;
-            traces.iter().flatten().all(|ids| {
-                ids.iter().all(|&id| {
-                    let ok = id == next;
-                    next += 1;
-                    ok
-                })
-            }) && next as usize + host_events == self.events.len()
-        };
-        let mut events = Vec::new();
-        let mut trace_ranges = Vec::with_capacity(traces.len());
-        if contiguous {
-            let mut start = 0;
-            for t in &traces {
-                let n = t.as_ref().map_or(0, |ids| ids.len());
-                trace_ranges.push(t.as_ref().map(|_| start..start + n));
-                start += n;
-            }
-            events = std::mem::take(&mut self.events);
-            events.truncate(start);
-        } else {
-            for t in &traces {
-                let start = events.len();
-                if let Some(ids) = t {
-                    events.extend(ids.iter().map(|&i| self.events[i as usize]));
-                }
-                trace_ranges.push(t.as_ref().map(|_| start..events.len()));
-            }
-        }
+        let (events, trace_ranges) = self.trace_events(&traces, host_events);
 
         sizes.add_traces(&events, &trace_ranges)?;
         if let Some(h) = &host {
             sizes.add_host(&h.segments, &self.blocks, &h.events)?;
         }
 
-        // Devices: any with segments or a non-empty trace.
-        let mut ids: Vec<u32> = segments.iter().map(|s| s.device).collect();
-        for (d, r) in trace_ranges.iter().enumerate() {
-            if r.as_ref().is_some_and(|r| !r.is_empty()) {
-                ids.push(d as u32);
-            }
-        }
-        ids.sort_unstable();
-        ids.dedup();
-        // A device without a trace list gets an empty range where its trace would start, so
-        // the devices' ranges stay contiguous and in order (segments only on device 235 of a
-        // file with one trace list: 85..85, not 0..0).
-        let mut at = 0;
-        let devices = ids
-            .into_iter()
-            .map(|id| {
-                let lo = segments.partition_point(|s| s.device < id);
-                let hi = segments.partition_point(|s| s.device <= id);
-                let tr = trace_ranges.get(id as usize).cloned().flatten();
-                let trace = tr.clone().unwrap_or(at..at);
-                at = trace.end;
-                Device {
-                    id,
-                    segments: lo..hi,
-                    trace_recorded: tr.is_some(),
-                    trace,
-                }
-            })
-            .collect();
+        let devices = devices(&segments, &trace_ranges);
 
         let annotations = if annotation_ids
             .iter()
@@ -383,4 +324,76 @@ impl Builder<'_> {
         snap.warnings.extend(found);
         Ok(snap)
     }
+
+    /// The trace entries of every device's list, as one array with a range per device (`None`:
+    /// no list): the builder's own array when the lists hold its entries in order (host
+    /// entries, when they come last, are left behind it: they were copied out before).
+    fn trace_events(
+        &mut self,
+        traces: &[Option<Vec<u32>>],
+        host_events: usize,
+    ) -> (Vec<TraceEvent>, Vec<Option<std::ops::Range<usize>>>) {
+        let contiguous = {
+            let mut next = 0u32;
+            traces.iter().flatten().all(|ids| {
+                ids.iter().all(|&id| {
+                    let ok = id == next;
+                    next += 1;
+                    ok
+                })
+            }) && next as usize + host_events == self.events.len()
+        };
+        let mut events = Vec::new();
+        let mut trace_ranges = Vec::with_capacity(traces.len());
+        if contiguous {
+            let mut start = 0;
+            for t in traces {
+                let n = t.as_ref().map_or(0, |ids| ids.len());
+                trace_ranges.push(t.as_ref().map(|_| start..start + n));
+                start += n;
+            }
+            events = std::mem::take(&mut self.events);
+            events.truncate(start);
+        } else {
+            for t in traces {
+                let start = events.len();
+                if let Some(ids) = t {
+                    events.extend(ids.iter().map(|&i| self.events[i as usize]));
+                }
+                trace_ranges.push(t.as_ref().map(|_| start..events.len()));
+            }
+        }
+        (events, trace_ranges)
+    }
+}
+
+/// Devices: any with segments (sorted by device) or a non-empty trace.
+fn devices(segments: &[Segment], trace_ranges: &[Option<std::ops::Range<usize>>]) -> Vec<Device> {
+    let mut ids: Vec<u32> = segments.iter().map(|s| s.device).collect();
+    for (d, r) in trace_ranges.iter().enumerate() {
+        if r.as_ref().is_some_and(|r| !r.is_empty()) {
+            ids.push(d as u32);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    // A device without a trace list gets an empty range where its trace would start, so
+    // the devices' ranges stay contiguous and in order (segments only on device 235 of a
+    // file with one trace list: 85..85, not 0..0).
+    let mut at = 0;
+    ids.into_iter()
+        .map(|id| {
+            let lo = segments.partition_point(|s| s.device < id);
+            let hi = segments.partition_point(|s| s.device <= id);
+            let tr = trace_ranges.get(id as usize).cloned().flatten();
+            let trace = tr.clone().unwrap_or(at..at);
+            at = trace.end;
+            Device {
+                id,
+                segments: lo..hi,
+                trace_recorded: tr.is_some(),
+                trace,
+            }
+        })
+        .collect()
 }

@@ -43,6 +43,8 @@ pub(super) struct Builder<'p> {
     /// value strings' offsets, integers): dicts rewritten per entry from the same memoized
     /// strings convert once (direct-mapped; see `hooks.rs`).
     pub(super) frame_at: Box<[([u64; 6], FrameId)]>,
+    /// What the decodes feeding this builder counted (a chunk's, merged by `absorb`).
+    pub(super) stats: crate::pickle::DecodeStats,
 }
 
 /// Slots of [`Builder::frame_at`] (a power of two).
@@ -76,6 +78,7 @@ impl<'p> Builder<'p> {
             flat_taken: 0,
             text_at: vec![(u64::MAX, StrId::EMPTY); TEXT_AT_SLOTS].into_boxed_slice(),
             frame_at: vec![([u64::MAX; 6], FrameId(u32::MAX)); FRAME_AT_SLOTS].into_boxed_slice(),
+            stats: Default::default(),
         }
     }
 }

@@ -21,6 +21,7 @@ pub(crate) struct ChunkOut {
     segments: Vec<Segment>,
     unknown_actions: BTreeMap<String, u64>,
     legacy_blocks: u64,
+    stats: pickle::DecodeStats,
 }
 
 /// Decodes one planned chunk into a [`ChunkOut`]; `None` when anything is unexpected.
@@ -61,8 +62,10 @@ pub(crate) fn build_chunk(
     if other != 0 || !b.annotations.is_empty() {
         return None;
     }
+    let stats = heap.stats;
     drop(heap);
     Some(ChunkOut {
+        stats,
         streams: b.streams,
         strings: b.strings,
         frames: b.frames,
@@ -76,14 +79,15 @@ pub(crate) fn build_chunk(
 }
 
 /// Builds the snapshot from the skeleton of the file, merging chunk results as the decoder
-/// reaches each chunk (`next` blocks until chunk `i` is ready; `None` aborts).
+/// reaches each chunk (`next` blocks until chunk `i` is ready; `None` aborts). Returns, with
+/// the snapshot, what the decodes counted (the chunks merged so far and this thread's).
 pub(crate) fn build_planned(
     buf: &[u8],
     chunks: &[pickle::scan::Chunk],
     defs: &pickle::scan::Defs,
     progress: Option<&mut dyn FnMut(u64)>,
     next: &mut dyn FnMut(usize) -> Option<ChunkOut>,
-) -> Option<Snapshot> {
+) -> (Option<Snapshot>, pickle::DecodeStats) {
     let mut b = Builder::new(progress);
     let items = |t| {
         chunks
@@ -96,15 +100,19 @@ pub(crate) fn build_planned(
     b.segments
         .reserve_exact(items(pickle::scan::Target::Segments));
     let mut skipper = Skipper { b: &mut b, next };
-    let (heap, top) = pickle::decode_planned(
+    let decoded = pickle::decode_planned(
         buf,
         &mut skipper,
         pickle::Limits::for_input(buf.len()),
         chunks,
         defs,
-    )
-    .ok()?;
-    b.finish(&heap, top).ok()
+    );
+    let Ok((heap, top)) = decoded else {
+        return (None, b.stats);
+    };
+    b.stats.add(&heap.stats);
+    let stats = b.stats;
+    (b.finish(&heap, top).ok(), stats)
 }
 
 struct Skipper<'s, 'p> {
@@ -219,6 +227,7 @@ impl Builder<'_> {
             *self.unknown_actions.entry(k).or_default() += v;
         }
         self.legacy_blocks += out.legacy_blocks;
+        self.stats.add(&out.stats);
         if out.segments.is_empty() {
             let start = self.events.len() as u32;
             let n = out.events.len() as u32;

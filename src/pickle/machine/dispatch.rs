@@ -202,19 +202,18 @@ impl Machine<'_> {
                     self.fill_dict(hooks, id, m, "SETITEMS")?;
                 }
                 op::SHORT_BINUNICODE => {
-                    let n = self.u8("SHORT_BINUNICODE")? as usize;
+                    let n = self
+                        .len_arg::<{ ops::len_bytes(op::SHORT_BINUNICODE) }>("SHORT_BINUNICODE")?;
                     let v = self.str_value(n, "SHORT_BINUNICODE")?;
                     self.push(v)?;
                 }
                 op::BINUNICODE => {
-                    let n = self.u32le("BINUNICODE")? as u64;
-                    let n = self.length(n, "BINUNICODE")?;
+                    let n = self.len_arg::<{ ops::len_bytes(op::BINUNICODE) }>("BINUNICODE")?;
                     let v = self.str_value(n, "BINUNICODE")?;
                     self.push(v)?;
                 }
                 op::BINUNICODE8 => {
-                    let n = self.u64le("BINUNICODE8")?;
-                    let n = self.length(n, "BINUNICODE8")?;
+                    let n = self.len_arg::<{ ops::len_bytes(op::BINUNICODE8) }>("BINUNICODE8")?;
                     let v = self.str_value(n, "BINUNICODE8")?;
                     self.push(v)?;
                 }
@@ -226,19 +225,18 @@ impl Machine<'_> {
                     self.push(v)?;
                 }
                 op::SHORT_BINBYTES => {
-                    let n = self.u8("SHORT_BINBYTES")? as usize;
+                    let n =
+                        self.len_arg::<{ ops::len_bytes(op::SHORT_BINBYTES) }>("SHORT_BINBYTES")?;
                     let v = self.bytes_value(n, "SHORT_BINBYTES")?;
                     self.push(v)?;
                 }
                 op::BINBYTES => {
-                    let n = self.u32le("BINBYTES")? as u64;
-                    let n = self.length(n, "BINBYTES")?;
+                    let n = self.len_arg::<{ ops::len_bytes(op::BINBYTES) }>("BINBYTES")?;
                     let v = self.bytes_value(n, "BINBYTES")?;
                     self.push(v)?;
                 }
                 op::BINBYTES8 => {
-                    let n = self.u64le("BINBYTES8")?;
-                    let n = self.length(n, "BINBYTES8")?;
+                    let n = self.len_arg::<{ ops::len_bytes(op::BINBYTES8) }>("BINBYTES8")?;
                     let v = self.bytes_value(n, "BINBYTES8")?;
                     self.push(v)?;
                 }
@@ -247,7 +245,7 @@ impl Machine<'_> {
                     self.push(Value::Int(v as i64))?;
                 }
                 op::BININT2 => {
-                    let b = self.take(2, "BININT2")?;
+                    let b = self.take(const { ops::arg_bytes(op::BININT2) }, "BININT2")?;
                     self.push(Value::Int(u16::from_le_bytes([b[0], b[1]]) as i64))?;
                 }
                 op::BININT => {
@@ -277,7 +275,7 @@ impl Machine<'_> {
                     self.push(v)?;
                 }
                 op::BINFLOAT => {
-                    let b = self.take(8, "BINFLOAT")?;
+                    let b = self.take(const { ops::arg_bytes(op::BINFLOAT) }, "BINFLOAT")?;
                     self.push(Value::Float(f64::from_be_bytes(b.try_into().unwrap())))?;
                 }
                 op::FLOAT => {

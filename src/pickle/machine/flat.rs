@@ -8,7 +8,8 @@
 //! boundary, the end of the range — makes the path decline; the memo is rolled back and the
 //! general loop decodes the dict from its first byte, so both paths leave the same state.
 
-use super::super::ops::op;
+use super::super::ops::{self, op, w};
+use super::flat_read::settled_refs_run;
 use super::{Hooks, Machine};
 use crate::pickle::hooks::FlatList;
 use crate::pickle::value::{ObjData, ObjId, Value};
@@ -26,9 +27,6 @@ const MAX_PENDING: usize = 4096;
 pub const FLAT_BROKEN: &str =
     "a trace entry read by the fast path was used as something other than a list item";
 
-/// Dicts offered to the fast path that it left to the general loop (for `MEMLENS_TIMING`).
-pub static DECLINED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// Most dicts skipped after a run of declines (see [`Machine::try_flat`]).
 const MAX_BACKOFF: u32 = 1024;
 
@@ -42,51 +40,10 @@ struct Parsed {
     list: Option<(usize, Option<u64>)>,
 }
 
-/// The references to settled memo slots (not a container, not `pending`) from `p` in `buf`,
-/// each slot copied onto `items` as one 16-byte block, up to `max` items; in a chunk
-/// (`outside` is its cache of outside definitions, [`super::EXT_CACHE`] slots) also those
-/// found there. Returns the offset of the first other opcode. Kept out of line: inside the
-/// decoder's loop its few values lived on the stack and every item reloaded them.
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn settled_refs_run(
-    buf: &[u8],
-    mut p: usize,
-    memo: &[Value],
-    base: u64,
-    outside: Option<&[(u64, Value)]>,
-    pending: [Option<u64>; 2],
-    items: &mut Vec<Value>,
-    max: usize,
-) -> usize {
-    while items.len() < max {
-        let Some(w) = buf.get(p..).and_then(|r| r.first_chunk::<5>()) else {
-            break;
-        };
-        let (index, next) = match w[0] {
-            op::BINGET => (w[1] as u64, p + 2),
-            op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
-            _ => break,
-        };
-        match settled_slot(memo, base, outside, pending, index) {
-            Some(v) => items.extend_from_slice(std::slice::from_ref(v)),
-            None => break,
-        }
-        p = next;
-    }
-    p
-}
-
 /// The length of a frame dict value read by [`Machine::flat_item_seen`], by its opcode (a
 /// memo reference or a small integer); 0 for any other opcode.
-const FRAME_VALUE_LEN: [u8; 256] = {
-    let mut t = [0u8; 256];
-    t[op::BINGET as usize] = 2;
-    t[op::LONG_BINGET as usize] = 5;
-    t[op::BININT1 as usize] = 2;
-    t[op::BININT2 as usize] = 3;
-    t
-};
+const FRAME_VALUE_LEN: [u8; 256] =
+    ops::widths(&[op::BINGET, op::LONG_BINGET, op::BININT1, op::BININT2]);
 
 /// The highest memo id named by `pairs`: the pairs of a frame dict of the straight shape (from
 /// after its MARK up to its SETITEMS), or a run of memo references (a frames list's).
@@ -104,30 +61,6 @@ pub(super) fn highest_id_named(pairs: &[u8]) -> u64 {
         q += FRAME_VALUE_LEN[code as usize].max(1) as usize;
     }
     top
-}
-
-/// The value of memo entry `index` when it is neither a container nor `pending`: from `memo`
-/// (entry `base` first) or, in a chunk, from `outside`, its cache of outside definitions
-/// ([`super::EXT_CACHE`] slots); `None` when not at hand.
-#[inline(always)]
-fn settled_slot<'m>(
-    memo: &'m [Value],
-    base: u64,
-    outside: Option<&'m [(u64, Value)]>,
-    pending: [Option<u64>; 2],
-    index: u64,
-) -> Option<&'m Value> {
-    if pending[0] == Some(index) || pending[1] == Some(index) {
-        return None;
-    }
-    match memo.get(index.wrapping_sub(base) as usize) {
-        Some(v) if !matches!(v, Value::Obj(_)) => Some(v),
-        Some(_) => None,
-        None => {
-            let e = outside?.get((index as usize) & (super::EXT_CACHE - 1))?;
-            (e.0 == index).then_some(&e.1)
-        }
-    }
 }
 
 impl Machine<'_> {
@@ -155,7 +88,7 @@ impl Machine<'_> {
             None => None,
         };
         if done.is_none() {
-            DECLINED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.heap.stats.declined += 1;
             if self.heap.memo.len() > saved.0 {
                 self.heap.memo.truncate(saved.0);
                 let from = self.heap.memo_base + saved.0 as u64;
@@ -342,8 +275,11 @@ impl Machine<'_> {
             }
             let w: &[u8; 5] = buf[p..p + 5].try_into().ok()?;
             let (index, next) = match w[0] {
-                op::BINGET => (w[1] as u64, p + 2),
-                op::LONG_BINGET => (u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64, p + 5),
+                op::BINGET => (w[1] as u64, p + w::BINGET),
+                op::LONG_BINGET => (
+                    u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64,
+                    p + w::LONG_BINGET,
+                ),
                 op::APPENDS => return Some(p + 1),
                 op::EMPTY_DICT => {
                     p = match self.flat_item_cached(hooks, p + 1, lim, pending) {
@@ -410,23 +346,23 @@ impl Machine<'_> {
             words[2 * pair + 1] = match *buf.get(q)? {
                 op::BINGET => {
                     let v = self.settled_ref(*buf.get(q + 1)? as u64, pending)?;
-                    q += 2;
+                    q += w::BINGET;
                     crate::pickle::value_word(v)?
                 }
                 op::LONG_BINGET => {
-                    let b: [u8; 4] = buf.get(q + 1..q + 5)?.try_into().ok()?;
+                    let b: [u8; 4] = buf.get(q + 1..q + w::LONG_BINGET)?.try_into().ok()?;
                     let v = self.settled_ref(u32::from_le_bytes(b) as u64, pending)?;
-                    q += 5;
+                    q += w::LONG_BINGET;
                     crate::pickle::value_word(v)?
                 }
                 op::BININT1 => {
                     let v = *buf.get(q + 1)? as u64;
-                    q += 2;
+                    q += w::BININT1;
                     v | 1 << 63
                 }
                 op::BININT2 => {
-                    let b: [u8; 2] = buf.get(q + 1..q + 3)?.try_into().ok()?;
-                    q += 3;
+                    let b: [u8; 2] = buf.get(q + 1..q + w::BININT2)?.try_into().ok()?;
+                    q += w::BININT2;
                     u16::from_le_bytes(b) as u64 | 1 << 63
                 }
                 _ => return None,
@@ -506,21 +442,6 @@ impl Machine<'_> {
         Some(end)
     }
 
-    /// A memo entry that is neither a container nor pending, from the memo or, in a chunk,
-    /// from the cache of outside definitions; `None` when not at hand.
-    #[inline(always)]
-    fn settled_ref(&self, index: u64, pending: &[Option<u64>; 2]) -> Option<Value> {
-        let outside = self.defs.is_some().then_some(&self.ext_cache[..]);
-        settled_slot(
-            &self.heap.memo,
-            self.heap.memo_base,
-            outside,
-            *pending,
-            index,
-        )
-        .copied()
-    }
-
     /// A flat dict defined inline among a list's items, from `p` just after its `EMPTY_DICT`:
     /// an optional memo store, MARK, pairs of string keys and scalar or string values,
     /// SETITEMS, an optional memo store. The hooks convert it ([`Hooks::on_flat_item`]); its
@@ -579,173 +500,6 @@ impl Machine<'_> {
         }
         self.flat_items.push(item);
         Some(p)
-    }
-
-    /// An optional memo opcode at `p`: its slot (implicit ids counted as `MEMOIZE` does).
-    fn memo_op(&mut self, p: usize, lim: usize) -> Option<(Option<u64>, usize)> {
-        let buf = self.buf;
-        match buf.get(p).filter(|_| p < lim) {
-            Some(&op::MEMOIZE) => {
-                let index = match self.memo_next.as_mut() {
-                    Some(n) => {
-                        *n += 1;
-                        *n - 1
-                    }
-                    None => self.heap.memo_base + self.heap.memo.len() as u64,
-                };
-                Some((Some(index), p + 1))
-            }
-            Some(&op::BINPUT) if p + 2 <= lim => Some((Some(buf[p + 1] as u64), p + 2)),
-            Some(&op::LONG_BINPUT) if p + 5 <= lim => {
-                let b: [u8; 4] = buf[p + 1..p + 5].try_into().ok()?;
-                Some((Some(u32::from_le_bytes(b) as u64), p + 5))
-            }
-            Some(&(op::PUT | op::BINPUT | op::LONG_BINPUT)) => None,
-            _ => Some((None, p)),
-        }
-    }
-
-    /// A key or scalar value at `p` into `out`: a string (memoized as it is read), an integer,
-    /// None, a bool, or a reference to a non-container. Returns the offset after it, 0 when
-    /// declining.
-    #[inline(always)]
-    fn flat_scalar(
-        &mut self,
-        p: usize,
-        lim: usize,
-        pending: &[Option<u64>; 2],
-        out: &mut Value,
-    ) -> usize {
-        let buf = self.buf;
-        // Every fixed-size form below fits in 10 bytes; nearer the end, decline.
-        if p + 10 > lim {
-            return 0;
-        }
-        // A reference into the input, not a copy of the window on the stack.
-        let w: &[u8; 10] = match buf[p..p + 10].try_into() {
-            Ok(w) => w,
-            Err(_) => return 0,
-        };
-        let (v, q) = match w[0] {
-            // The window already holds the id: no second read of the opcode.
-            op::BINGET => return self.flat_ref_at(w[1] as u64, p + 2, pending, out),
-            op::LONG_BINGET => {
-                let index = u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64;
-                return self.flat_ref_at(index, p + 5, pending, out);
-            }
-            op::SHORT_BINUNICODE => {
-                let n = w[1] as usize;
-                if p + 2 + n > lim {
-                    return 0;
-                }
-                let v = Value::Str {
-                    off: (p + 2) as u64,
-                    len: n as u32,
-                };
-                (v, p + 2 + n)
-            }
-            op::BINUNICODE => {
-                let n = u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as usize;
-                if n > lim - p - 5 {
-                    return 0;
-                }
-                let v = Value::Str {
-                    off: (p + 5) as u64,
-                    len: n as u32,
-                };
-                (v, p + 5 + n)
-            }
-            op::LONG1 => {
-                let n = w[1] as usize;
-                if n > 8 {
-                    return 0;
-                }
-                // Non-negative (top bit of the last byte clear): zero-extended as is.
-                let v = if n > 0 && w[1 + n] < 0x80 {
-                    let mut b = [0u8; 8];
-                    b[..n].copy_from_slice(&w[2..2 + n]);
-                    Value::Int(u64::from_le_bytes(b) as i64)
-                } else {
-                    self.long(&w[2..2 + n])
-                };
-                (v, p + 2 + n)
-            }
-            op::BININT => (
-                Value::Int(i32::from_le_bytes([w[1], w[2], w[3], w[4]]) as i64),
-                p + 5,
-            ),
-            op::BININT1 => (Value::Int(w[1] as i64), p + 2),
-            op::BININT2 => (Value::Int(u16::from_le_bytes([w[1], w[2]]) as i64), p + 3),
-            op::NONE => (Value::None, p + 1),
-            op::NEWTRUE => (Value::Bool(true), p + 1),
-            op::NEWFALSE => (Value::Bool(false), p + 1),
-            _ => return 0,
-        };
-        *out = v;
-        if let Value::Str { .. } = v {
-            let Some((slot, q)) = self.memo_op(q, lim) else {
-                return 0;
-            };
-            if let Some(i) = slot {
-                if self.memo_put(i, v).is_err() {
-                    return 0;
-                }
-            }
-            return q;
-        }
-        q
-    }
-
-    /// A memo reference at `p` to anything but a container (a string, a scalar, a converted
-    /// handle), from the memo or, in a chunk, from the cache of outside definitions.
-    #[inline(always)]
-    fn flat_ref(&self, p: usize, lim: usize, pending: &[Option<u64>; 2], out: &mut Value) -> usize {
-        let buf = self.buf;
-        let (index, q) = match buf[p] {
-            op::BINGET if p + 2 <= lim => (buf[p + 1] as u64, p + 2),
-            op::LONG_BINGET if p + 5 <= lim => (
-                u32::from_le_bytes([buf[p + 1], buf[p + 2], buf[p + 3], buf[p + 4]]) as u64,
-                p + 5,
-            ),
-            _ => return 0,
-        };
-        self.flat_ref_at(index, q, pending, out)
-    }
-
-    /// [`Machine::flat_ref`] once the reference is read: memo id `index`, `q` after it.
-    #[inline(always)]
-    fn flat_ref_at(
-        &self,
-        index: u64,
-        q: usize,
-        pending: &[Option<u64>; 2],
-        out: &mut Value,
-    ) -> usize {
-        if let Some(v) = self.settled_ref(index, pending) {
-            *out = v;
-            return q;
-        }
-        if pending[0] == Some(index) || pending[1] == Some(index) {
-            return 0;
-        }
-        match self.flat_ref_slow(index) {
-            Some(v) => {
-                *out = v;
-                q
-            }
-            None => 0,
-        }
-    }
-
-    /// [`Machine::flat_ref`] for converted containers and sparse entries.
-    #[inline(never)]
-    fn flat_ref_slow(&self, index: u64) -> Option<Value> {
-        let Some(v) = self.memo_lookup(index) else {
-            self.flat_transient.set(true);
-            return None;
-        };
-        let v = self.heap.resolve(v);
-        (!matches!(v, Value::Obj(_))).then_some(v)
     }
 
     /// Hands the parsed dict to the hooks and stores what they return; `None` when they

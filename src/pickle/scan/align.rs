@@ -2,7 +2,7 @@
 //! steps over opcodes, the trace batch boundaries it can see (`APPENDS MARK EMPTY_DICT`) and
 //! the memo entries it counts. The split pass 1 ([`super::split`]) starts its regions there.
 
-use crate::pickle::ops::op;
+use crate::pickle::ops::{self, op, Arg};
 
 /// What the bytes at an opcode boundary are, as far as a walk without the stack can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,21 +50,20 @@ pub fn step(buf: &[u8]) -> Step {
     if fixed != 0 {
         return Step::Width(fixed as u64);
     }
-    match code {
-        op::DUP | op::TUPLE | op::LIST | op::DICT => Step::Width(1),
-        op::BINPUT => Step::Width(2),
-        op::LONG_BINPUT => Step::Width(5),
-        op::SHORT_BINUNICODE | op::SHORT_BINBYTES | op::LONG1 => arg(1),
-        op::BINUNICODE | op::BINBYTES => arg(4),
-        op::LONG4 => match buf.get(1..5) {
-            None => Step::Short,
-            Some(b) => match i32::from_le_bytes(b.try_into().expect("4 bytes")) {
-                n if n < 0 => Step::Refused,
-                n => Step::Width(n as u64 + 5),
+    match ops::get(code) {
+        Some(o) if o.read => match o.arg {
+            Arg::Fixed(n) => Step::Width(1 + n as u64),
+            Arg::Counted(k) => arg(k as usize),
+            Arg::Counted4Signed => match buf.get(1..5) {
+                None => Step::Short,
+                Some(b) => match i32::from_le_bytes(b.try_into().expect("4 bytes")) {
+                    n if n < 0 => Step::Refused,
+                    n => Step::Width(n as u64 + 5),
+                },
             },
+            Arg::Line => Step::Line,
+            Arg::TwoLines => Step::Refused,
         },
-        op::BINUNICODE8 | op::BINBYTES8 => arg(8),
-        op::UNICODE | op::INT | op::LONG | op::FLOAT | op::PUT | op::GET => Step::Line,
         _ => Step::Refused,
     }
 }
@@ -72,18 +71,18 @@ pub fn step(buf: &[u8]) -> Step {
 /// Why [`step`] refused the opcode at the start of `buf`, in the decoder's words.
 pub fn refusal(buf: &[u8]) -> String {
     let code = buf.first().copied().unwrap_or(0);
-    let n = match code {
-        op::LONG4 => 4,
-        op::BINUNICODE | op::BINBYTES => 4,
-        op::BINUNICODE8 | op::BINBYTES8 => 8,
-        c => return crate::pickle::ops::refusal(c),
+    // Only a length field of 4 or 8 bytes can announce too much.
+    let n = match ops::get(code).map(|o| o.arg) {
+        Some(Arg::Counted(k)) if k > 1 => k as usize,
+        Some(Arg::Counted4Signed) => 4,
+        _ => return ops::refusal(code),
     };
     let b = buf.get(1..1 + n).unwrap_or(&[]);
     let len = b
         .iter()
         .enumerate()
         .fold(0u64, |v, (i, &x)| v | (x as u64) << (8 * i));
-    let name = crate::pickle::ops::name(code).unwrap_or("?");
+    let name = ops::name(code).unwrap_or("?");
     if code == op::LONG4 {
         return format!("LONG4 length {} is negative", len as u32 as i32);
     }
@@ -195,15 +194,8 @@ fn width(buf: &[u8], p: usize) -> Option<usize> {
     let code = *buf.get(p)?;
     let stepped = FIXED[code as usize] != 0
         || matches!(
-            code,
-            op::SHORT_BINUNICODE
-                | op::SHORT_BINBYTES
-                | op::LONG1
-                | op::BINUNICODE
-                | op::BINBYTES
-                | op::LONG4
-                | op::BINUNICODE8
-                | op::BINBYTES8
+            ops::get(code).map(|o| o.arg),
+            Some(Arg::Counted(_) | Arg::Counted4Signed)
         );
     match step(buf.get(p..)?) {
         Step::Width(w) if stepped => usize::try_from(w).ok(),
@@ -253,44 +245,36 @@ pub(super) fn batch_start(buf: &[u8], from: usize, at_least: usize, limit: usize
     None
 }
 
-/// Widths of the opcodes with a fixed width (0: variable, or not stepped over).
-const FIXED: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let ones = [
-        op::MARK,
-        op::STOP,
-        op::POP,
-        op::POP_MARK,
-        op::EMPTY_DICT,
-        op::EMPTY_LIST,
-        op::EMPTY_TUPLE,
-        op::NONE,
-        op::NEWTRUE,
-        op::NEWFALSE,
-        op::TUPLE1,
-        op::TUPLE2,
-        op::TUPLE3,
-        op::APPEND,
-        op::APPENDS,
-        op::SETITEM,
-        op::SETITEMS,
-        op::MEMOIZE,
-    ];
-    let mut i = 0;
-    while i < ones.len() {
-        t[ones[i] as usize] = 1;
-        i += 1;
-    }
-    t[op::PROTO as usize] = 2;
-    t[op::BININT1 as usize] = 2;
-    t[op::BINGET as usize] = 2;
-    t[op::BININT2 as usize] = 3;
-    t[op::BININT as usize] = 5;
-    t[op::LONG_BINGET as usize] = 5;
-    t[op::BINFLOAT as usize] = 9;
-    t[op::FRAME as usize] = 9;
-    t
-};
+/// Widths of the fixed-width opcodes the walk steps over (0: variable, or not stepped over:
+/// explicit memo stores and protocol 0/1 opcodes), from [`ops::OPS`].
+const FIXED: [u8; 256] = ops::widths(&[
+    op::MARK,
+    op::STOP,
+    op::POP,
+    op::POP_MARK,
+    op::EMPTY_DICT,
+    op::EMPTY_LIST,
+    op::EMPTY_TUPLE,
+    op::NONE,
+    op::NEWTRUE,
+    op::NEWFALSE,
+    op::TUPLE1,
+    op::TUPLE2,
+    op::TUPLE3,
+    op::APPEND,
+    op::APPENDS,
+    op::SETITEM,
+    op::SETITEMS,
+    op::MEMOIZE,
+    op::PROTO,
+    op::BININT1,
+    op::BINGET,
+    op::BININT2,
+    op::BININT,
+    op::LONG_BINGET,
+    op::BINFLOAT,
+    op::FRAME,
+]);
 
 /// The number of `MEMOIZE` opcodes from the opcode boundary `from` to `to`, which the walk
 /// must land on; `None` for an opcode it does not step over.
@@ -304,11 +288,11 @@ pub(super) fn memo_count(buf: &[u8], from: usize, to: usize) -> Option<u64> {
         while p < to_in {
             let code = buf[p];
             if code == op::LONG_BINGET {
-                p += 5;
+                p += const { ops::width(op::LONG_BINGET) };
                 continue;
             }
             if code == op::BINGET {
-                p += 2;
+                p += const { ops::width(op::BINGET) };
                 continue;
             }
             if code == op::MEMOIZE {

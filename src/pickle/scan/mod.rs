@@ -20,11 +20,13 @@ mod split;
 mod walk;
 
 pub use align::{refusal, step, Follow, Followed, Step};
+use defs::START_MASK;
 pub use defs::{Defs, MemoDef};
 pub use plan::{Chunk, Plan, Target};
-use scanner::scan_into_with;
+use scanner::Scanner;
 pub use scanner::{More, WINDOW};
 pub use split::{SplitOptions, MIN_REGION_BYTES};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Runs pass 1 over `buf` and returns the whole plan. `chunk_bytes` is the target size of a
 /// chunk. `None`: the layout is not one the parallel path handles (use the sequential decoder).
@@ -85,6 +87,37 @@ pub fn scan_split(buf: &[u8], chunk_bytes: usize, split: SplitOptions) -> Option
         defs,
         regions_adopted,
     })
+}
+
+/// Pass 1: the calling thread's scanner, beside a split's helpers when `split` asks for them
+/// (each region walked by [`region::walk_region`]); returns the regions it adopted.
+pub(super) fn scan_into_with<'b>(
+    buf: &'b [u8],
+    more: Option<More<'b>>,
+    chunk_bytes: usize,
+    defs: &Defs,
+    emit: &mut dyn FnMut(Chunk),
+    skim: bool,
+    split: SplitOptions,
+) -> Option<usize> {
+    let total = more.map_or(buf.len(), |(_, total)| total.max(buf.len()));
+    if total as u64 > START_MASK {
+        return None;
+    }
+    split::with_split(
+        buf,
+        more.is_none(),
+        chunk_bytes,
+        split,
+        region::walk_region,
+        |split| {
+            let mut s = Scanner::new(buf, more, total, chunk_bytes, defs, emit, skim);
+            s.split = split;
+            s.run()?;
+            defs.count.store(s.defined as u64, Relaxed);
+            Some(s.adopted)
+        },
+    )
 }
 
 #[cfg(test)]
@@ -205,6 +238,7 @@ mod tests {
             SplitOptions {
                 regions,
                 min_bytes: 1,
+                timing: false,
             },
         );
         let (whole, split) = match (whole, split) {

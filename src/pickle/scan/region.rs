@@ -5,33 +5,9 @@
 use super::defs::{Defs, NONE};
 use super::plan::Chunk;
 use super::scanner::*;
-use super::split::Published;
+use super::split::{Published, RegionEnd, RegionStart};
 use crate::pickle::ops::op;
 use std::sync::atomic::Ordering::Relaxed;
-
-/// Where a region of a split pass 1 starts ([`walk_region`]).
-pub(super) struct RegionStart<'s> {
-    /// Offset of its first trace entry (just after a batch's MARK).
-    pub(super) start: usize,
-    /// Where to stop: the next region's start (`usize::MAX`: at the list's end only).
-    pub(super) stop: usize,
-    /// Memo counter at `start`.
-    pub(super) base: u64,
-    /// Ids of the big containers defined before it.
-    pub(super) big: &'s [u64],
-}
-
-/// Where a region's walk stopped.
-pub(super) struct RegionEnd {
-    /// Offset.
-    pub(super) pos: usize,
-    /// Memo counter there.
-    pub(super) memo: u64,
-    /// True when it stopped just past the list's last `APPENDS` (not at the next region).
-    pub(super) list_ended: bool,
-    /// The list's stack entry's end after its last fill in the region, if it was filled.
-    pub(super) list_filled_to: Option<u64>,
-}
 
 /// Walks one region of a split pass 1 (see [`super::split`]): from `at.start`, with the list
 /// alone on the stack under its batch's MARK and memo counter `at.base`, to `at.stop` or the
@@ -152,7 +128,7 @@ impl Scanner<'_, '_> {
             .copied()
             .unwrap_or(usize::MAX);
         let split = self.split?;
-        let timing = std::env::var_os("MEMLENS_TIMING").is_some();
+        let timing = split.timing;
         if op_at != start || !self.at_region_start() {
             if timing {
                 eprintln!("pass 1: region {h} at {start}: walked past it (at {op_at})");

@@ -5,8 +5,8 @@
 use super::defs::*;
 use super::plan::{Chunk, Target};
 use super::skim::Skim;
-use super::split::{Split, SplitOptions};
-use crate::pickle::ops::op;
+use super::split::Split;
+use crate::pickle::ops::{self, op};
 use std::sync::atomic::Ordering::Relaxed;
 
 pub(super) const T_PLAIN: u8 = 0;
@@ -115,28 +115,6 @@ pub const WINDOW: usize = 1 << 20;
 /// there (or no more will come) and returns all there so far, never more than `total` bytes
 /// (the second field).
 pub type More<'a> = (&'a (dyn Fn(usize) -> &'a [u8] + Sync), usize);
-
-pub(super) fn scan_into_with<'b>(
-    buf: &'b [u8],
-    more: Option<More<'b>>,
-    chunk_bytes: usize,
-    defs: &Defs,
-    emit: &mut dyn FnMut(Chunk),
-    skim: bool,
-    split: SplitOptions,
-) -> Option<usize> {
-    let total = more.map_or(buf.len(), |(_, total)| total.max(buf.len()));
-    if total as u64 > START_MASK {
-        return None;
-    }
-    super::split::with_split(buf, more.is_none(), chunk_bytes, split, |split| {
-        let mut s = Scanner::new(buf, more, total, chunk_bytes, defs, emit, skim);
-        s.split = split;
-        s.run()?;
-        defs.count.store(s.defined as u64, Relaxed);
-        Some(s.adopted)
-    })
-}
 
 /// The bytes of a string defined by the opcode at `off`, if it is one.
 fn str_at(buf: &[u8], off: usize) -> Option<&[u8]> {
@@ -257,6 +235,15 @@ impl<'a, 'b> Scanner<'a, 'b> {
     pub(super) fn u64(&mut self) -> S<u64> {
         let at = self.take(8)?;
         Some(u64::from_le_bytes(self.buf[at..at + 8].try_into().ok()?))
+    }
+
+    /// The length field of the length-prefixed opcode `code` (its width from the opcode
+    /// table, [`ops::OPS`]); `None` past the input or for a negative `LONG4` length.
+    #[inline]
+    pub(super) fn len_field(&mut self, code: u8) -> S<u64> {
+        let (k, signed) = ops::len_field(code)?;
+        let at = self.take(k)?;
+        ops::read_len(&self.buf[at..at + k], signed)
     }
 
     pub(super) fn floor(&self) -> usize {

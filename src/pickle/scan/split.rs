@@ -28,17 +28,18 @@
 use super::align;
 use super::defs::{Defs, BIG_BIT};
 use super::plan::Chunk;
-use super::region;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// How pass 1 may split: into at most `regions` regions of at least `min_bytes` each.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitOptions {
     /// Most regions (threads walking them, the calling thread included); below 2, no split.
     pub regions: usize,
     /// Fewest bytes of trace per region; 0 = [`MIN_REGION_BYTES`].
     pub min_bytes: usize,
+    /// Print each helper's and each region's times and fate to stderr (benchmarks).
+    pub timing: bool,
 }
 
 /// Default fewest bytes per region: smaller regions cost more in setup than they save.
@@ -63,6 +64,36 @@ pub(super) struct Published {
     /// Ids of the big containers defined so far.
     pub(super) big: Vec<u64>,
 }
+
+/// Where a region of a split pass 1 starts ([`RegionWalk`]).
+pub(super) struct RegionStart<'s> {
+    /// Offset of its first trace entry (just after a batch's MARK).
+    pub(super) start: usize,
+    /// Where to stop: the next region's start (`usize::MAX`: at the list's end only).
+    pub(super) stop: usize,
+    /// Memo counter at `start`.
+    pub(super) base: u64,
+    /// Ids of the big containers defined before it.
+    pub(super) big: &'s [u64],
+}
+
+/// Where a region's walk stopped.
+pub(super) struct RegionEnd {
+    /// Offset.
+    pub(super) pos: usize,
+    /// Memo counter there.
+    pub(super) memo: u64,
+    /// True when it stopped just past the list's last `APPENDS` (not at the next region).
+    pub(super) list_ended: bool,
+    /// The list's stack entry's end after its last fill in the region, if it was filled.
+    pub(super) list_filled_to: Option<u64>,
+}
+
+/// How a region is walked (`region::walk_region`, given by the caller so that this file,
+/// below the scanner, names neither the scanner nor the region walk): from `start` in
+/// `buf` with `chunk_bytes` chunks, its definitions into the table and its chunks to `emit`.
+pub(super) type RegionWalk =
+    fn(&[u8], usize, &Defs, &mut dyn FnMut(Chunk), RegionStart) -> Option<RegionEnd>;
 
 /// A region's walk, for the calling thread to adopt.
 pub(super) struct RegionOut {
@@ -102,6 +133,10 @@ pub(super) struct Split<'b> {
     regions: usize,
     min_bytes: usize,
     chunk_bytes: usize,
+    /// How a region is walked.
+    walk_region: RegionWalk,
+    /// [`SplitOptions::timing`].
+    pub(super) timing: bool,
     shared: Mutex<Shared>,
     cv: Condvar,
 }
@@ -201,7 +236,7 @@ impl<'b> Split<'b> {
         if prev >= start {
             return None;
         }
-        let timing = std::env::var_os("MEMLENS_TIMING").is_some();
+        let timing = self.timing;
         let t = std::time::Instant::now();
         let count = align::memo_count(buf, prev, start)?;
         if timing {
@@ -255,12 +290,12 @@ impl<'b> Split<'b> {
         }
         let mut chunks = Vec::new();
         let mut emit = |c: Chunk| chunks.push(c);
-        let end = region::walk_region(
+        let end = (self.walk_region)(
             self.buf,
             self.chunk_bytes,
             &defs,
             &mut emit,
-            region::RegionStart {
+            RegionStart {
                 start,
                 stop,
                 base,
@@ -288,6 +323,7 @@ pub(super) fn with_split<'b, R>(
     whole: bool,
     chunk_bytes: usize,
     opts: SplitOptions,
+    walk_region: RegionWalk,
     main: impl FnOnce(Option<&Split<'b>>) -> R,
 ) -> R {
     let min_bytes = match opts.min_bytes {
@@ -303,6 +339,8 @@ pub(super) fn with_split<'b, R>(
         regions: opts.regions,
         min_bytes,
         chunk_bytes,
+        walk_region,
+        timing: opts.timing,
         shared: Mutex::new(Shared {
             starts: (0..n).map(|_| None).collect(),
             counts: (0..n).map(|_| None).collect(),

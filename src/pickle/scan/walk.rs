@@ -2,7 +2,7 @@
 //! the plan cannot express gives the plan up.
 
 use super::scanner::*;
-use crate::pickle::ops::op;
+use crate::pickle::ops::{self, op};
 
 impl Scanner<'_, '_> {
     /// Walks the opcodes to the pickle's STOP, emitting chunks on the way; `None` gives the
@@ -48,17 +48,6 @@ impl Scanner<'_, '_> {
                         at: self.stack.len(),
                     });
                 }
-                op::POP => {
-                    let n = self.stack.len();
-                    if n <= self.floor() {
-                        return None;
-                    }
-                    self.consume_above(n - 1)?;
-                }
-                op::POP_MARK => {
-                    let m = self.marks.pop()?;
-                    self.consume_above(m.at)?;
-                }
                 op::EMPTY_DICT
                     if self.skim
                         && self.in_trace_batch()
@@ -82,102 +71,31 @@ impl Scanner<'_, '_> {
                 op::EMPTY_TUPLE | op::NONE | op::NEWTRUE | op::NEWFALSE => {
                     self.push(op_at, T_PLAIN)?
                 }
-                op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
-                    let k = (code - op::TUPLE1 + 1) as usize;
-                    let n = self.stack.len();
-                    if n < self.floor() + k {
-                        return None;
-                    }
-                    let first = self.stack[n - k];
-                    self.consume_above(n - k)?;
-                    self.push(first.start as usize, T_PLAIN)?;
-                    let top = self.stack.len() - 1;
-                    self.stack[top].memo_at = first.memo_at;
-                }
-                op::APPEND => {
-                    let n = self.stack.len();
-                    if n < self.floor() + 2 {
-                        return None;
-                    }
-                    self.list_fill(n - 2, n - 1, op_at, false)?;
-                }
-                op::APPENDS => {
-                    let m = self.marks.pop()?.at;
-                    if m == 0 || m <= self.floor() {
-                        return None;
-                    }
-                    self.list_fill(m - 1, m, op_at, true)?;
-                    if self.region && self.marks.is_empty() && self.region_list_ends()? {
+                op::TUPLE1
+                | op::TUPLE2
+                | op::TUPLE3
+                | op::APPEND
+                | op::APPENDS
+                | op::SETITEM
+                | op::SETITEMS
+                | op::POP
+                | op::POP_MARK => {
+                    if self.fill_op(code, op_at)? {
                         return Some(());
                     }
                 }
-                op::SETITEM => {
-                    let n = self.stack.len();
-                    if n < self.floor() + 3 {
-                        return None;
-                    }
-                    self.fill(n - 3)?;
-                    self.consume_above(n - 2)?;
-                }
-                op::SETITEMS => {
-                    let m = self.marks.pop()?.at;
-                    if m == 0 || m <= self.floor() {
-                        return None;
-                    }
-                    self.fill(m - 1)?;
-                    self.consume_above(m)?;
-                }
-                op::SHORT_BINUNICODE => {
-                    let n = self.u8()? as u64;
+                // Lengths from the opcode table (`ops::OPS`).
+                op::SHORT_BINUNICODE | op::BINUNICODE | op::BINUNICODE8 => {
+                    let n = self.len_field(code)?;
                     self.string(op_at, n)?;
                 }
-                op::BINUNICODE => {
-                    let n = self.u32()? as u64;
-                    self.string(op_at, n)?;
-                }
-                op::BINUNICODE8 => {
-                    let n = self.u64()?;
-                    self.string(op_at, n)?;
-                }
-                op::SHORT_BINBYTES => {
-                    let n = self.u8()? as usize;
+                op::SHORT_BINBYTES | op::BINBYTES | op::BINBYTES8 | op::LONG1 | op::LONG4 => {
+                    let n = usize::try_from(self.len_field(code)?).ok()?;
                     self.take(n)?;
                     self.push(op_at, T_PLAIN)?;
                 }
-                op::BINBYTES => {
-                    let n = self.u32()? as usize;
-                    self.take(n)?;
-                    self.push(op_at, T_PLAIN)?;
-                }
-                op::BINBYTES8 => {
-                    let n = usize::try_from(self.u64()?).ok()?;
-                    self.take(n)?;
-                    self.push(op_at, T_PLAIN)?;
-                }
-                op::BININT1 => {
-                    self.take(1)?;
-                    self.push(op_at, T_PLAIN)?;
-                }
-                op::BININT2 => {
-                    self.take(2)?;
-                    self.push(op_at, T_PLAIN)?;
-                }
-                op::BININT => {
-                    self.take(4)?;
-                    self.push(op_at, T_PLAIN)?;
-                }
-                op::BINFLOAT => {
-                    self.take(8)?;
-                    self.push(op_at, T_PLAIN)?;
-                }
-                op::LONG1 => {
-                    let n = self.u8()? as usize;
-                    self.take(n)?;
-                    self.push(op_at, T_PLAIN)?;
-                }
-                op::LONG4 => {
-                    let n = usize::try_from(self.u32()? as i32).ok()?;
-                    self.take(n)?;
+                op::BININT1 | op::BININT2 | op::BININT | op::BINFLOAT => {
+                    self.take(SCALAR[code as usize] as usize - 1)?;
                     self.push(op_at, T_PLAIN)?;
                 }
                 op::MEMOIZE => {
@@ -215,4 +133,73 @@ impl Scanner<'_, '_> {
             }
         }
     }
+
+    /// The opcodes that take values off the stack into a container or drop them: POP,
+    /// POP_MARK, TUPLE1-3, APPEND(S), SETITEM(S). `Some(true)`: a region's list ended here.
+    #[inline(always)]
+    fn fill_op(&mut self, code: u8, op_at: usize) -> S<bool> {
+        match code {
+            op::POP => {
+                let n = self.stack.len();
+                if n <= self.floor() {
+                    return None;
+                }
+                self.consume_above(n - 1)?;
+            }
+            op::POP_MARK => {
+                let m = self.marks.pop()?;
+                self.consume_above(m.at)?;
+            }
+            op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
+                let k = (code - op::TUPLE1 + 1) as usize;
+                let n = self.stack.len();
+                if n < self.floor() + k {
+                    return None;
+                }
+                let first = self.stack[n - k];
+                self.consume_above(n - k)?;
+                self.push(first.start as usize, T_PLAIN)?;
+                let top = self.stack.len() - 1;
+                self.stack[top].memo_at = first.memo_at;
+            }
+            op::APPEND => {
+                let n = self.stack.len();
+                if n < self.floor() + 2 {
+                    return None;
+                }
+                self.list_fill(n - 2, n - 1, op_at, false)?;
+            }
+            op::APPENDS => {
+                let m = self.marks.pop()?.at;
+                if m == 0 || m <= self.floor() {
+                    return None;
+                }
+                self.list_fill(m - 1, m, op_at, true)?;
+                if self.region && self.marks.is_empty() && self.region_list_ends()? {
+                    return Some(true);
+                }
+            }
+            op::SETITEM => {
+                let n = self.stack.len();
+                if n < self.floor() + 3 {
+                    return None;
+                }
+                self.fill(n - 3)?;
+                self.consume_above(n - 2)?;
+            }
+            op::SETITEMS => {
+                let m = self.marks.pop()?.at;
+                if m == 0 || m <= self.floor() {
+                    return None;
+                }
+                self.fill(m - 1)?;
+                self.consume_above(m)?;
+            }
+            _ => return None,
+        }
+        Some(false)
+    }
 }
+
+/// Widths of the fixed-width scalars the walk pushes as plain values.
+const SCALAR: [u8; 256] = ops::widths(&[op::BININT1, op::BININT2, op::BININT, op::BINFLOAT]);
