@@ -11,7 +11,7 @@ use serde::Serialize;
 pub const FAR_MORE: f64 = 2.0;
 
 /// One device's load.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceLoad {
     /// Device index.
     pub device: u32,
@@ -19,11 +19,12 @@ pub struct DeviceLoad {
     /// live blocks).
     pub peak_bytes: u64,
     /// `trace`, or `final_state` for a device without a trace.
+    #[schemars(extend("enum" = ["trace", "final_state"]))]
     pub basis: &'static str,
 }
 
 /// A device holding far more than the others.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Imbalance {
     /// The device.
     pub device: u32,

@@ -35,7 +35,7 @@ pub struct DiffOptions {
 }
 
 /// A number on both sides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Pair {
     /// Base.
     pub base: u64,
@@ -57,7 +57,7 @@ impl Pair {
 }
 
 /// A ratio on both sides.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RatioPair {
     /// Base.
     pub base: f64,
@@ -68,7 +68,7 @@ pub struct RatioPair {
 }
 
 /// What happened to a site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Only in the candidate.
@@ -97,7 +97,7 @@ impl Status {
 }
 
 /// One site on both sides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SiteDelta {
     /// Normalized site (or stack).
     pub site: String,
@@ -122,9 +122,10 @@ pub struct SiteDelta {
 }
 
 /// One side of a device.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SideDevice {
     /// `trace` or `final_state`.
+    #[schemars(extend("enum" = ["trace", "final_state"]))]
     pub basis: &'static str,
     /// The moment compared.
     pub at: Moment,
@@ -137,7 +138,7 @@ pub struct SideDevice {
 }
 
 /// One device id on both sides.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DeviceDelta {
     /// Device index.
     pub device: u32,
@@ -152,7 +153,7 @@ pub struct DeviceDelta {
 }
 
 /// The growth gate's verdict.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Gate {
     /// The fraction asked for (`--fail-on-growth`), 0 when not given.
     pub min_growth: f64,
@@ -165,9 +166,10 @@ pub struct Gate {
 }
 
 /// The report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DiffReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Live requested bytes at the moment, summed over devices (each at its own moment).
     pub peak: Pair,
@@ -194,6 +196,7 @@ pub struct DiffReport {
     pub categories: Option<Vec<CategoryDelta>>,
     /// The growth gate, when `--fail-on-growth` or `--min-abs` was given.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Gate")]
     pub gate: Option<Gate>,
     /// What limits the answer.
     pub notes: Vec<String>,
@@ -205,7 +208,7 @@ pub struct DiffReport {
 }
 
 /// One category on both sides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CategoryDelta {
     /// Category name.
     pub category: String,
@@ -251,7 +254,7 @@ fn category_deltas(
 }
 
 /// The stripped roots.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Roots {
     /// Base.
     pub base: Option<String>,
@@ -260,7 +263,7 @@ pub struct Roots {
 }
 
 /// Sites per status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct StatusCounts {
     /// New sites.
     pub new: usize,

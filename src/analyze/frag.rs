@@ -28,7 +28,7 @@ impl Default for FragOptions {
 }
 
 /// Free blocks of one size class.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Bucket {
     /// Smallest block size in the class.
     pub min_bytes: u64,
@@ -41,7 +41,7 @@ pub struct Bucket {
 }
 
 /// Fragmentation figures of one pool (kind, private pool id, stream), or of a whole device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct PoolFrag {
     /// small / large (`unknown` for device totals).
     pub pool: PoolKind,
@@ -80,7 +80,7 @@ pub struct PoolFrag {
 
 /// One segment drawn as a strip: one character per slice (`' '` free, `1`-`9` tenths
 /// allocated, `#` full, `p` mostly pending free).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SegmentMap {
     /// Base address.
     pub address: u64,
@@ -105,7 +105,7 @@ pub struct SegmentMap {
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceFrag {
     /// Device index.
     pub device: u32,
@@ -125,9 +125,10 @@ pub struct DeviceFrag {
 }
 
 /// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct FragReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,

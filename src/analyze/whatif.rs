@@ -41,9 +41,10 @@ pub struct WhatifOptions {
 }
 
 /// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct WhatifReport {
-    /// Schema version.
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Per device with a trace.
     pub devices: Vec<DeviceWhatif>,
@@ -52,7 +53,7 @@ pub struct WhatifReport {
 }
 
 /// Settings as the report spells them.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SettingsOut {
     /// `expandable_segments`.
     pub expandable_segments: bool,
@@ -79,7 +80,7 @@ impl From<&Settings> for SettingsOut {
 }
 
 /// One scenario's replay.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct ScenarioResult {
     /// `as recorded`, or the `--set` list.
     pub label: String,
@@ -122,7 +123,7 @@ pub struct ScenarioResult {
 }
 
 /// The model's agreement with the trace, replayed as recorded.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Fidelity {
     /// Segment events (segment_alloc/free/map/unmap) in the trace.
     pub segment_events_recorded: u64,
@@ -145,7 +146,7 @@ pub struct Fidelity {
 }
 
 /// An `oom` entry of the trace.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct RecordedOom {
     /// Trace index.
     pub event: u32,
@@ -158,12 +159,13 @@ pub struct RecordedOom {
 }
 
 /// The memory the allocator may reserve, as the report states it.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CapacityOut {
     /// Bytes (`null`: unknown; nothing can run out).
     pub bytes: Option<u64>,
     /// `device` (a cudaMalloc fails when what it adds does not fit) or `per_process_limit`
     /// (reserved + the allocation is checked before each cudaMalloc or map).
+    #[schemars(extend("enum" = ["device", "per_process_limit", null]))]
     pub kind: Option<&'static str>,
     /// Where the figure comes from.
     pub source: String,
@@ -174,7 +176,7 @@ pub struct CapacityOut {
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceWhatif {
     /// Device index.
     pub device: u32,

@@ -7,7 +7,7 @@ use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use serde::Serialize;
 
 /// How the steps were found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepSource {
     /// `external_annotations` START/END pairs named `ProfilerStep#N`.
@@ -23,7 +23,7 @@ pub enum StepSource {
 }
 
 /// One step.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Step {
     /// 1-based position among the steps found.
     pub index: usize,
@@ -44,7 +44,7 @@ pub struct Step {
 }
 
 /// The steps of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceSteps {
     /// Device index.
     pub device: u32,

@@ -33,7 +33,7 @@ use std::io::{Result, Write};
 const MAX_DEVICE: u32 = 4096;
 
 /// What the slice holds of one device.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SlicedDevice {
     /// Device index.
     pub device: u32,
@@ -56,9 +56,10 @@ pub struct SlicedDevice {
 }
 
 /// What `memlens slice` says it wrote.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SliceReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The snapshot sliced, as named.
     pub file: String,

@@ -52,20 +52,22 @@ pub struct FitOptions {
 }
 
 /// One step of a plan.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PlanStep {
     /// The fix's `id`.
+    #[schemars(extend("enum" = ["expandable_segments", "zero_grad_set_to_none", "inference_mode", "no_grad_forward", "detach_retained_graph", "gradient_accumulation", "micro_batch", "activation_checkpointing", "offload_optimizer_state", "eight_bit_optimizer", "fused_attention", "bf16_autocast", "lora", "int8_weights"]))]
     pub id: &'static str,
     /// What to change (with the accumulation factor the plan chose).
     pub action: String,
     /// Its cost class.
+    #[schemars(extend("enum" = ["free", "slower", "changes_results"]))]
     pub cost: &'static str,
     /// The demand after this step and every one before it.
     pub peak_after_bytes: u64,
 }
 
 /// The shortest list of fixes, in cost order, after which the moment fits.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Plan {
     /// The capacity a process may fill.
     pub capacity_bytes: u64,
@@ -86,7 +88,7 @@ pub struct Plan {
 }
 
 /// One device.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DeviceFit {
     /// Device index.
     pub device: u32,
@@ -109,9 +111,10 @@ pub struct DeviceFit {
 }
 
 /// The report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FitReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Per device with live memory.
     pub devices: Vec<DeviceFit>,

@@ -17,7 +17,7 @@ use crate::replay::{DeviceReplay, Origin, Window, NEVER};
 use serde::Serialize;
 
 /// The states drawn, as columns.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Samples {
     /// The state after this event (-1: before the first).
     pub event_index: Vec<i64>,
@@ -32,7 +32,7 @@ pub struct Samples {
 }
 
 /// One allocation drawn as a band of its own.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Band {
     /// Block address.
     pub address: u64,
@@ -65,7 +65,7 @@ pub struct Band {
 }
 
 /// One device's band timeline.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Bands {
     /// The states drawn.
     pub samples: Samples,

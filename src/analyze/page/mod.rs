@@ -65,7 +65,7 @@ impl Default for PageOptions {
 }
 
 /// Something a section cannot show, and why.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Absence {
     /// Stable code: `no_trace`, `no_frames`, `no_devices`, `no_segments`.
     pub code: &'static str,
@@ -76,7 +76,7 @@ pub struct Absence {
 }
 
 /// The timeline of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TimelineView {
     /// Events in the trace.
     pub events: usize,
@@ -96,7 +96,7 @@ pub struct TimelineView {
 }
 
 /// One row of the top table, with its stack for the page's frame toggles.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TopView {
     /// `memlens top --at MOMENT --full-stacks` for this device.
     #[serde(flatten)]
@@ -106,7 +106,7 @@ pub struct TopView {
 }
 
 /// Everything shown at one moment of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct MomentView {
     /// `peak`, `oom:K`, `end`, or `at` (the `--at` moment).
     pub name: String,
@@ -127,7 +127,7 @@ pub struct MomentView {
 }
 
 /// One device's sections.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DevicePage {
     /// Device index.
     pub device: u32,
@@ -138,9 +138,10 @@ pub struct DevicePage {
 }
 
 /// The report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct PageReport {
-    /// Always [`super::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The memlens version that wrote it.
     pub memlens_version: &'static str,

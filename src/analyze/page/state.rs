@@ -6,7 +6,7 @@ use crate::replay::state::AllocatorState;
 use serde::Serialize;
 
 /// One segment (or mapped range of an expandable segment) and its blocks.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SegmentView {
     /// Base address.
     pub address: u64,
@@ -27,7 +27,7 @@ pub struct SegmentView {
 }
 
 /// The state the page draws.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct StateView {
     /// True when this is the recorded final state; false when rebuilt from the trace (sizes
     /// of blocks freed later are estimated from their requested sizes).

@@ -13,7 +13,7 @@ const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
 
 /// The report with the name of its file, as the page reads it.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Embedded<'a> {
     /// The snapshot file, as given.
     pub file: &'a str,
@@ -75,7 +75,7 @@ fn base64(bytes: &[u8]) -> String {
 
 /// What a page served by `memlens serve` knows of its server: the files it serves and which
 /// one this page is. The token is not written here: the page reads it from its own URL.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Served<'a> {
     /// Every file served, as given, in the order of the command line.
     pub files: &'a [String],
