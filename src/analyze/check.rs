@@ -196,7 +196,8 @@ pub struct SiteLine {
 /// One budget's result on one file.
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BudgetResult {
-    /// Which.
+    /// Which budget (`--max-peak`, `--max-reserved`, `--max-frag`, `--max-leaked`,
+    /// `--baseline`).
     pub budget: BudgetKind,
     /// The limit as written.
     pub limit: String,
@@ -224,11 +225,13 @@ pub struct BudgetResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "i64")]
     pub over_bytes: Option<i64>,
-    /// The device measured, when one device decides.
+    /// The device measured, when one device decides; `null` when unmeasured.
     pub device: Option<u32>,
     /// True when the budget was measured and holds (false when unmeasured).
     pub passed: bool,
-    /// `pass`, `fail` or `unmeasured`.
+    /// `pass` (measured, within the limit), `fail` (measured over it, or a lower bound already
+    /// over it) or `unmeasured` (the file lacks what the budget reads: a trace, steps,
+    /// segments; see `reason`).
     pub status: CheckStatus,
     /// With `unmeasured`: what the file lacks, per device.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -251,7 +254,7 @@ pub struct FileCheck {
     pub file: String,
     /// True when every budget was measured and holds.
     pub passed: bool,
-    /// The worst of its budgets' statuses.
+    /// The worst of its budgets' statuses: `fail`, else `unmeasured`, else `pass`.
     pub status: CheckStatus,
     /// Per budget, in the order given.
     pub budgets: Vec<BudgetResult>,
@@ -259,7 +262,8 @@ pub struct FileCheck {
     pub notes: Vec<String>,
 }
 
-/// The report.
+/// Budgets (peak, reserved, fragmentation, leaked, growth over a baseline) checked on each
+/// snapshot: each passed, failed or unmeasured (the file lacks what the budget reads).
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CheckReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
@@ -271,9 +275,11 @@ pub struct CheckReport {
     pub capacity_bytes: Option<u64>,
     /// The baseline file, if any.
     pub baseline: Option<String>,
-    /// True when every file passes (every budget measured and held).
+    /// True when every file passes (every budget measured and held); false when any budget
+    /// failed or is unmeasured, even with `allow_unmeasured`.
     pub passed: bool,
-    /// The worst of the files' statuses.
+    /// The worst of the files' statuses: `fail` if any budget failed, else `unmeasured` if any
+    /// is unmeasured, else `pass`.
     pub status: CheckStatus,
     /// Files broken (at least one budget failed).
     pub failed_files: usize,

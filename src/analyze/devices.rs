@@ -28,13 +28,13 @@ pub struct DeviceLoad {
 pub struct Imbalance {
     /// The device.
     pub device: u32,
-    /// Its peak.
+    /// Its peak (live requested bytes).
     pub peak_bytes: u64,
     /// The device with the next largest peak.
     pub next_device: u32,
     /// That peak.
     pub next_peak_bytes: u64,
-    /// `peak_bytes / next_peak_bytes` (at least [`FAR_MORE`]).
+    /// `peak_bytes / next_peak_bytes` (at least [`FAR_MORE`], 2).
     pub ratio_to_next: f64,
     /// The device with the smallest peak.
     pub least_device: u32,

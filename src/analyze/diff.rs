@@ -41,7 +41,7 @@ pub struct Pair {
     pub base: u64,
     /// Candidate.
     pub cand: u64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta_bytes: i64,
 }
 
@@ -63,7 +63,7 @@ pub struct RatioPair {
     pub base: f64,
     /// Candidate.
     pub cand: f64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta: f64,
 }
 
@@ -105,7 +105,7 @@ pub struct SiteDelta {
     pub base_bytes: u64,
     /// Live bytes in the candidate.
     pub cand_bytes: u64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta_bytes: i64,
     /// Live allocations in the base.
     pub base_count: u64,
@@ -144,7 +144,7 @@ pub struct DeviceDelta {
     pub device: u32,
     /// The base side, if the base has this device.
     pub base: Option<SideDevice>,
-    /// The candidate side.
+    /// The candidate side, if the candidate has this device (`null` otherwise).
     pub cand: Option<SideDevice>,
     /// Live bytes on both sides (0 for a missing side).
     pub peak: Pair,
@@ -165,7 +165,8 @@ pub struct Gate {
     pub failed: bool,
 }
 
-/// The report.
+/// Two snapshots compared by normalized call site: peak, reserved, fragmentation, and new,
+/// removed, grown and shrunk sites.
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DiffReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
@@ -216,7 +217,7 @@ pub struct CategoryDelta {
     pub base_bytes: u64,
     /// Live bytes in the candidate.
     pub cand_bytes: u64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta_bytes: i64,
     /// Allocations in the base.
     pub base_count: u64,

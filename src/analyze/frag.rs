@@ -32,7 +32,7 @@ impl Default for FragOptions {
 pub struct Bucket {
     /// Smallest block size in the class.
     pub min_bytes: u64,
-    /// Largest (exclusive); `None` = unbounded.
+    /// Largest (exclusive); `null` = unbounded.
     pub max_bytes: Option<u64>,
     /// Free blocks in the class.
     pub blocks: u64,
@@ -124,7 +124,8 @@ pub struct DeviceFrag {
     pub notes: Vec<String>,
 }
 
-/// The report.
+/// Fragmentation of the caching allocator at a moment: per device, pool, stream and worst
+/// segments.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct FragReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).

@@ -174,7 +174,7 @@ pub struct InferredCapacity {
     /// `capacity_bytes − seen_bytes`: the context and libraries (and, in the less likely
     /// reading, other processes).
     pub outside_bytes: u64,
-    /// Table GPUs whose capacity is at most [`CONTEXT_MAX_BYTES`] above `seen_bytes` (or at most
+    /// Table GPUs whose capacity is at most [`CONTEXT_MAX_BYTES`] (2 GiB) above `seen_bytes` (or at most
     /// 1% below it: table figures vary by host), closest first.
     pub matches: Vec<GpuMatch>,
 }

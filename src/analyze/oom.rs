@@ -95,7 +95,8 @@ pub struct Headroom {
     pub limit_below_bytes: Option<u64>,
 }
 
-/// The report.
+/// Every OOM in a snapshot: the numbers, the cause, what to change first; and every device's
+/// headroom.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct OomReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
@@ -105,7 +106,7 @@ pub struct OomReport {
     pub ooms: Vec<SnapshotOom>,
     /// Per device, how close it came (all devices).
     pub headroom: Vec<Headroom>,
-    /// Device capacity used.
+    /// Device capacity used (`--capacity`/`--gpu`), `null` when not given.
     pub capacity_bytes: Option<u64>,
     /// Remarks about the whole file.
     pub notes: Vec<String>,

@@ -34,7 +34,7 @@ impl Default for TimelineOptions {
 pub struct Point {
     /// After this event (-1: before the first).
     pub event_index: i64,
-    /// Its time, when recorded.
+    /// Its time, when recorded (`null` otherwise).
     pub time_us: Option<i64>,
     /// Live requested bytes.
     pub live_requested_bytes: u64,
@@ -95,7 +95,7 @@ pub struct FinalState {
     pub reserved_bytes: u64,
 }
 
-/// The report.
+/// Live, allocated and reserved bytes over the trace, per device.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TimelineReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).

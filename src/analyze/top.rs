@@ -92,7 +92,8 @@ pub struct SiteRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub context: Option<String>,
-    /// The cost (bytes for live/allocated/never_freed).
+    /// The cost (bytes for live/allocated/never_freed; bytes × µs or bytes × events for
+    /// lifetime, see `unit`).
     pub bytes: u64,
     /// Allocations in the group.
     pub count: u64,
@@ -140,7 +141,7 @@ pub struct DeviceTop {
     pub groups: usize,
     /// The biggest groups.
     pub sites: Vec<SiteRow>,
-    /// Everything past the limit, summed.
+    /// Everything past the limit, summed (`null` when nothing is left over).
     pub other: Option<SiteRow>,
     /// What the data cannot support, in words.
     pub notes: Vec<String>,
@@ -150,7 +151,7 @@ pub struct DeviceTop {
     pub warnings: Vec<Warning>,
 }
 
-/// The report.
+/// What was live at a moment (or another cost) per call site, biggest first, per device.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TopReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).

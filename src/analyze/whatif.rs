@@ -40,7 +40,8 @@ pub struct WhatifOptions {
     pub only_device: Option<u32>,
 }
 
-/// The report.
+/// Each device's recorded requests replayed through the caching allocator model as recorded and
+/// under other settings.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct WhatifReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
@@ -98,7 +99,7 @@ pub struct ScenarioResult {
     pub end_reserved_bytes: u64,
     /// Requests the allocator could not serve.
     pub ooms: u64,
-    /// Trace index of the first.
+    /// Trace index of the first (`null`: none).
     pub first_oom_event: Option<u32>,
     /// Trace indices of the requests that failed, the first 64.
     pub oom_events: Vec<u32>,
@@ -133,7 +134,7 @@ pub struct Fidelity {
     pub segment_events_matched: u64,
     /// Matched over the larger count (1: exact).
     pub agreement: f64,
-    /// Trace index of the first request whose segment events differ.
+    /// Trace index of the first request whose segment events differ (`null`: none).
     pub first_difference_event: Option<u32>,
     /// Peak reserved of the trace.
     pub recorded_peak_reserved_bytes: u64,
@@ -154,7 +155,8 @@ pub struct RecordedOom {
     pub request_bytes: u64,
     /// Bytes of live blocks just before (rounded sizes).
     pub live_bytes: u64,
-    /// True when live + request exceed the capacity: no layout fits it, no setting helps.
+    /// True when live + request exceed the capacity: no layout fits it, no setting helps
+    /// (`null`: capacity unknown).
     pub exceeds_capacity_when_packed: Option<bool>,
 }
 

@@ -48,7 +48,8 @@ pub struct Step {
 pub struct DeviceSteps {
     /// Device index.
     pub device: u32,
-    /// How they were found (`None`: no steps found).
+    /// How they were found (`null`: no steps found); `loop`: the lines of a loop's frame jumping
+    /// back to its top.
     pub source: Option<StepSource>,
     /// The annotation (or frame) that marks the steps, e.g. `ProfilerStep#`.
     pub marker: Option<String>,

@@ -157,7 +157,8 @@ pub struct DeviceCategories {
     pub per_stack: Vec<(StackId, String, u64, u64)>,
 }
 
-/// The report.
+/// Live memory by kind (parameters, optimizer state, gradients, activations, temporaries, ...)
+/// per device with a trace.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CategoriesReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).

@@ -90,7 +90,8 @@ pub struct ProcessUse {
     pub bytes: u64,
 }
 
-/// The whole `explain` report.
+/// A CUDA (HIP, XPU, ...) out-of-memory message explained: its numbers, the cause and fixes
+/// cheapest first.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ExplainReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).

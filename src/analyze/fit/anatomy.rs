@@ -145,7 +145,8 @@ pub struct Anatomy {
     pub setup: Setup,
     /// The trace's evidence.
     pub flags: Flags,
-    /// The attention-score-shaped tensors among the activations, with their evidence.
+    /// The attention-score-shaped tensors among the activations, with their evidence (`null`
+    /// when none).
     pub attention: Option<AttentionScores>,
     /// Reserved bytes at the moment.
     pub reserved_bytes: u64,

@@ -73,7 +73,7 @@ pub struct Plan {
     pub capacity_bytes: u64,
     /// Where it came from (`--capacity 80GiB`, `--gpu H100`, `reserved + free at the OOM`).
     pub capacity_source: String,
-    /// Kept free: [`MARGIN`] of the capacity.
+    /// Kept free: [`MARGIN`] (5%) of the capacity.
     pub margin_bytes: u64,
     /// The demand the plan must reach: capacity − margin.
     pub target_bytes: u64,
@@ -100,17 +100,19 @@ pub struct DeviceFit {
     pub anatomy: Anatomy,
     /// Live + the allocator's share + an OOM's pending request.
     pub demand_bytes: u64,
-    /// Fixes that save anything: those saving at least [`MATERIAL`] of the demand first; then
+    /// Fixes that save anything: those saving at least [`MATERIAL`] (2%) of the demand first; then
     /// by cost class, the conditional ones (confidence `low`) last in their class, then by
     /// savings.
     pub fixes: Vec<Fix>,
-    /// With a capacity: the plan.
+    /// With a capacity: the plan; `null` without one.
     pub plan: Option<Plan>,
     /// Remarks (the trace's flags in words, what was assumed).
     pub notes: Vec<String>,
 }
 
-/// The report.
+/// What each device's memory is made of at its first OOM (else its peak, or --at), the fixes
+/// that shrink it cheapest first with the bytes each saves, and with a capacity the shortest
+/// list of them after which it fits.
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FitReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).

@@ -162,7 +162,8 @@ pub struct DeviceLeaks {
     pub summary: Option<StepSummary>,
 }
 
-/// The report.
+/// Memory that grows step after step: leaks and retained autograd graphs, with the steps found
+/// per device.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct LeaksReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).

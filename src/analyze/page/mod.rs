@@ -101,7 +101,7 @@ pub struct TopView {
     /// `memlens top --at MOMENT --full-stacks` for this device.
     #[serde(flatten)]
     pub top: DeviceTop,
-    /// Page stack index of each row's biggest stack, in the order of `sites`.
+    /// Index in the top-level `stacks` of each row's biggest stack, in the order of `sites`.
     pub row_stacks: Vec<u32>,
 }
 
@@ -131,7 +131,7 @@ pub struct MomentView {
 pub struct DevicePage {
     /// Device index.
     pub device: u32,
-    /// The timeline; absent without a trace.
+    /// The timeline; `null` without a trace.
     pub timeline: Option<TimelineView>,
     /// The moments of the state, top and flame sections (peak, OOMs, end, `--at`).
     pub moments: Vec<MomentView>,
@@ -147,11 +147,11 @@ pub struct PageReport {
     pub memlens_version: &'static str,
     /// The file's top-level shape.
     pub layout: Layout,
-    /// The GPU capacity given (`--capacity`, `--gpu`), if any.
+    /// The GPU capacity given (`--capacity`, `--gpu`); `null` when not given.
     pub capacity_bytes: Option<u64>,
     /// `memlens summary`.
     pub summary: SummaryReport,
-    /// `memlens oom`, when the snapshot holds an OOM.
+    /// `memlens oom`, when the snapshot holds an OOM; `null` otherwise.
     pub oom: Option<OomReport>,
     /// `memlens leaks`.
     pub leaks: LeaksReport,

@@ -12,7 +12,10 @@ const TEMPLATE: &str = include_str!("report.html");
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
 
-/// The report with the name of its file, as the page reads it.
+/// The data of the HTML page of `memlens report`: the file name, the summary, OOM, leak and
+/// category reports, then per device the timeline (stacked bands) and, at each moment (peak,
+/// OOMs, end, `--at`), the allocator state, fragmentation, top sites and flamegraphs, with
+/// frames and stacks written once.
 #[derive(Serialize, schemars::JsonSchema)]
 pub struct Embedded<'a> {
     /// The snapshot file, as given.
