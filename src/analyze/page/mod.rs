@@ -66,6 +66,7 @@ impl Default for PageOptions {
 
 /// Something a section cannot show, and why.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[schemars(rename = "PageAbsence")]
 pub struct Absence {
     /// Stable code: `no_trace`, `no_frames`, `no_devices`, `no_segments`.
     pub code: &'static str,
