@@ -193,7 +193,8 @@ pub struct DiffReport {
     /// Sites per status (unchanged ones counted even without `--all`).
     pub counts: StatusCounts,
     /// Change per category (parameters, optimizer state, gradients, activations, ...; see
-    /// [`super::categories`]), by |delta| descending; `null` when a side has no categories.
+    /// [`super::categories`]), by |delta| descending; `null` when a side has no categories, or
+    /// when the sides cannot be compared (see `absent`).
     pub categories: Option<Vec<CategoryDelta>>,
     /// The growth gate, when `--fail-on-growth` or `--min-abs` was given.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -159,7 +159,7 @@ pub struct PoolSummary {
 /// Counts and time span of a device's trace.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TraceSummary {
-    /// Entries per action name.
+    /// Entries per action name (actions with no entries omitted).
     pub by_action: BTreeMap<&'static str, u64>,
     /// time_us of the first entry with a time.
     pub first_time_us: Option<i64>,

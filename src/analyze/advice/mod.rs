@@ -156,7 +156,7 @@ impl Cost {
 pub struct Recommendation {
     /// What to do, with exact names (env vars, APIs, flags).
     pub action: String,
-    /// What it costs.
+    /// What it costs; recommendations are ordered by it (free → speed → results).
     pub cost: Cost,
     /// Why, quoting the numbers.
     pub why: String,

@@ -143,7 +143,9 @@ pub struct DeviceCategories {
     pub at: Moment,
     /// Live requested bytes.
     pub live_requested_bytes: u64,
-    /// Categories, in [`CATEGORIES`] order then user categories; empty ones omitted.
+    /// Categories, in [`CATEGORIES`] order (parameters, optimizer_state, gradients, activations,
+    /// kv_cache, outputs, autograd_temporaries, temporaries, inputs, workspaces, unknown) then
+    /// user categories; empty ones omitted.
     pub categories: Vec<CategoryRow>,
     /// Remarks.
     pub notes: Vec<String>,

@@ -101,7 +101,7 @@ pub struct Finding {
     pub bytes_per_step: u64,
     /// Steps in the trace.
     pub steps: usize,
-    /// Live bytes of its sites at the end of the trace.
+    /// Live bytes of its sites at the end of the trace (what `check --max-leaked` sums).
     pub live_bytes_at_end: u64,
     /// Live bytes of its sites at each step boundary after the warm-up.
     pub live_bytes_at_boundaries: Vec<u64>,

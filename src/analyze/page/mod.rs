@@ -134,7 +134,9 @@ pub struct DevicePage {
     pub device: u32,
     /// The timeline; `null` without a trace.
     pub timeline: Option<TimelineView>,
-    /// The moments of the state, top and flame sections (peak, OOMs, end, `--at`).
+    /// The moments of the state, top and flame sections, in this order: `peak`, the first OOMs
+    /// (at most 8), `end`, then `at` (`--at`, unless it is one of those); a device without a
+    /// trace has `end` only (its final state).
     pub moments: Vec<MomentView>,
 }
 
@@ -162,9 +164,10 @@ pub struct PageReport {
     pub devices: Vec<DevicePage>,
     /// What the page cannot show, and why.
     pub absent: Vec<Absence>,
-    /// Frames of every stack shown.
+    /// Frames of every stack shown, each once; `frame` columns of the flamegraphs index it.
     pub frames: Vec<FrameInfo>,
-    /// Stacks as page frame indices, innermost first.
+    /// Stacks shown, each once, as indices in `frames`, innermost first; bands, blocks and top
+    /// rows index it.
     pub stacks: Vec<Vec<u32>>,
 }
 

@@ -21,8 +21,8 @@ pub struct SegmentView {
     /// Part of an expandable segment.
     pub expandable: bool,
     /// Blocks in address order: `[offset in the segment, size, requested bytes, state,
-    /// stack]`, state 0 allocated, 1 pending free (`record_stream`), 2 cached free; stack a
-    /// page stack index, -1 for free blocks.
+    /// stack]`, each exactly 5 integers; state 0 allocated, 1 pending free (`record_stream`), 2
+    /// cached free; stack an index in the top-level `stacks`, -1 for free blocks.
     pub blocks: Vec<[i64; 5]>,
 }
 

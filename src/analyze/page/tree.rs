@@ -11,7 +11,7 @@ use serde::Serialize;
 /// node's value minus its callees' is its own bytes (or callees pruned as too light).
 #[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Tree {
-    /// Page frame index of each node; -2 for the root, -1 for a stack left without frames
+    /// Index in the top-level `frames` of each node; -2 for the root, -1 for a stack left without frames
     /// by the view (`<no frames>`).
     pub frame: Vec<i64>,
     /// Bytes live under each node.
