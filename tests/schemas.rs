@@ -856,7 +856,7 @@ fn lint(s: &Value, at: &str, problems: &mut Vec<String>) {
 }
 
 /// The validator is not vacuous: a missing required field, a changed type, a value outside
-/// an enum, a negative size and an ambiguous `oneOf` are all caught.
+/// an enum or a `const`, a negative size and an ambiguous `oneOf` are all caught.
 #[test]
 fn broken_outputs_are_rejected() {
     let all = schemas();
@@ -891,6 +891,12 @@ fn broken_outputs_are_rejected() {
         }),
         ("top", "/schema_version", |d| {
             d.as_object_mut().unwrap().remove("schema_version");
+        }),
+        ("frag", "/schema_version", |d| {
+            d["schema_version"] = Value::from(2)
+        }),
+        ("fit", "/devices/0/fixes/0/id", |d| {
+            d["devices"][0]["fixes"][0]["id"] = Value::from("buy_a_bigger_gpu");
         }),
         ("timeline", "/devices/0/points/0", |d| {
             d["devices"][0]["points"][0]["reserved_bytes"] = Value::from(-1);
