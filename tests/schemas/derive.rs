@@ -109,9 +109,31 @@ pub fn all() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// The file's text: pretty JSON and a newline.
+/// The file's text: pretty JSON and a newline; the root's keys in reading order (`$schema`,
+/// `$id`, `title`, `description`, the root's own keywords, then `$defs`), every other object's
+/// sorted.
 pub fn text(schema: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(schema).expect("a schema serializes");
+    struct Root<'a>(&'a serde_json::Map<String, Value>);
+    impl serde::Serialize for Root<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            const FIRST: [&str; 4] = ["$schema", "$id", "title", "description"];
+            let rank = |k: &str| match FIRST.iter().position(|f| *f == k) {
+                Some(i) => i,
+                None if k == "$defs" => FIRST.len() + 1,
+                None => FIRST.len(),
+            };
+            let mut keys: Vec<&String> = self.0.keys().collect();
+            keys.sort_by_key(|k| rank(k));
+            let mut m = s.serialize_map(Some(keys.len()))?;
+            for k in keys {
+                m.serialize_entry(k, &self.0[k])?;
+            }
+            m.end()
+        }
+    }
+    let root = schema.as_object().expect("a root schema is an object");
+    let mut s = serde_json::to_string_pretty(&Root(root)).expect("a schema serializes");
     s.push('\n');
     s
 }
