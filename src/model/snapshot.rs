@@ -298,7 +298,7 @@ impl HostMemory {
 pub struct Warning {
     /// Stable machine-readable code, e.g. `ring_buffer_wrapped`.
     pub code: &'static str,
-    /// Device the warning is about, if any.
+    /// Device the warning is about; `null` when it is about the whole file.
     pub device: Option<u32>,
     /// One line for a person.
     pub message: String,
