@@ -1,14 +1,21 @@
 //! The JSON outputs against their published schemas in `docs/schemas/`.
 //!
+//! The schemas are derived from the report types (`schemas/derive.rs`, `schemars`):
+//! `schema_files_are_derived_from_the_report_types` fails when a file differs from its
+//! derivation, and `MEMLENS_BLESS=1` rewrites them.
+//!
 //! Every command's `--format json` output (and `batch --format jsonl` lines) on every sample is
 //! validated by a small validator for the subset of JSON Schema (draft 2020-12) the schemas use:
-//! `type` (a name or a list), `enum`, `minimum`, `required`, `properties`,
-//! `additionalProperties` (boolean or schema), `propertyNames`, `items`, `oneOf` and `$ref` to
-//! `#/$defs/...`. A keyword outside that subset fails the test, so a schema cannot silently
+//! `type` (a name or a list), `enum`, `const`, `minimum`, `required`, `properties`,
+//! `additionalProperties` (boolean or schema), `propertyNames`, `items`, `prefixItems`,
+//! `minItems`, `maxItems`, `oneOf`, `anyOf` and `$ref` to `#/$defs/...` (`format` is an
+//! annotation). A keyword outside that subset fails the test, so a schema cannot silently
 //! rely on something this validator ignores. `integer` is strict: a JSON number written with a
 //! fraction or an exponent (`1.0`, `1e3`) is not an integer, because sizes are integer bytes.
 
 mod common;
+#[path = "schemas/derive.rs"]
+mod derive;
 use common::*;
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -43,28 +50,72 @@ const SIGNED_BYTES: &[&str] = &[
 ];
 
 /// Keywords that carry no constraint.
-const ANNOTATIONS: &[&str] = &["$schema", "$id", "title", "description", "$defs"];
+const ANNOTATIONS: &[&str] = &["$schema", "$id", "title", "description", "$defs", "format"];
 
 /// Keywords the validator checks.
 const CHECKED: &[&str] = &[
     "type",
     "enum",
+    "const",
     "minimum",
     "required",
     "properties",
     "additionalProperties",
     "propertyNames",
     "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
     "oneOf",
+    "anyOf",
     "$ref",
 ];
 
-fn load_schema(name: &str) -> Value {
-    let path = root()
+/// The schema file of a command.
+fn schema_path(name: &str) -> std::path::PathBuf {
+    root()
         .join("docs/schemas")
-        .join(format!("{name}.schema.json"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .join(format!("{name}.schema.json"))
+}
+
+/// The derived schemas (see [`derive`]), computed once.
+fn derived() -> &'static [(&'static str, Value)] {
+    static ALL: OnceLock<Vec<(&'static str, Value)>> = OnceLock::new();
+    ALL.get_or_init(derive::all)
+}
+
+/// `docs/schemas/` holds the derived schemas, byte for byte; `MEMLENS_BLESS=1` rewrites them.
+#[test]
+fn schema_files_are_derived_from_the_report_types() {
+    let names: Vec<&str> = derived().iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, SCHEMAS, "a command without its derived schema");
+    let mut stale = Vec::new();
+    for (name, schema) in derived() {
+        let path = schema_path(name);
+        let want = derive::text(schema);
+        if bless() {
+            std::fs::write(&path, &want).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
+            stale.push(rel(&path));
+        }
+    }
+    // No schema file that no command derives.
+    for e in std::fs::read_dir(root().join("docs/schemas")).unwrap() {
+        let p = e.unwrap().path();
+        let file = p.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(n) = file.strip_suffix(".schema.json") {
+            assert!(
+                SCHEMAS.contains(&n),
+                "{file}: no command derives it; delete it"
+            );
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale schemas (a report type changed): {}\nregenerate them with \
+         `MEMLENS_BLESS=1 cargo test --release --test schemas schema_files` and review the diff",
+        stale.join(", ")
+    );
 }
 
 /// Validation state: the schema document (for `$ref`), the errors, and the fields that no
@@ -142,6 +193,11 @@ impl<'a> Validator<'a> {
                 ));
             }
         }
+        if let Some(c) = s.get("const") {
+            if c != inst {
+                self.errors.push(format!("{at}: {inst} is not {c}"));
+            }
+        }
         if let (Some(min), Value::Number(n)) = (s.get("minimum"), inst) {
             let min = min.as_f64().expect("numeric minimum");
             let below = match (n.as_u64(), n.as_i64(), n.as_f64()) {
@@ -158,10 +214,8 @@ impl<'a> Validator<'a> {
         if let Value::Object(obj) = inst {
             self.check_object(s, obj, at);
         }
-        if let (Some(items), Value::Array(arr)) = (s.get("items"), inst) {
-            for (i, x) in arr.iter().enumerate() {
-                self.check(items, x, &format!("{at}/{i}"));
-            }
+        if let Value::Array(arr) = inst {
+            self.check_array(s, arr, at);
         }
         if let Some(Value::Array(alts)) = s.get("oneOf") {
             let mut matched = 0;
@@ -183,7 +237,63 @@ impl<'a> Validator<'a> {
                 ));
             }
         }
+        if let Some(Value::Array(alts)) = s.get("anyOf") {
+            let mut why = Vec::new();
+            let mut matched = false;
+            for (i, alt) in alts.iter().enumerate() {
+                let mut sub = Validator::new(self.root);
+                if sub.check(alt, inst, at) {
+                    // The first alternative that matches documents the fields.
+                    self.undocumented.extend(sub.undocumented);
+                    matched = true;
+                    break;
+                }
+                why.push(format!("[{i}] {}", sub.errors.join("; ")));
+            }
+            if !matched {
+                self.errors.push(format!(
+                    "{at}: matches none of the {} anyOf alternatives: {}",
+                    alts.len(),
+                    why.join(" | ")
+                ));
+            }
+        }
         self.errors.len() == before
+    }
+
+    /// `prefixItems` (a tuple's places), `items` (the rest, or every item without
+    /// `prefixItems`), `minItems` and `maxItems`.
+    fn check_array(&mut self, s: &'a Map<String, Value>, arr: &[Value], at: &str) {
+        let prefix = match s.get("prefixItems") {
+            Some(Value::Array(p)) => p.as_slice(),
+            _ => &[],
+        };
+        for (i, x) in arr.iter().enumerate() {
+            let here = format!("{at}/{i}");
+            match prefix.get(i) {
+                Some(p) => {
+                    self.check(p, x, &here);
+                }
+                None => {
+                    if let Some(items) = s.get("items") {
+                        self.check(items, x, &here);
+                    }
+                }
+            }
+        }
+        let len = arr.len() as u64;
+        if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
+            if len < min {
+                self.errors
+                    .push(format!("{at}: {len} items, fewer than {min}"));
+            }
+        }
+        if let Some(max) = s.get("maxItems").and_then(Value::as_u64) {
+            if len > max {
+                self.errors
+                    .push(format!("{at}: {len} items, more than {max}"));
+            }
+        }
     }
 
     fn check_object(&mut self, s: &'a Map<String, Value>, obj: &Map<String, Value>, at: &str) {
@@ -580,7 +690,7 @@ fn validate(schema: &Value, doc: &Value) -> (Vec<String>, Vec<String>) {
 }
 
 fn schemas() -> Vec<(&'static str, Value)> {
-    SCHEMAS.iter().map(|n| (*n, load_schema(n))).collect()
+    derived().to_vec()
 }
 
 fn schema_of<'a>(all: &'a [(&'static str, Value)], name: &str) -> &'a Value {
@@ -683,14 +793,17 @@ fn schemas_are_complete() {
 
 fn lint(s: &Value, at: &str, problems: &mut Vec<String>) {
     let Some(m) = s.as_object() else { return };
-    let typed = m.contains_key("type") || m.contains_key("$ref") || m.contains_key("oneOf");
+    let typed = ["type", "$ref", "oneOf", "anyOf", "const"]
+        .iter()
+        .any(|k| m.contains_key(*k));
     let is_subschema_of_map = m.len() == 1 && m.contains_key("enum");
     if !typed && !is_subschema_of_map {
         problems.push(format!("{at}: no type"));
     }
     if let Some(props) = m.get("properties").and_then(Value::as_object) {
-        if m.get("additionalProperties") != Some(&Value::Bool(true)) {
-            problems.push(format!("{at}: additionalProperties must be true"));
+        // Open to added fields: no `additionalProperties: false` (absent means any field).
+        if m.get("additionalProperties") == Some(&Value::Bool(false)) {
+            problems.push(format!("{at}: additionalProperties must not be false"));
         }
         for (k, p) in props {
             if !p.get("description").is_some_and(Value::is_string) {
@@ -728,9 +841,11 @@ fn lint(s: &Value, at: &str, problems: &mut Vec<String>) {
             lint(sub, &format!("{at}/{key}"), problems);
         }
     }
-    if let Some(Value::Array(alts)) = m.get("oneOf") {
-        for (i, a) in alts.iter().enumerate() {
-            lint(a, &format!("{at}/oneOf/{i}"), problems);
+    for key in ["oneOf", "anyOf", "prefixItems"] {
+        if let Some(Value::Array(alts)) = m.get(key) {
+            for (i, a) in alts.iter().enumerate() {
+                lint(a, &format!("{at}/{key}/{i}"), problems);
+            }
         }
     }
     if let Some(Value::Object(defs)) = m.get("$defs") {
@@ -741,7 +856,7 @@ fn lint(s: &Value, at: &str, problems: &mut Vec<String>) {
 }
 
 /// The validator is not vacuous: a missing required field, a changed type, a value outside
-/// an enum, a negative size and an ambiguous `oneOf` are all caught.
+/// an enum or a `const`, a negative size and an ambiguous `oneOf` are all caught.
 #[test]
 fn broken_outputs_are_rejected() {
     let all = schemas();
@@ -776,6 +891,12 @@ fn broken_outputs_are_rejected() {
         }),
         ("top", "/schema_version", |d| {
             d.as_object_mut().unwrap().remove("schema_version");
+        }),
+        ("frag", "/schema_version", |d| {
+            d["schema_version"] = Value::from(2)
+        }),
+        ("fit", "/devices/0/fixes/0/id", |d| {
+            d["devices"][0]["fixes"][0]["id"] = Value::from("buy_a_bigger_gpu");
         }),
         ("timeline", "/devices/0/points/0", |d| {
             d["devices"][0]["points"][0]["reserved_bytes"] = Value::from(-1);
@@ -868,24 +989,5 @@ fn broken_outputs_are_rejected() {
             "/live_bytes/2: -1 is not a non-negative integer",
             "/x/0/extra_bytes: -5 is not a non-negative integer",
         ]
-    );
-}
-
-/// report.schema.json's copies of the other schemas' definitions (the validator follows
-/// only local `$ref`s) are those schemas' own: `scripts/sync_report_schema.py` refreshes them.
-#[test]
-fn report_schema_copies_match_their_sources() {
-    if !require_python() {
-        return;
-    }
-    let o = std::process::Command::new("python3")
-        .arg(root().join("scripts/sync_report_schema.py"))
-        .arg("--check")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}run `python3 scripts/sync_report_schema.py`",
-        String::from_utf8_lossy(&o.stderr)
     );
 }

@@ -16,7 +16,7 @@ pub struct Agreement {
     pub modelled: u64,
     /// Events with the same request, action and size on both sides (as multisets per request).
     pub matched: u64,
-    /// Trace index of the first request whose segment events differ.
+    /// Trace index of the first request whose segment events differ (`null`: none).
     pub first_difference: Option<u32>,
 }
 

@@ -37,7 +37,7 @@ pub struct Bounds {
     /// The most the trace ever reserved: the limit is at least this.
     pub lower: u64,
     /// The least reserved + allocation size at which a cudaMalloc failed: the limit is below
-    /// this (`None`: nothing failed).
+    /// this (`null`: nothing failed).
     pub upper: Option<u64>,
     /// Reserved + the device's free memory at the last `oom` (what the device itself had
     /// for the process), if the trace has one.

@@ -15,11 +15,11 @@ const MIB: u64 = 1 << 20;
 pub const BANDS: usize = 16;
 
 /// The caching allocator's settings that decide layout.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Settings {
     /// `expandable_segments`: one growing mapped segment per stream and pool.
     pub expandable_segments: bool,
-    /// `max_split_size` in bytes (`None`: unlimited, PyTorch's default): cached blocks this
+    /// `max_split_size` in bytes (`null`: unlimited, PyTorch's default): cached blocks this
     /// large are never split, and serve only requests close to their size.
     pub max_split_size: Option<u64>,
     /// `max_non_split_rounding_mb` in bytes (default 20 MiB): how much larger than a request

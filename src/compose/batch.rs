@@ -58,11 +58,13 @@ pub fn rank_of(name: &str) -> Option<u32> {
 }
 
 /// One file of the batch.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FileRow {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Always `file` (JSON lines mix file rows and one `imbalance` line).
+    #[schemars(extend("const" = "file"))]
     pub kind: &'static str,
     /// The file as named.
     pub file: String,
@@ -72,6 +74,7 @@ pub struct FileRow {
     pub ok: bool,
     /// Why not, in one line.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub error: Option<String>,
     /// Devices with memory or a trace.
     pub devices: usize,
@@ -159,7 +162,7 @@ fn base_name(file: &str) -> &str {
 }
 
 /// One rank's peak.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RankPeak {
     /// Rank.
     pub rank: u32,
@@ -170,7 +173,7 @@ pub struct RankPeak {
 }
 
 /// A site that explains the outlier.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ExplainingSite {
     /// Normalized site.
     pub site: String,
@@ -183,11 +186,13 @@ pub struct ExplainingSite {
 }
 
 /// The imbalance of a rank set.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Imbalance {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Always `imbalance`.
+    #[schemars(extend("const" = "imbalance"))]
     pub kind: &'static str,
     /// Per rank (rank, then file).
     pub ranks: Vec<RankPeak>,
@@ -297,9 +302,10 @@ pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance
 }
 
 /// The whole batch as one JSON document (`--format json`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BatchReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Per file, in the order given.
     pub files: Vec<FileRow>,

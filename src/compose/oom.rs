@@ -9,17 +9,18 @@ use crate::model::Snapshot;
 use crate::replay::{DeviceReplay, MomentSpec};
 use serde::Serialize;
 
-/// The report of `memlens oom`: every OOM with the allocator-setting fixes' predicted
-/// outcome, the headroom of every device, notes about the file, and the fit at each first OOM.
-#[derive(Clone, Debug, Serialize)]
+/// Every OOM in a snapshot: the numbers, the cause, what to change first; and every device's
+/// headroom.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct OomReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Every oom event, by device then event index.
     pub ooms: Vec<SnapshotOom>,
     /// Per device, how close it came (all devices).
     pub headroom: Vec<Headroom>,
-    /// Device capacity used.
+    /// Device capacity used (`--capacity`/`--gpu`), `null` when not given.
     pub capacity_bytes: Option<u64>,
     /// Remarks about the whole file.
     pub notes: Vec<String>,

@@ -71,7 +71,7 @@ pub struct ReadOptions {
 }
 
 /// How the file was packaged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Container {
     /// A plain pickle.

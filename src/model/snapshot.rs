@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::ops::Range;
 
 /// Which top-level shape the file had (snapshot-format.md §1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Layout {
     /// A dict with `segments` and `device_traces` (PyTorch 2.1+).
@@ -21,7 +21,9 @@ pub enum Layout {
 }
 
 /// Caching-allocator pool of a segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PoolKind {
     /// Requests of at most 1 MiB.
@@ -44,7 +46,7 @@ impl PoolKind {
 }
 
 /// Allocation state of a block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockState {
     /// Handed out to a tensor.
@@ -109,7 +111,9 @@ pub struct Block {
 }
 
 /// The `action` of a trace event (snapshot-format.md §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// A block handed out; `size` = requested bytes.
@@ -217,7 +221,7 @@ impl TraceEvent {
 }
 
 /// A record_function START/END mark (`external_annotations`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Annotation {
     /// Device index, if recorded.
     pub device: Option<i64>,
@@ -230,7 +234,7 @@ pub struct Annotation {
 }
 
 /// A scalar setting value of `allocator_settings`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum SettingValue {
     /// Boolean.
@@ -290,11 +294,11 @@ impl HostMemory {
 }
 
 /// A data-quality finding that does not stop the analysis.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Warning {
     /// Stable machine-readable code, e.g. `ring_buffer_wrapped`.
     pub code: &'static str,
-    /// Device the warning is about, if any.
+    /// Device the warning is about; `null` when it is about the whole file.
     pub device: Option<u32>,
     /// One line for a person.
     pub message: String,

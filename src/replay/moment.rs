@@ -6,7 +6,7 @@ use serde::Serialize;
 
 /// A point of a device's timeline: the state right after event `event_index` (-1: before
 /// the first event).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Moment {
     /// Event index, -1 for the state before the first event.
     pub event_index: i64,
@@ -85,7 +85,7 @@ impl std::str::FromStr for MomentSpec {
 }
 
 /// An inclusive range of states, from after event `first` to after event `last`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Window {
     /// First state (-1: before the first event).
     pub first: i64,

@@ -8,7 +8,7 @@ use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use serde::Serialize;
 
 /// How the steps were found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepSource {
     /// `external_annotations` START/END pairs named `ProfilerStep#N`.
@@ -24,7 +24,7 @@ pub enum StepSource {
 }
 
 /// One step.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Step {
     /// 1-based position among the steps found.
     pub index: usize,
@@ -45,11 +45,12 @@ pub struct Step {
 }
 
 /// The steps of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceSteps {
     /// Device index.
     pub device: u32,
-    /// How they were found (`None`: no steps found).
+    /// How they were found (`null`: no steps found); `loop`: the lines of a loop's frame jumping
+    /// back to its top.
     pub source: Option<StepSource>,
     /// The annotation (or frame) that marks the steps, e.g. `ProfilerStep#`.
     pub marker: Option<String>,

@@ -31,13 +31,18 @@ pub const SITES_NOT_COMPARABLE: &str = "sites_not_comparable";
 pub const CATEGORIES_NOT_COMPARABLE: &str = "categories_not_comparable";
 
 /// Something a report could not use, with what it still says.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Absence {
-    /// Stable code: one of the constants of this module (`no_trace`, `no_frames`, ...).
+    /// Stable code: `no_trace` (no allocation history on the device), `no_activity` (a trace
+    /// without any allocation or free), `no_frames` (no stack frames recorded), `no_steps`,
+    /// `too_few_steps`, `no_moment` (a moment the device's data cannot place),
+    /// `sites_not_comparable`, `categories_not_comparable`.
+    #[schemars(extend("enum" = ["no_trace", "no_activity", "no_frames", "no_steps", "too_few_steps", "no_moment", "sites_not_comparable", "categories_not_comparable"]))]
     pub code: &'static str,
     /// The device concerned; `null` when it concerns the whole file.
     pub device: Option<u32>,
     /// `base` or `candidate` in `diff`; `null` elsewhere.
+    #[schemars(extend("enum" = ["base", "candidate", null]))]
     pub side: Option<&'static str>,
     /// One or two sentences: what is absent, what that prevents, and what the report still says.
     pub message: String,

@@ -11,7 +11,7 @@ use serde::Serialize;
 pub const FAR_MORE: f64 = 2.0;
 
 /// One device's load.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceLoad {
     /// Device index.
     pub device: u32,
@@ -19,21 +19,22 @@ pub struct DeviceLoad {
     /// live blocks).
     pub peak_bytes: u64,
     /// `trace`, or `final_state` for a device without a trace.
+    #[schemars(extend("enum" = ["trace", "final_state"]))]
     pub basis: &'static str,
 }
 
 /// A device holding far more than the others.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Imbalance {
     /// The device.
     pub device: u32,
-    /// Its peak.
+    /// Its peak (live requested bytes).
     pub peak_bytes: u64,
     /// The device with the next largest peak.
     pub next_device: u32,
     /// That peak.
     pub next_peak_bytes: u64,
-    /// `peak_bytes / next_peak_bytes` (at least [`FAR_MORE`]).
+    /// `peak_bytes / next_peak_bytes` (at least [`FAR_MORE`], 2).
     pub ratio_to_next: f64,
     /// The device with the smallest peak.
     pub least_device: u32,

@@ -154,7 +154,7 @@ pub const GPUS: &[Gpu] = &[
 pub const CONTEXT_MAX_BYTES: u64 = 2 << 30;
 
 /// A table GPU that explains what a process saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct GpuMatch {
     /// Display name.
     pub name: &'static str,
@@ -165,7 +165,7 @@ pub struct GpuMatch {
 /// A capacity inferred from what a process saw when an allocation failed: the memory PyTorch
 /// reserved plus what the device still had free. What is neither is the CUDA context, the
 /// libraries' memory, and anything another process holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct InferredCapacity {
     /// Reserved + device free: the device has at least this much.
     pub seen_bytes: u64,
@@ -174,7 +174,7 @@ pub struct InferredCapacity {
     /// `capacity_bytes − seen_bytes`: the context and libraries (and, in the less likely
     /// reading, other processes).
     pub outside_bytes: u64,
-    /// Table GPUs whose capacity is at most [`CONTEXT_MAX_BYTES`] above `seen_bytes` (or at most
+    /// Table GPUs whose capacity is at most [`CONTEXT_MAX_BYTES`] (2 GiB) above `seen_bytes` (or at most
     /// 1% below it: table figures vary by host), closest first.
     pub matches: Vec<GpuMatch>,
 }

@@ -105,7 +105,7 @@ impl Default for CategoryOptions {
 }
 
 /// One category's share.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CategoryRow {
     /// Category name.
     pub category: String,
@@ -116,24 +116,26 @@ pub struct CategoryRow {
     /// Share of the live bytes.
     pub share: f64,
     /// `high`, `medium` or `low`: the weakest rule that put bytes here, weighted by bytes.
+    #[schemars(extend("enum" = ["high", "medium", "low"]))]
     pub confidence: &'static str,
     /// The rules that matched, with bytes each.
     pub rules: Vec<RuleHit>,
 }
 
 /// Bytes one rule put in a category.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct RuleHit {
     /// The rule, in words.
     pub rule: String,
     /// Its confidence.
+    #[schemars(extend("enum" = ["high", "medium", "low"]))]
     pub confidence: &'static str,
     /// Bytes.
     pub bytes: u64,
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceCategories {
     /// Device index.
     pub device: u32,
@@ -141,12 +143,15 @@ pub struct DeviceCategories {
     pub at: Moment,
     /// Live requested bytes.
     pub live_requested_bytes: u64,
-    /// Categories, in [`CATEGORIES`] order then user categories; empty ones omitted.
+    /// Categories, in [`CATEGORIES`] order (parameters, optimizer_state, gradients, activations,
+    /// kv_cache, outputs, autograd_temporaries, temporaries, inputs, workspaces, unknown) then
+    /// user categories; empty ones omitted.
     pub categories: Vec<CategoryRow>,
     /// Remarks.
     pub notes: Vec<String>,
     /// `trace` (the moment replayed from the trace) or `final_state` (no trace, or one that
     /// records no allocation: the final blocks, by their frames alone).
+    #[schemars(extend("enum" = ["trace", "final_state"]))]
     pub basis: &'static str,
     /// With [`CategoryOptions::per_stack`]: live bytes and allocations per (stack, category),
     /// by stack then category (not part of the JSON report).
@@ -154,10 +159,12 @@ pub struct DeviceCategories {
     pub per_stack: Vec<(StackId, String, u64, u64)>,
 }
 
-/// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// Live memory by kind (parameters, optimizer state, gradients, activations, temporaries, ...)
+/// per device with a trace.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CategoriesReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,

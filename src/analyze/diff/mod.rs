@@ -35,13 +35,13 @@ pub struct DiffOptions {
 }
 
 /// A number on both sides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Pair {
     /// Base.
     pub base: u64,
     /// Candidate.
     pub cand: u64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta_bytes: i64,
 }
 
@@ -57,18 +57,18 @@ impl Pair {
 }
 
 /// A ratio on both sides.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RatioPair {
     /// Base.
     pub base: f64,
     /// Candidate.
     pub cand: f64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta: f64,
 }
 
 /// What happened to a site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Only in the candidate.
@@ -97,7 +97,7 @@ impl Status {
 }
 
 /// One site on both sides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SiteDelta {
     /// Normalized site (or stack).
     pub site: String,
@@ -105,7 +105,7 @@ pub struct SiteDelta {
     pub base_bytes: u64,
     /// Live bytes in the candidate.
     pub cand_bytes: u64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta_bytes: i64,
     /// Live allocations in the base.
     pub base_count: u64,
@@ -122,9 +122,10 @@ pub struct SiteDelta {
 }
 
 /// One side of a device.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SideDevice {
     /// `trace` or `final_state`.
+    #[schemars(extend("enum" = ["trace", "final_state"]))]
     pub basis: &'static str,
     /// The moment compared.
     pub at: Moment,
@@ -137,13 +138,13 @@ pub struct SideDevice {
 }
 
 /// One device id on both sides.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DeviceDelta {
     /// Device index.
     pub device: u32,
     /// The base side, if the base has this device.
     pub base: Option<SideDevice>,
-    /// The candidate side.
+    /// The candidate side, if the candidate has this device (`null` otherwise).
     pub cand: Option<SideDevice>,
     /// Live bytes on both sides (0 for a missing side).
     pub peak: Pair,
@@ -152,7 +153,7 @@ pub struct DeviceDelta {
 }
 
 /// The growth gate's verdict.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Gate {
     /// The fraction asked for (`--fail-on-growth`), 0 when not given.
     pub min_growth: f64,
@@ -164,10 +165,12 @@ pub struct Gate {
     pub failed: bool,
 }
 
-/// The report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Two snapshots compared by normalized call site: peak, reserved, fragmentation, and new,
+/// removed, grown and shrunk sites.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DiffReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Live requested bytes at the moment, summed over devices (each at its own moment).
     pub peak: Pair,
@@ -190,10 +193,12 @@ pub struct DiffReport {
     /// Sites per status (unchanged ones counted even without `--all`).
     pub counts: StatusCounts,
     /// Change per category (parameters, optimizer state, gradients, activations, ...; see
-    /// [`crate::analyze::categories`]), by |delta| descending; `null` when a side has no categories.
+    /// [`crate::analyze::categories`]), by |delta| descending; `null` when a side has no categories, or
+    /// when the sides cannot be compared (see `absent`).
     pub categories: Option<Vec<CategoryDelta>>,
     /// The growth gate, when `--fail-on-growth` or `--min-abs` was given.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Gate")]
     pub gate: Option<Gate>,
     /// What limits the answer.
     pub notes: Vec<String>,
@@ -205,7 +210,7 @@ pub struct DiffReport {
 }
 
 /// One category on both sides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CategoryDelta {
     /// Category name.
     pub category: String,
@@ -213,7 +218,7 @@ pub struct CategoryDelta {
     pub base_bytes: u64,
     /// Live bytes in the candidate.
     pub cand_bytes: u64,
-    /// cand − base.
+    /// cand − base (signed).
     pub delta_bytes: i64,
     /// Allocations in the base.
     pub base_count: u64,
@@ -251,7 +256,7 @@ fn category_deltas(
 }
 
 /// The stripped roots.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Roots {
     /// Base.
     pub base: Option<String>,
@@ -260,7 +265,7 @@ pub struct Roots {
 }
 
 /// Sites per status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct StatusCounts {
     /// New sites.
     pub new: usize,

@@ -33,11 +33,12 @@ use std::io::{Result, Write};
 const MAX_DEVICE: u32 = 4096;
 
 /// What the slice holds of one device.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SlicedDevice {
     /// Device index.
     pub device: u32,
-    /// The window of its trace (`None`: the device has no trace; its final state is kept).
+    /// The states of the trace the window spans (its trace entries are max(first, 0) through
+    /// last); `null` for a device without a trace (its final state is kept).
     pub window: Option<Window>,
     /// Trace entries kept.
     pub entries: usize,
@@ -55,10 +56,13 @@ pub struct SlicedDevice {
     pub inconsistencies: usize,
 }
 
-/// What `memlens slice` says it wrote.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What `memlens slice` wrote: per device, the window of the trace kept and the totals of the
+/// allocator state at its end (the slice's segments and blocks). The slice itself is a snapshot
+/// pickle, not JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SliceReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The snapshot sliced, as named.
     pub file: String,

@@ -37,7 +37,7 @@ const ABOVE: u64 = 2;
 const BELOW: u64 = 4;
 
 /// What the score-shaped tensors live at a moment are, with the evidence.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AttentionScores {
     /// Their bytes.
     pub bytes: u64,
@@ -159,7 +159,7 @@ fn score_shaped(size: u64, z: u64) -> bool {
 }
 
 /// Where the score-shaped bytes sit among `fit`'s parts.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ScoresByPart {
     /// Among the activations.
     pub activations_bytes: u64,

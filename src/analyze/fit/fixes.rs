@@ -15,15 +15,18 @@ const LARGE_PAGE: u64 = 20 << 20;
 const LORA_KEPT: f64 = 0.01;
 
 /// One fix, with what it saves at the moment.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Fix {
     /// Stable identifier (`expandable_segments`, `zero_grad_set_to_none`, ...).
+    #[schemars(extend("enum" = ["expandable_segments", "zero_grad_set_to_none", "inference_mode", "no_grad_forward", "detach_retained_graph", "gradient_accumulation", "micro_batch", "activation_checkpointing", "offload_optimizer_state", "eight_bit_optimizer", "fused_attention", "bf16_autocast", "lora", "int8_weights"]))]
     pub id: &'static str,
     /// What to change, in words.
     pub action: String,
     /// `free`, `slower` or `changes_results`.
+    #[schemars(extend("enum" = ["free", "slower", "changes_results"]))]
     pub cost: &'static str,
     /// `high`, `medium` or `low`.
+    #[schemars(extend("enum" = ["high", "medium", "low"]))]
     pub confidence: &'static str,
     /// Bytes it saves at the moment, applied alone.
     pub saves_bytes: u64,

@@ -52,26 +52,28 @@ pub struct FitOptions {
 }
 
 /// One step of a plan.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PlanStep {
     /// The fix's `id`.
+    #[schemars(extend("enum" = ["expandable_segments", "zero_grad_set_to_none", "inference_mode", "no_grad_forward", "detach_retained_graph", "gradient_accumulation", "micro_batch", "activation_checkpointing", "offload_optimizer_state", "eight_bit_optimizer", "fused_attention", "bf16_autocast", "lora", "int8_weights"]))]
     pub id: &'static str,
     /// What to change (with the accumulation factor the plan chose).
     pub action: String,
     /// Its cost class.
+    #[schemars(extend("enum" = ["free", "slower", "changes_results"]))]
     pub cost: &'static str,
     /// The demand after this step and every one before it.
     pub peak_after_bytes: u64,
 }
 
 /// The shortest list of fixes, in cost order, after which the moment fits.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Plan {
     /// The capacity a process may fill.
     pub capacity_bytes: u64,
     /// Where it came from (`--capacity 80GiB`, `--gpu H100`, `reserved + free at the OOM`).
     pub capacity_source: String,
-    /// Kept free: [`MARGIN`] of the capacity.
+    /// Kept free: [`MARGIN`] (5%) of the capacity.
     pub margin_bytes: u64,
     /// The demand the plan must reach: capacity − margin.
     pub target_bytes: u64,
@@ -86,7 +88,7 @@ pub struct Plan {
 }
 
 /// One device.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DeviceFit {
     /// Device index.
     pub device: u32,
@@ -98,20 +100,23 @@ pub struct DeviceFit {
     pub anatomy: Anatomy,
     /// Live + the allocator's share + an OOM's pending request.
     pub demand_bytes: u64,
-    /// Fixes that save anything: those saving at least [`MATERIAL`] of the demand first; then
+    /// Fixes that save anything: those saving at least [`MATERIAL`] (2%) of the demand first; then
     /// by cost class, the conditional ones (confidence `low`) last in their class, then by
     /// savings.
     pub fixes: Vec<Fix>,
-    /// With a capacity: the plan.
+    /// With a capacity: the plan; `null` without one.
     pub plan: Option<Plan>,
     /// Remarks (the trace's flags in words, what was assumed).
     pub notes: Vec<String>,
 }
 
-/// The report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// What each device's memory is made of at its first OOM (else its peak, or --at), the fixes
+/// that shrink it cheapest first with the bytes each saves, and with a capacity the shortest
+/// list of them after which it fits.
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FitReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Per device with live memory.
     pub devices: Vec<DeviceFit>,

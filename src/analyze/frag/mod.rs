@@ -28,11 +28,11 @@ impl Default for FragOptions {
 }
 
 /// Free blocks of one size class.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Bucket {
     /// Smallest block size in the class.
     pub min_bytes: u64,
-    /// Largest (exclusive); `None` = unbounded.
+    /// Largest (exclusive); `null` = unbounded.
     pub max_bytes: Option<u64>,
     /// Free blocks in the class.
     pub blocks: u64,
@@ -41,7 +41,7 @@ pub struct Bucket {
 }
 
 /// Fragmentation figures of one pool (kind, private pool id, stream), or of a whole device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct PoolFrag {
     /// small / large (`unknown` for device totals).
     pub pool: PoolKind,
@@ -80,7 +80,7 @@ pub struct PoolFrag {
 
 /// One segment drawn as a strip: one character per slice (`' '` free, `1`-`9` tenths
 /// allocated, `#` full, `p` mostly pending free).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SegmentMap {
     /// Base address.
     pub address: u64,
@@ -105,7 +105,7 @@ pub struct SegmentMap {
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceFrag {
     /// Device index.
     pub device: u32,
@@ -124,10 +124,12 @@ pub struct DeviceFrag {
     pub notes: Vec<String>,
 }
 
-/// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// Fragmentation of the caching allocator at a moment: per device, pool, stream and worst
+/// segments.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct FragReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,

@@ -65,13 +65,14 @@ impl Default for LeaksOptions {
 }
 
 /// One growing call site of a finding.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct GrowingSite {
     /// Call site (`filename:line:name`).
     pub site: String,
     /// `saved` (a tensor the retained graph's forward pass saved), `input` (the forward pass's
     /// input, made just before it), `loss` (what the loss computed from its output saved,
     /// outside any module's forward) or `kept` (a leak's tensor).
+    #[schemars(extend("enum" = ["saved", "input", "loss", "kept"]))]
     pub role: &'static str,
     /// Its growth per step (least-squares slope over the boundaries after the warm-up).
     pub bytes_per_step: u64,
@@ -84,9 +85,10 @@ pub struct GrowingSite {
 }
 
 /// One finding: one cause of growth.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Finding {
     /// `retained_graph` or `leak`.
+    #[schemars(extend("enum" = ["retained_graph", "leak"]))]
     pub kind: &'static str,
     /// Device index.
     pub device: u32,
@@ -99,7 +101,7 @@ pub struct Finding {
     pub bytes_per_step: u64,
     /// Steps in the trace.
     pub steps: usize,
-    /// Live bytes of its sites at the end of the trace.
+    /// Live bytes of its sites at the end of the trace (what `check --max-leaked` sums).
     pub live_bytes_at_end: u64,
     /// Live bytes of its sites at each step boundary after the warm-up.
     pub live_bytes_at_boundaries: Vec<u64>,
@@ -115,6 +117,7 @@ pub struct Finding {
     /// `autograd_annotation` (the trace marks them packed into the graph) or
     /// `kept_intermediates` (several lines of one computation keep a tensor each step while
     /// its other tensors are freed); `null` for a leak.
+    #[schemars(extend("enum" = ["module_forward", "autograd_annotation", "kept_intermediates", null]))]
     pub graph_evidence: Option<&'static str>,
     /// Why this kind, in words.
     pub why: String,
@@ -123,7 +126,7 @@ pub struct Finding {
 }
 
 /// The steps of a device in a few numbers.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct StepSummary {
     /// Steps found.
     pub steps: usize,
@@ -148,7 +151,7 @@ pub struct StepSummary {
 }
 
 /// Steps and notes of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceLeaks {
     /// The steps found.
     #[serde(flatten)]
@@ -159,10 +162,12 @@ pub struct DeviceLeaks {
     pub summary: Option<StepSummary>,
 }
 
-/// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// Memory that grows step after step: leaks and retained autograd graphs, with the steps found
+/// per device.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct LeaksReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Findings, biggest growth first; empty when none.
     pub findings: Vec<Finding>,

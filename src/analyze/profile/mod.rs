@@ -30,7 +30,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// What allocations are keyed by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SiteKey {
     /// The normalized site frame (`train.py:44:build_rope_cache`).
@@ -68,7 +68,7 @@ impl Default for ProfileOptions {
 }
 
 /// Bytes and allocations of one key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SiteTotal {
     /// Live requested bytes.
     pub bytes: u64,
@@ -77,11 +77,12 @@ pub struct SiteTotal {
 }
 
 /// One device at the moment.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct DeviceProfile {
     /// Device index.
     pub device: u32,
     /// `trace` or `final_state` (no trace: the recorded final blocks).
+    #[schemars(extend("enum" = ["trace", "final_state"]))]
     pub basis: &'static str,
     /// The moment measured.
     pub at: Moment,
@@ -100,6 +101,7 @@ pub struct DeviceProfile {
     /// Why the final segments do not bound this device's reserved bytes, when they do not
     /// (see [`Uncovered`]); `None` when they cover what the trace leaves live.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Uncovered")]
     pub uncovered: Option<Uncovered>,
     /// Live bytes per key on this device.
     pub sites: BTreeMap<String, SiteTotal>,
@@ -111,7 +113,7 @@ pub struct DeviceProfile {
 
 /// Why a device's live bytes at the moment were not recorded, so that a budget on them
 /// (`check --max-peak`, `--baseline`) has nothing to measure on that device.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Unrecorded {
     /// One line naming the device and what is missing, e.g. `no trace on device 0: the peak
     /// was not recorded`.
@@ -125,7 +127,7 @@ pub struct Unrecorded {
 /// segment list is empty or partial, see [`crate::model::coverage`]): its reserved bytes and
 /// fragmentation are not measured, only bounded from below, and its live bytes lack what was
 /// live before the trace in the unlisted segments, so they are a lower bound too.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Uncovered {
     /// One line naming the device and by how much the segments fall short.
     pub reason: String,
@@ -157,7 +159,7 @@ fn moment_words(at: MomentSpec) -> String {
 }
 
 /// A snapshot measured at one moment.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Profile {
     /// The moment asked for.
     pub moment: String,

@@ -7,16 +7,18 @@ use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// The whole summary of one snapshot.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SummaryReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Top-level shape of the file.
     pub layout: Layout,
     /// One entry per device with segments or a non-empty trace, by device id.
     pub devices: Vec<DeviceSummary>,
-    /// `allocator_settings` as recorded (absent before PyTorch 2.3).
+    /// `allocator_settings` as recorded, in file order (absent before PyTorch 2.3: `null`).
     #[serde(serialize_with = "ordered_map")]
+    #[schemars(with = "Option<BTreeMap<String, SettingJson<'static>>>")]
     pub allocator_settings: Option<Vec<(String, SettingValue)>>,
     /// Number of `external_annotations` entries.
     pub annotations: usize,
@@ -33,7 +35,7 @@ pub struct SummaryReport {
 }
 
 /// Totals of pinned host memory: the final state of its segments, and its trace.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct HostSummary {
     /// Number of `host_segments`.
     pub segments: usize,
@@ -63,7 +65,7 @@ pub struct HostSummary {
 
 /// Trace entries recorded inside one compiled region (`compile_context`, with
 /// `_record_memory_history(compile_context=True)`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CompileContextSummary {
     /// The region as recorded, e.g. `Torch-Compiled Region: 0/0`.
     pub context: String,
@@ -76,7 +78,7 @@ pub struct CompileContextSummary {
 }
 
 /// Totals for one device.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceSummary {
     /// Device index.
     pub device: u32,
@@ -134,7 +136,7 @@ fn uncovered_live_bytes(snap: &Snapshot, dev: &crate::model::Device) -> u64 {
 }
 
 /// Totals for one (pool kind, pool id, stream).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct PoolSummary {
     /// small / large.
     pub pool: PoolKind,
@@ -155,9 +157,9 @@ pub struct PoolSummary {
 }
 
 /// Counts and time span of a device's trace.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TraceSummary {
-    /// Entries per action name.
+    /// Entries per action name (actions with no entries omitted).
     pub by_action: BTreeMap<&'static str, u64>,
     /// time_us of the first entry with a time.
     pub first_time_us: Option<i64>,
@@ -187,7 +189,26 @@ fn ordered_map<S: Serializer>(
     }
 }
 
+/// A setting as JSON: a map setting (`Vec` of pairs in the model) written as an object.
 struct SettingJson<'a>(&'a SettingValue);
+
+/// The schema of [`SettingJson`]'s output: a scalar, or an object of settings.
+impl schemars::JsonSchema for SettingJson<'_> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AllocatorSetting".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let value = generator.subschema_for::<Self>();
+        schemars::json_schema!({
+            "description": "One allocator setting: boolean, integer (`max_split_size` -1 = \
+                unlimited), float, text, or a string-keyed map of settings \
+                (`roundup_power2_divisions`).",
+            "type": ["boolean", "integer", "number", "string", "object"],
+            "additionalProperties": value,
+        })
+    }
+}
 
 impl Serialize for SettingJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -30,11 +30,11 @@ impl Default for TimelineOptions {
 }
 
 /// One state of the timeline.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Point {
     /// After this event (-1: before the first).
     pub event_index: i64,
-    /// Its time, when recorded.
+    /// Its time, when recorded (`null` otherwise).
     pub time_us: Option<i64>,
     /// Live requested bytes.
     pub live_requested_bytes: u64,
@@ -45,7 +45,7 @@ pub struct Point {
 }
 
 /// A named span from `external_annotations` (START/END pairs), e.g. `ProfilerStep#3`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Phase {
     /// Annotation name.
     pub name: String,
@@ -60,7 +60,7 @@ pub struct Phase {
 }
 
 /// One device's timeline.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceTimeline {
     /// Device index.
     pub device: u32,
@@ -83,7 +83,7 @@ pub struct DeviceTimeline {
 }
 
 /// The one recorded moment of a device without a trace: its final state.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct FinalState {
     /// Device index.
     pub device: u32,
@@ -95,10 +95,11 @@ pub struct FinalState {
     pub reserved_bytes: u64,
 }
 
-/// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// Live, allocated and reserved bytes over the trace, per device.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TimelineReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Devices with a trace.
     pub devices: Vec<DeviceTimeline>,

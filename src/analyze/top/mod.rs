@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// How allocations are grouped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
     /// The site ([`sites`]: the innermost user frame, else the autograd node or C++
@@ -24,7 +24,7 @@ pub enum GroupBy {
 }
 
 /// What is counted per group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Cost {
     /// Requested bytes live at the chosen moment.
@@ -81,7 +81,7 @@ impl Default for TopOptions {
 }
 
 /// One group's row.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SiteRow {
     /// The group's label (site, file, function or the stack's site).
     pub site: String,
@@ -90,8 +90,10 @@ pub struct SiteRow {
     /// under a user's `model.py:39:forward`; the C++ function inside an autograd node). Rows
     /// are grouped by site and context. Absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub context: Option<String>,
-    /// The cost (bytes for live/allocated/never_freed).
+    /// The cost (bytes for live/allocated/never_freed; bytes × µs or bytes × events for
+    /// lifetime, see `unit`).
     pub bytes: u64,
     /// Allocations in the group.
     pub count: u64,
@@ -99,6 +101,7 @@ pub struct SiteRow {
     pub share: f64,
     /// The stack, innermost first, for `--by stack` (and `--full-stacks`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Vec<String>")]
     pub frames: Option<Vec<String>>,
     /// The group's biggest stack (the `other` row: the first group's), for views that link
     /// a row to its frames; not in the JSON.
@@ -112,11 +115,12 @@ pub struct SiteRow {
 }
 
 /// The rows of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceTop {
     /// Device index.
     pub device: u32,
     /// `trace` or `final_state` (a device without a trace has only its final blocks).
+    #[schemars(extend("enum" = ["trace", "final_state"]))]
     pub basis: &'static str,
     /// The moment the live cost refers to.
     pub at: Moment,
@@ -131,12 +135,13 @@ pub struct DeviceTop {
     /// Σ cost over all groups.
     pub total: u64,
     /// Unit of `bytes` and `total`: `bytes`, `byte_us` or `byte_events`.
+    #[schemars(extend("enum" = ["bytes", "byte_us", "byte_events"]))]
     pub unit: &'static str,
     /// Number of groups.
     pub groups: usize,
     /// The biggest groups.
     pub sites: Vec<SiteRow>,
-    /// Everything past the limit, summed.
+    /// Everything past the limit, summed (`null` when nothing is left over).
     pub other: Option<SiteRow>,
     /// What the data cannot support, in words.
     pub notes: Vec<String>,
@@ -146,10 +151,11 @@ pub struct DeviceTop {
     pub warnings: Vec<Warning>,
 }
 
-/// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// What was live at a moment (or another cost) per call site, biggest first, per device.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TopReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Grouping used.
     pub by: GroupBy,
@@ -164,6 +170,7 @@ pub struct TopReport {
     /// A device whose peak is at least twice every other device's
     /// ([`crate::vocab::devices::imbalance`]); absent with one device or none far ahead.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "crate::vocab::devices::Imbalance")]
     pub device_imbalance: Option<crate::vocab::devices::Imbalance>,
 }
 

@@ -40,10 +40,12 @@ pub struct WhatifOptions {
     pub only_device: Option<u32>,
 }
 
-/// The report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// Each device's recorded requests replayed through the caching allocator model as recorded and
+/// under other settings.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct WhatifReport {
-    /// Schema version.
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Per device with a trace.
     pub devices: Vec<DeviceWhatif>,
@@ -52,7 +54,7 @@ pub struct WhatifReport {
 }
 
 /// Settings as the report spells them.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SettingsOut {
     /// `expandable_segments`.
     pub expandable_segments: bool,
@@ -79,7 +81,7 @@ impl From<&Settings> for SettingsOut {
 }
 
 /// One scenario's replay.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct ScenarioResult {
     /// `as recorded`, or the `--set` list.
     pub label: String,
@@ -97,7 +99,7 @@ pub struct ScenarioResult {
     pub end_reserved_bytes: u64,
     /// Requests the allocator could not serve.
     pub ooms: u64,
-    /// Trace index of the first.
+    /// Trace index of the first (`null`: none).
     pub first_oom_event: Option<u32>,
     /// Trace indices of the requests that failed, the first 64.
     pub oom_events: Vec<u32>,
@@ -122,7 +124,7 @@ pub struct ScenarioResult {
 }
 
 /// The model's agreement with the trace, replayed as recorded.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Fidelity {
     /// Segment events (segment_alloc/free/map/unmap) in the trace.
     pub segment_events_recorded: u64,
@@ -132,7 +134,7 @@ pub struct Fidelity {
     pub segment_events_matched: u64,
     /// Matched over the larger count (1: exact).
     pub agreement: f64,
-    /// Trace index of the first request whose segment events differ.
+    /// Trace index of the first request whose segment events differ (`null`: none).
     pub first_difference_event: Option<u32>,
     /// Peak reserved of the trace.
     pub recorded_peak_reserved_bytes: u64,
@@ -145,7 +147,7 @@ pub struct Fidelity {
 }
 
 /// An `oom` entry of the trace.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct RecordedOom {
     /// Trace index.
     pub event: u32,
@@ -153,17 +155,19 @@ pub struct RecordedOom {
     pub request_bytes: u64,
     /// Bytes of live blocks just before (rounded sizes).
     pub live_bytes: u64,
-    /// True when live + request exceed the capacity: no layout fits it, no setting helps.
+    /// True when live + request exceed the capacity: no layout fits it, no setting helps
+    /// (`null`: capacity unknown).
     pub exceeds_capacity_when_packed: Option<bool>,
 }
 
 /// The memory the allocator may reserve, as the report states it.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct CapacityOut {
     /// Bytes (`null`: unknown; nothing can run out).
     pub bytes: Option<u64>,
     /// `device` (a cudaMalloc fails when what it adds does not fit) or `per_process_limit`
     /// (reserved + the allocation is checked before each cudaMalloc or map).
+    #[schemars(extend("enum" = ["device", "per_process_limit", null]))]
     pub kind: Option<&'static str>,
     /// Where the figure comes from.
     pub source: String,
@@ -174,7 +178,7 @@ pub struct CapacityOut {
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DeviceWhatif {
     /// Device index.
     pub device: u32,

@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 const NOTHING: &str = "no device has segments or a trace: nothing to measure";
 
 /// Which budget.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetKind {
     /// `--max-peak`.
@@ -100,7 +100,7 @@ impl BudgetKind {
 
 /// The outcome of a budget (JSON `status`), and of a file or the report, which take the worst
 /// of their budgets: `fail` before `unmeasured` before `pass`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckStatus {
     /// Measured and within the limit (a file or the report: every budget passed).
@@ -189,7 +189,7 @@ pub struct Baseline<'a> {
 }
 
 /// A site behind a budget.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SiteLine {
     /// Normalized site.
     pub site: String,
@@ -200,38 +200,48 @@ pub struct SiteLine {
 }
 
 /// One budget's result on one file.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BudgetResult {
-    /// Which.
+    /// Which budget (`--max-peak`, `--max-reserved`, `--max-frag`, `--max-leaked`,
+    /// `--baseline`).
     pub budget: BudgetKind,
     /// The limit as written.
     pub limit: String,
     /// `bytes` or `ratio`.
+    #[schemars(extend("enum" = ["bytes", "ratio"]))]
     pub unit: &'static str,
     /// The limit in `unit` (bytes; for `baseline` the baseline's peak).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u64")]
     pub limit_bytes: Option<u64>,
     /// The measured bytes (absent when unmeasured).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u64")]
     pub actual_bytes: Option<u64>,
     /// The limit as a ratio.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "f64")]
     pub limit_ratio: Option<f64>,
     /// The measured ratio (for `baseline`: the growth, absent when the baseline is 0; absent
     /// when unmeasured).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "f64")]
     pub actual_ratio: Option<f64>,
     /// Bytes over the limit (negative: under); for `baseline` the growth in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "i64")]
     pub over_bytes: Option<i64>,
-    /// The device measured, when one device decides.
+    /// The device measured, when one device decides; `null` when unmeasured.
     pub device: Option<u32>,
     /// True when the budget was measured and holds (false when unmeasured).
     pub passed: bool,
-    /// `pass`, `fail` or `unmeasured`.
+    /// `pass` (measured, within the limit), `fail` (measured over it, or a lower bound already
+    /// over it) or `unmeasured` (the file lacks what the budget reads: a trace, steps,
+    /// segments; see `reason`).
     pub status: CheckStatus,
     /// With `unmeasured`: what the file lacks, per device.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub reason: Option<String>,
     /// True when `actual_bytes` is only a lower bound, already over the limit, because some
     /// devices could not be measured (they are in the notes); left out when false.
@@ -244,13 +254,13 @@ pub struct BudgetResult {
 }
 
 /// One file.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FileCheck {
     /// The file as named.
     pub file: String,
     /// True when every budget was measured and holds.
     pub passed: bool,
-    /// The worst of its budgets' statuses.
+    /// The worst of its budgets' statuses: `fail`, else `unmeasured`, else `pass`.
     pub status: CheckStatus,
     /// Per budget, in the order given.
     pub budgets: Vec<BudgetResult>,
@@ -258,10 +268,12 @@ pub struct FileCheck {
     pub notes: Vec<String>,
 }
 
-/// The report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Budgets (peak, reserved, fragmentation, leaked, growth over a baseline) checked on each
+/// snapshot: each passed, failed or unmeasured (the file lacks what the budget reads).
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CheckReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The moment measured.
     pub moment: String,
@@ -269,9 +281,11 @@ pub struct CheckReport {
     pub capacity_bytes: Option<u64>,
     /// The baseline file, if any.
     pub baseline: Option<String>,
-    /// True when every file passes (every budget measured and held).
+    /// True when every file passes (every budget measured and held); false when any budget
+    /// failed or is unmeasured, even with `allow_unmeasured`.
     pub passed: bool,
-    /// The worst of the files' statuses.
+    /// The worst of the files' statuses: `fail` if any budget failed, else `unmeasured` if any
+    /// is unmeasured, else `pass`.
     pub status: CheckStatus,
     /// Files broken (at least one budget failed).
     pub failed_files: usize,

@@ -17,11 +17,11 @@ use crate::vocab::sites::{self, SiteOptions};
 use serde::Serialize;
 
 /// The states drawn, as columns.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Samples {
     /// The state after this event (-1: before the first).
     pub event_index: Vec<i64>,
-    /// Its time, when recorded.
+    /// Its time, when recorded (`null` otherwise).
     pub time_us: Vec<Option<i64>>,
     /// Live requested bytes: the height of the stack.
     pub live_bytes: Vec<u64>,
@@ -32,13 +32,13 @@ pub struct Samples {
 }
 
 /// One allocation drawn as a band of its own.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Band {
     /// Block address.
     pub address: u64,
     /// Requested bytes: the band's height.
     pub size: u64,
-    /// Page stack index (frames innermost first).
+    /// Index in the top-level `stacks` (frames innermost first).
     pub stack: u32,
     /// Its site (`filename:line:name`, as `top` groups; for memory alive before the trace
     /// with no stack, `<before trace, no stack> likely KIND` as `top` labels it).
@@ -51,7 +51,7 @@ pub struct Band {
     pub alloc_time_us: Option<i64>,
     /// Event index of the `free_requested`, if any.
     pub free_requested_event: Option<i64>,
-    /// Event index of the `free_completed`; absent when never freed in the trace.
+    /// Event index of the `free_completed`; `null` when never freed in the trace.
     pub free_event: Option<i64>,
     /// Time of the `free_completed`, when recorded.
     pub free_time_us: Option<i64>,
@@ -65,7 +65,7 @@ pub struct Band {
 }
 
 /// One device's band timeline.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct Bands {
     /// The states drawn.
     pub samples: Samples,

@@ -66,7 +66,8 @@ impl Default for PageOptions {
 }
 
 /// Something a section cannot show, and why.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[schemars(rename = "PageAbsence")]
 pub struct Absence {
     /// Stable code: `no_trace`, `no_frames`, `no_devices`, `no_segments`.
     pub code: &'static str,
@@ -77,7 +78,7 @@ pub struct Absence {
 }
 
 /// The timeline of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TimelineView {
     /// Events in the trace.
     pub events: usize,
@@ -97,17 +98,17 @@ pub struct TimelineView {
 }
 
 /// One row of the top table, with its stack for the page's frame toggles.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct TopView {
     /// `memlens top --at MOMENT --full-stacks` for this device.
     #[serde(flatten)]
     pub top: DeviceTop,
-    /// Page stack index of each row's biggest stack, in the order of `sites`.
+    /// Index in the top-level `stacks` of each row's biggest stack, in the order of `sites`.
     pub row_stacks: Vec<u32>,
 }
 
 /// Everything shown at one moment of one device.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct MomentView {
     /// `peak`, `oom:K`, `end`, or `at` (the `--at` moment).
     pub name: String,
@@ -128,30 +129,33 @@ pub struct MomentView {
 }
 
 /// One device's sections.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct DevicePage {
     /// Device index.
     pub device: u32,
-    /// The timeline; absent without a trace.
+    /// The timeline; `null` without a trace.
     pub timeline: Option<TimelineView>,
-    /// The moments of the state, top and flame sections (peak, OOMs, end, `--at`).
+    /// The moments of the state, top and flame sections, in this order: `peak`, the first OOMs
+    /// (at most 8), `end`, then `at` (`--at`, unless it is one of those); a device without a
+    /// trace has `end` only (its final state).
     pub moments: Vec<MomentView>,
 }
 
 /// The report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct PageReport {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// The memlens version that wrote it.
     pub memlens_version: &'static str,
     /// The file's top-level shape.
     pub layout: Layout,
-    /// The GPU capacity given (`--capacity`, `--gpu`), if any.
+    /// The GPU capacity given (`--capacity`, `--gpu`); `null` when not given.
     pub capacity_bytes: Option<u64>,
     /// `memlens summary`.
     pub summary: SummaryReport,
-    /// `memlens oom`, when the snapshot holds an OOM.
+    /// `memlens oom`, when the snapshot holds an OOM; `null` otherwise.
     pub oom: Option<OomReport>,
     /// `memlens leaks`.
     pub leaks: LeaksReport,
@@ -161,9 +165,10 @@ pub struct PageReport {
     pub devices: Vec<DevicePage>,
     /// What the page cannot show, and why.
     pub absent: Vec<Absence>,
-    /// Frames of every stack shown.
+    /// Frames of every stack shown, each once; `frame` columns of the flamegraphs index it.
     pub frames: Vec<FrameInfo>,
-    /// Stacks as page frame indices, innermost first.
+    /// Stacks shown, each once, as indices in `frames`, innermost first; bands, blocks and top
+    /// rows index it.
     pub stacks: Vec<Vec<u32>>,
 }
 

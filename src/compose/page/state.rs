@@ -6,7 +6,7 @@ use crate::replay::state::AllocatorState;
 use serde::Serialize;
 
 /// One segment (or mapped range of an expandable segment) and its blocks.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct SegmentView {
     /// Base address.
     pub address: u64,
@@ -21,13 +21,13 @@ pub struct SegmentView {
     /// Part of an expandable segment.
     pub expandable: bool,
     /// Blocks in address order: `[offset in the segment, size, requested bytes, state,
-    /// stack]`, state 0 allocated, 1 pending free (`record_stream`), 2 cached free; stack a
-    /// page stack index, -1 for free blocks.
+    /// stack]`, each exactly 5 integers; state 0 allocated, 1 pending free (`record_stream`), 2
+    /// cached free; stack an index in the top-level `stacks`, -1 for free blocks.
     pub blocks: Vec<[i64; 5]>,
 }
 
 /// The state the page draws.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct StateView {
     /// True when this is the recorded final state; false when rebuilt from the trace (sizes
     /// of blocks freed later are estimated from their requested sizes).

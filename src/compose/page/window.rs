@@ -28,9 +28,10 @@ pub struct WindowRequest {
 }
 
 /// The timeline of one window, with the frames of its bands.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct WindowView {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Device index.
     pub device: u32,
@@ -55,7 +56,7 @@ pub struct WindowView {
 }
 
 /// The trace events of a window, as columns.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct WindowEvents {
     /// Event index.
     pub index: Vec<i64>,
@@ -199,9 +200,10 @@ pub fn window(
 
 /// One moment of one device, as the page's state, top and flame sections show it, with its
 /// own frames and stacks: what `memlens serve` answers for `/api/moment`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct MomentPage {
-    /// Always [`crate::analyze::SCHEMA_VERSION`].
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[schemars(extend("const" = 1))]
     pub schema_version: u32,
     /// Device index.
     pub device: u32,

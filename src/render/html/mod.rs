@@ -12,8 +12,11 @@ const TEMPLATE: &str = include_str!("report.html");
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
 
-/// The report with the name of its file, as the page reads it.
-#[derive(Serialize)]
+/// The data of the HTML page of `memlens report`: the file name, the summary, OOM, leak and
+/// category reports, then per device the timeline (stacked bands) and, at each moment (peak,
+/// OOMs, end, `--at`), the allocator state, fragmentation, top sites and flamegraphs, with
+/// frames and stacks written once.
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Embedded<'a> {
     /// The snapshot file, as given.
     pub file: &'a str,
@@ -75,7 +78,7 @@ fn base64(bytes: &[u8]) -> String {
 
 /// What a page served by `memlens serve` knows of its server: the files it serves and which
 /// one this page is. The token is not written here: the page reads it from its own URL.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Served<'a> {
     /// Every file served, as given, in the order of the command line.
     pub files: &'a [String],

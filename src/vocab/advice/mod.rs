@@ -103,7 +103,7 @@ pub struct Evidence {
 }
 
 /// What caused the OOM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The live set (or one request) does not fit the device or the process's limit.
@@ -129,7 +129,7 @@ impl Verdict {
 }
 
 /// What a recommendation costs; recommendations are ordered by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Cost {
     /// Nothing but a setting or a code fix.
@@ -152,23 +152,24 @@ impl Cost {
 }
 
 /// One thing to change, what it costs, and why these numbers call for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Recommendation {
     /// What to do, with exact names (env vars, APIs, flags).
     pub action: String,
-    /// What it costs.
+    /// What it costs; recommendations are ordered by it (free → speed → results).
     pub cost: Cost,
     /// Why, quoting the numbers.
     pub why: String,
     /// For an allocator setting, what replaying the snapshot's trace under it predicts
     /// (`memlens oom`; `memlens whatif`); absent where there is no trace to replay.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Prediction")]
     pub predicted: Option<Prediction>,
 }
 
 /// What an allocator setting would have done to a recorded OOM, by replaying the trace
 /// through the allocator model (`crate::allocator`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Prediction {
     /// The setting replayed, as `PYTORCH_CUDA_ALLOC_CONF` writes it.
     pub set: String,
@@ -185,7 +186,7 @@ pub struct Prediction {
 }
 
 /// The outcome of [`diagnose`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Diagnosis {
     /// The cause.
     pub verdict: Verdict,

@@ -35,7 +35,7 @@ use serde::Serialize;
 pub const NO_FRAMES: &str = "<no frames>";
 
 /// Which frames sites and shown stacks use (`--frames`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FrameFilter {
     /// Python frames only (a stack of C++ frames alone has no site: `<no frames>`).
@@ -70,7 +70,7 @@ pub struct SiteOptions {
 }
 
 /// What kind of frame names a site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SiteKind {
     /// A Python frame.
