@@ -28,6 +28,7 @@ mod fit;
 mod fleet;
 mod fuzz_outputs;
 mod golden;
+mod golden_outputs;
 mod hostile;
 mod leaks;
 mod newer;
@@ -50,3 +51,18 @@ mod support;
 mod surfaces;
 mod terminal;
 mod whatif;
+
+/// The integration tests stay one binary: a new `tests/NAME.rs` would be linked as one more
+/// (cargo's auto-discovery still runs it), so it belongs here as `tests/it/NAME.rs`.
+#[test]
+fn the_integration_tests_are_one_binary() {
+    let stray: Vec<_> = std::fs::read_dir(common::root().join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "{stray:?}: move each into tests/it/ and add `mod NAME;` to tests/it/main.rs"
+    );
+}
