@@ -2,9 +2,9 @@
 """Copies the other commands' schemas into docs/schemas/report.schema.json.
 
 `memlens report --format json` embeds the reports of summary, oom, leaks and categories, and per
-moment frag's and top's device reports. The schema validator of tests/schemas.rs follows only
+moment frag's and top's device reports. The schema validator of tests/it/schemas.rs follows only
 local `$ref`s, so report.schema.json holds copies of those definitions; this script refreshes
-them from their sources after a change there (tests/schemas.rs checks they are equal):
+them from their sources after a change there (tests/it/schemas.rs checks they are equal):
 
     python3 scripts/sync_report_schema.py [--check]
 

@@ -250,7 +250,7 @@ fn compile_contexts_are_counted_per_region() {
 #[test]
 fn a_json_dump_reads_like_the_pickle_it_would_have_been() {
     // host_only.json is `json.dump(torch.cuda.memory._snapshot(), f)`; the same object
-    // pickled gives the same snapshot (tests/roundtrip.rs does this for train_small).
+    // pickled gives the same snapshot (tests/it/roundtrip.rs does this for train_small).
     let from_json = load(&sample("host_only.json"));
     assert_eq!(from_json.layout, memlens::model::Layout::Modern);
     let s = json(&["summary", "--format", "json", "samples/host_only.json"]);

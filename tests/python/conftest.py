@@ -38,7 +38,7 @@ def flag_on(value: Optional[str]) -> bool:
 # The one definition of "under CI" of the Python tests (``CI=0`` is not CI).
 IN_CI = flag_on(os.environ.get("CI"))
 INSTALLED = os.environ.get("MEMLENS_TEST_INSTALLED") == "1"
-# `cargo test` runs these tests from the source tree (tests/python_package.rs); the checks of
+# `cargo test` runs these tests from the source tree (tests/it/python_package.rs); the checks of
 # the installed wheel's layout then belong to .ci/run's wheel stage, which runs them all.
 SOURCE_RUN = os.environ.get("MEMLENS_TEST_SOURCE") == "1"
 # The directory that holds the imported memlens package (site-packages, or python/).

@@ -1,4 +1,4 @@
-//! Issue 36: budgets (see tests/surfaces.rs).
+//! Issue 36: budgets (see tests/it/surfaces.rs).
 //!
 //! A budget the file can only bound from below is judged on that bound or is unmeasured,
 //! never passed: segments that do not cover what the trace leaves live bound reserved bytes

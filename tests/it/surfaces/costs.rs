@@ -1,4 +1,4 @@
-//! Issue 36: costs that grew with the wrong thing (see tests/surfaces.rs). What these tests
+//! Issue 36: costs that grew with the wrong thing (see tests/it/surfaces.rs). What these tests
 //! hold is what the cheaper code must still say: a page that ships only the ends of a very
 //! deep stack and says how many frames it left out, and the streams of a trace with 65,535
 //! of them named with their exact bytes. How long each command takes is measured by

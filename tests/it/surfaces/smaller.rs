@@ -1,4 +1,4 @@
-//! Issue 36: smaller (see tests/surfaces.rs).
+//! Issue 36: smaller (see tests/it/surfaces.rs).
 //!
 //! `batch -j` is capped at the files and the cores; Parquet part names stay within the 255
 //! bytes a file name may hold; Perfetto spans and `summary`'s trace span clamp instead of
