@@ -22,7 +22,7 @@ Then DuckDB reads the dataset and answers:
   sites whose bytes at the peak (summed over a file's devices, the highest over the run's
   ranks, as ``memlens diff`` counts one file) grew, biggest growth first.
 
-``--json`` prints both answers as one JSON object (what tests/fleet.rs checks); without it,
+``--json`` prints both answers as one JSON object (what tests/it/fleet.rs checks); without it,
 two small tables. Needs ``pip install dask duckdb`` and a memlens binary (``--memlens``, else
 ``$MEMLENS_BIN``, else ``memlens`` on PATH).
 """

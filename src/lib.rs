@@ -26,6 +26,13 @@
 #[cfg(test)]
 extern crate self as memlens;
 
+// The tests' one definition of "under CI" and the CI rule (tests/common/ci.rs), for the unit
+// tests that read `../shared/samples/real`.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../tests/common/ci.rs"]
+mod test_ci;
+
 pub mod alloc_guard;
 pub mod allocator;
 pub mod analyze;

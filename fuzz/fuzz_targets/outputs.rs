@@ -12,7 +12,7 @@ use memlens::model::{build, BuildOptions};
 mod edits;
 
 #[path = "outputs_harness.rs"]
-#[allow(dead_code)] // `Written` is read by tests/fuzz_outputs.rs, not here
+#[allow(dead_code)] // `Written` is read by tests/it/fuzz_outputs.rs, not here
 mod outputs_harness;
 
 const SEEDS: [&[u8]; 6] = [

@@ -12,7 +12,7 @@
 //!   be, with a baseline; every Markdown line is a heading, a table row with its table's
 //!   column count, a note or empty, whatever the sites' and files' names hold.
 //!
-//! Shared by the `outputs` fuzz target and `tests/fuzz_outputs.rs`, which runs it over the
+//! Shared by the `outputs` fuzz target and `tests/it/fuzz_outputs.rs`, which runs it over the
 //! samples in `cargo test` so that it keeps compiling against the library.
 
 use memlens::analyze::diff::{self, DiffOptions};
@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 pub const TITLE: &str = "a</script><script>alert(1)</script></title>|`x`\r\n<b>&\"'.pickle";
 
 /// What [`exercise`] wrote: the surfaces an input reached (an analysis may refuse a snapshot,
-/// which is not a failure; `tests/fuzz_outputs.rs` checks that the samples reach them all).
+/// which is not a failure; `tests/it/fuzz_outputs.rs` checks that the samples reach them all).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Written {
     /// The page was written.

@@ -15,13 +15,22 @@ Python) and records snapshots:
 See docs/python.md.
 """
 
-from ._api import BudgetResult, CheckResult, SiteLine, analyze, check, command_line, format_size
+from ._api import (
+    BudgetResult,
+    CheckResult,
+    SiteLine,
+    analyze,
+    check,
+    command_line,
+    format_size,
+)
 from ._binary import find_memlens_bin
 from ._errors import BinaryNotFoundError, MemlensError, RecordingUnavailableError
 from ._record import record, recording_unavailable_reason
 
 try:
-    from importlib.metadata import PackageNotFoundError, version as _version
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as _version
 
     try:
         __version__ = _version("memlens")
@@ -31,18 +40,18 @@ except ImportError:  # pragma: no cover (Python < 3.8)
     __version__ = "0+unknown"
 
 __all__ = [
+    "BinaryNotFoundError",
+    "BudgetResult",
+    "CheckResult",
+    "MemlensError",
+    "RecordingUnavailableError",
+    "SiteLine",
+    "__version__",
     "analyze",
     "check",
-    "CheckResult",
-    "BudgetResult",
-    "SiteLine",
+    "command_line",
+    "find_memlens_bin",
+    "format_size",
     "record",
     "recording_unavailable_reason",
-    "MemlensError",
-    "BinaryNotFoundError",
-    "RecordingUnavailableError",
-    "find_memlens_bin",
-    "command_line",
-    "format_size",
-    "__version__",
 ]

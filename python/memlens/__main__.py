@@ -21,7 +21,7 @@ import os
 import runpy
 import subprocess
 import sys
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from ._binary import find_memlens_bin
 from ._errors import MemlensError
@@ -54,7 +54,7 @@ def _record_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     """The options, and the script with its arguments: everything after ``--``, or from the
     first word that is neither an option nor an option's value (``-m MODULE`` ends the
     options too: the module's arguments follow it)."""
@@ -77,7 +77,7 @@ def _split(argv: List[str]) -> Tuple[List[str], List[str]]:
     return argv, []
 
 
-def record_main(argv: List[str]) -> int:
+def record_main(argv: list[str]) -> int:
     """``python -m memlens record ...``; returns the exit status."""
     opts_argv, rest = _split(argv)
     parser = _record_parser()
@@ -91,9 +91,9 @@ def record_main(argv: List[str]) -> int:
         target, args = rest[0], rest[1:]
         name = os.path.splitext(os.path.basename(target))[0] or "script"
         if not os.path.isfile(target):
-            print("memlens record: %s: no such file" % target, file=sys.stderr)
+            print(f"memlens record: {target}: no such file", file=sys.stderr)
             return 2
-    output = opts.output or "memlens-%s.pickle" % name
+    output = opts.output or f"memlens-{name}.pickle"
     rec = record(output, max_entries=opts.max_entries, stacks=opts.stacks, on_oom=not opts.no_oom)
     try:
         rec.__enter__()
@@ -105,7 +105,7 @@ def record_main(argv: List[str]) -> int:
     sys.argv = [target] + args
     sys.path[0] = os.getcwd() if opts.module is not None else os.path.dirname(os.path.abspath(target))
     code = 0
-    exc_info: Tuple[Any, Any, Any] = (None, None, None)
+    exc_info: tuple[Any, Any, Any] = (None, None, None)
     # What the script left alive stays alive until the snapshot is taken, as at the end of
     # `python SCRIPT`: its globals (returned by runpy), or the frames of its SystemExit.
     keep: Any = None
@@ -124,7 +124,7 @@ def record_main(argv: List[str]) -> int:
     finally:
         rec.__exit__(*exc_info)
         del keep
-        print("memlens: snapshot written to %s" % output, file=sys.stderr)
+        print(f"memlens: snapshot written to {output}", file=sys.stderr)
         sys.stderr.flush()
     return code
 
@@ -138,7 +138,7 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "record":
         return record_main(args[1:])
@@ -151,7 +151,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     sys.stderr.flush()
     if os.name == "posix" and argv is None:
         os.execv(binary, [binary] + args)
-    return subprocess.run([binary] + args).returncode
+    return subprocess.run([binary, *args], check=False).returncode
 
 
 if __name__ == "__main__":

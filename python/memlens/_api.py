@@ -7,23 +7,24 @@ Nothing is computed here: every figure comes from the ``memlens`` binary, run wi
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Mapping, Sequence, Union
 
 from ._binary import find_memlens_bin
 from ._errors import MemlensError
 from ._options import OPTIONS, PATH_OPTIONS, TEXT_POSITIONALS
 
 __all__ = [
+    "BudgetResult",
+    "CheckResult",
+    "SiteLine",
     "analyze",
     "check",
-    "CheckResult",
-    "BudgetResult",
-    "SiteLine",
     "command_line",
     "format_size",
 ]
@@ -58,57 +59,57 @@ def _checked(what: str, text: str) -> str:
     nul = text.find("\0")
     if nul >= 0:
         raise MemlensError(
-            "memlens: %s %r: a NUL byte at index %d; no command-line argument can hold one" % (what, text, nul)
+            f"memlens: {what} {text!r}: a NUL byte at index {nul}; no command-line argument can hold one"
         )
     try:
         os.fsencode(text)
     except UnicodeError as e:
-        raise MemlensError("memlens: %s %r: not encodable on the command line (%s)" % (what, text, e)) from e
+        raise MemlensError(f"memlens: {what} {text!r}: not encodable on the command line ({e})") from e
     return text
 
 
 def _text(flag: str, value: object) -> str:
     if isinstance(value, bool):
-        raise TypeError("%s: True/False only as the whole value (a bare flag or none)" % flag)
+        raise TypeError(f"{flag}: True/False only as the whole value (a bare flag or none)")
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError("%s: %r is not a number memlens reads" % (flag, value))
+        if math.isnan(value) or math.isinf(value):
+            raise ValueError(f"{flag}: {value!r} is not a number memlens reads")
         text = repr(value)
         if "e" in text or "E" in text:  # 1e-05: memlens reads plain decimals only
-            text = ("%.20f" % value).rstrip("0").rstrip(".")
+            text = (f"{value:.20f}").rstrip("0").rstrip(".")
         return text
     if isinstance(value, str):
         return _checked(flag, value)
     if isinstance(value, os.PathLike):
         path = os.fspath(value)
         if not isinstance(path, str):
-            raise TypeError("%s: expected a str path, not %s" % (flag, type(path).__name__))
+            raise TypeError(f"{flag}: expected a str path, not {type(path).__name__}")
         return _checked(flag, path)
     raise TypeError(
-        "%s: expected a string, an int, a float or a path, not %s" % (flag, type(value).__name__)
+        f"{flag}: expected a string, an int, a float or a path, not {type(value).__name__}"
     )
 
 
 def _unexpected(caller: str, key: str, command: str) -> TypeError:
     known = OPTIONS.get(command)
-    text = "%s() got an unexpected keyword argument %r" % (caller, key)
+    text = f"{caller}() got an unexpected keyword argument {key!r}"
     if known is not None:
-        text += " (memlens %s's options: %s)" % (command, ", ".join(sorted(known)))
+        text += " (memlens {}'s options: {})".format(command, ", ".join(sorted(known)))
     return TypeError(text)
 
 
-def _argv(caller: str, command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]) -> List[str]:
+def _argv(caller: str, command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]) -> list[str]:
     if not isinstance(command, str) or not _COMMAND.match(command):
-        raise ValueError("command must be a memlens command name such as 'summary', not %r" % (command,))
+        raise ValueError(f"command must be a memlens command name such as 'summary', not {command!r}")
     known = OPTIONS.get(command)
-    argv: List[str] = [command]
+    argv: list[str] = [command]
     for key, value in options.items():
         if key in _RESERVED:
             raise TypeError(
-                "%s=: memlens.analyze always reads the JSON report from standard output; "
-                "run the binary (memlens.find_memlens_bin()) for other formats" % key
+                f"{key}=: memlens.analyze always reads the JSON report from standard output; "
+                "run the binary (memlens.find_memlens_bin()) for other formats"
             )
         # Only names of the command's flags: anything else ("output=/x", "-o", "x y") would
         # reach the command line as an argument of its own.
@@ -124,13 +125,13 @@ def _argv(caller: str, command: str, args: Sequence[StrPath], options: Mapping[s
         for item in items:
             text = _text(flag, item)
             # A value that starts with "-" is joined to its flag, or clap reads it as a flag.
-            argv += ["%s=%s" % (flag, text)] if text.startswith("-") else [flag, text]
+            argv += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
     argv += ["--format", "json", "--"]
-    argv += [_text("argument %d" % i, a) for i, a in enumerate(args, 1)]
+    argv += [_text(f"argument {i}", a) for i, a in enumerate(args, 1)]
     return argv
 
 
-def command_line(command: str, *args: StrPath, **options: OptionValue) -> List[str]:
+def command_line(command: str, *args: StrPath, **options: OptionValue) -> list[str]:
     """The arguments ``analyze(command, *args, **options)`` passes to the binary (after its
     path): ``[command, *flags, "--format", "json", "--", *args]``.
 
@@ -150,7 +151,7 @@ def command_line(command: str, *args: StrPath, **options: OptionValue) -> List[s
     return _argv("command_line", command, args, options)
 
 
-def _kind(path: str) -> Optional[str]:
+def _kind(path: str) -> str | None:
     """What ``path`` is when it is neither a regular file, a directory nor missing: a FIFO,
     a device, a socket (``os.stat`` never blocks, even on a FIFO)."""
     try:
@@ -171,7 +172,7 @@ def _refuse_streams(caller: str, command: str, args: Sequence[StrPath], options:
     without a word), a device or a socket would be read as a stream. Missing paths and
     directories are left to the binary, whose line says so at once.
     """
-    paths: List[Tuple[str, object]] = []
+    paths: list[tuple[str, object]] = []
     if command not in TEXT_POSITIONALS:
         paths += [("", a) for a in args]
     for key in PATH_OPTIONS:
@@ -188,8 +189,7 @@ def _refuse_streams(caller: str, command: str, args: Sequence[StrPath], options:
         kind = _kind(path)
         if kind is not None:
             raise MemlensError(
-                "memlens: %s%s: is %s, not a regular file; %s() reads snapshot files, not streams"
-                % (flag, path, kind, caller)
+                f"memlens: {flag}{path}: is {kind}, not a regular file; {caller}() reads snapshot files, not streams"
             )
 
 
@@ -205,7 +205,7 @@ def _error_line(stderr: str) -> str:
         return lines[0]
     kept = []
     for line in lines:
-        if line.startswith("Usage:") or line.startswith("For more information"):
+        if line.startswith(("Usage:", "For more information")):
             break
         kept.append(line)
     return " ".join(kept)
@@ -213,21 +213,21 @@ def _error_line(stderr: str) -> str:
 
 def _run_json(
     caller: str, command: str, args: Sequence[StrPath], options: Mapping[str, OptionValue]
-) -> Tuple[Dict[str, Any], int]:
+) -> tuple[dict[str, Any], int]:
     tail = _argv(caller, command, args, options)
     _refuse_streams(caller, command, args, options)
     argv = [find_memlens_bin()] + tail
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
     except OSError as e:
-        raise MemlensError("memlens: could not run %s: %s" % (argv[0], e), argv=argv) from e
+        raise MemlensError(f"memlens: could not run {argv[0]}: {e}", argv=argv) from e
     stderr = proc.stderr.decode("utf-8", "replace")
     if proc.returncode not in (0, 1):
         line = _error_line(stderr)
         if proc.returncode < 0:
-            line = line or "memlens: killed by signal %d" % -proc.returncode
+            line = line or f"memlens: killed by signal {-proc.returncode}"
         raise MemlensError(
-            line or "memlens: exited with status %d" % proc.returncode,
+            line or f"memlens: exited with status {proc.returncode}",
             returncode=proc.returncode,
             stderr=stderr,
             argv=argv,
@@ -236,14 +236,14 @@ def _run_json(
         report = json.loads(proc.stdout)
     except ValueError as e:
         raise MemlensError(
-            "memlens: %s printed no JSON report (%s)" % (command, e),
+            f"memlens: {command} printed no JSON report ({e})",
             returncode=proc.returncode,
             stderr=stderr,
             argv=argv,
         ) from e
     if not isinstance(report, dict):
         raise MemlensError(
-            "memlens: %s printed JSON that is not an object" % command,
+            f"memlens: {command} printed JSON that is not an object",
             returncode=proc.returncode,
             stderr=stderr,
             argv=argv,
@@ -251,7 +251,7 @@ def _run_json(
     return report, proc.returncode
 
 
-def analyze(command: str, *args: StrPath, **options: OptionValue) -> Dict[str, Any]:
+def analyze(command: str, *args: StrPath, **options: OptionValue) -> dict[str, Any]:
     """Run ``memlens COMMAND ARGS... --format json`` and return the report it prints.
 
     ``args`` are the command's positional arguments (snapshot paths; the message for
@@ -301,19 +301,19 @@ class BudgetResult:
     status: str
     limit: str
     message: str
-    top_sites: Tuple[SiteLine, ...]
-    device: Optional[int]
-    actual_bytes: Optional[int]
-    limit_bytes: Optional[int]
-    over_bytes: Optional[int]
-    actual_ratio: Optional[float]
-    limit_ratio: Optional[float]
-    reason: Optional[str]
+    top_sites: tuple[SiteLine, ...]
+    device: int | None
+    actual_bytes: int | None
+    limit_bytes: int | None
+    over_bytes: int | None
+    actual_ratio: float | None
+    limit_ratio: float | None
+    reason: str | None
     lower_bound: bool
-    raw: Dict[str, Any] = field(repr=False, compare=False)
+    raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
-    def _from_json(cls, file: str, b: Mapping[str, Any]) -> "BudgetResult":
+    def _from_json(cls, file: str, b: Mapping[str, Any]) -> BudgetResult:
         return cls(
             file=file,
             budget=b["budget"],
@@ -344,7 +344,7 @@ def format_size(n: int) -> str:
     while v >= 1024 and i < len(_UNITS) - 1:
         v /= 1024
         i += 1
-    return "%s%d B" % (sign, abs(n)) if i == 0 else "%s%.2f %s" % (sign, v, _UNITS[i])
+    return f"{sign}{abs(n)} B" if i == 0 else f"{sign}{v:.2f} {_UNITS[i]}"
 
 
 class CheckResult:
@@ -363,15 +363,15 @@ class CheckResult:
     and the sites behind it.
     """
 
-    def __init__(self, report: Dict[str, Any], returncode: int) -> None:
+    def __init__(self, report: dict[str, Any], returncode: int) -> None:
         self.report = report
         self.returncode = returncode
         self.allow_unmeasured = bool(report.get("allow_unmeasured", False))
-        self.budgets: List[BudgetResult] = [
+        self.budgets: list[BudgetResult] = [
             BudgetResult._from_json(f["file"], b) for f in report.get("files", []) for b in f.get("budgets", [])
         ]
-        self.unmeasured: List[BudgetResult] = [b for b in self.budgets if b.status == "unmeasured"]
-        self.failures: List[BudgetResult] = [
+        self.unmeasured: list[BudgetResult] = [b for b in self.budgets if b.status == "unmeasured"]
+        self.failures: list[BudgetResult] = [
             b
             for b in self.budgets
             if b.status == "fail" or (b.status == "unmeasured" and not self.allow_unmeasured)
@@ -382,55 +382,50 @@ class CheckResult:
         return self.passed
 
     def __repr__(self) -> str:
-        return "<CheckResult %s: %d budget(s), %d failing>" % (
-            "passed" if self.passed else "failed",
-            len(self.budgets),
-            len(self.failures),
-        )
+        verdict = "passed" if self.passed else "failed"
+        return f"<CheckResult {verdict}: {len(self.budgets)} budget(s), {len(self.failures)} failing>"
 
     def __str__(self) -> str:
         files = self.report.get("files", [])
         if self.passed:
-            head = "memlens check passed: %d budget(s) held on %d file(s)" % (
-                len(self.budgets) - len(self.unmeasured),
-                len(files),
-            )
+            held = len(self.budgets) - len(self.unmeasured)
+            head = f"memlens check passed: {held} budget(s) held on {len(files)} file(s)"
             if self.unmeasured:
-                head += " (%d unmeasured, allowed)" % len(self.unmeasured)
+                head += f" ({len(self.unmeasured)} unmeasured, allowed)"
             lines = [head]
-            lines += ["  %s %s: %s" % (b.budget, b.status, b.message) for b in self.budgets]
+            lines += [f"  {b.budget} {b.status}: {b.message}" for b in self.budgets]
             return "\n".join(lines)
         broken = [b for b in self.failures if b.status == "fail"]
         unmeasured = [b for b in self.failures if b.status == "unmeasured"]
         parts = []
         if broken:
-            parts.append("%d budget(s) broken" % len(broken))
+            parts.append(f"{len(broken)} budget(s) broken")
         if unmeasured:
-            parts.append("%d unmeasured" % len(unmeasured))
-        lines = ["memlens check failed: %s" % ", ".join(parts or ["exit status %d" % self.returncode])]
+            parts.append(f"{len(unmeasured)} unmeasured")
+        lines = ["memlens check failed: {}".format(", ".join(parts or [f"exit status {self.returncode}"]))]
         for b in self.failures:
             where = b.file if len(files) > 1 else ""
-            label = "%s %s" % (b.budget, "unmeasured" if b.status == "unmeasured" else "broken")
-            lines.append("  %s%s: %s" % (label, " (%s)" % where if where else "", b.message))
+            label = "{} {}".format(b.budget, "unmeasured" if b.status == "unmeasured" else "broken")
+            lines.append("  {}{}: {}".format(label, f" ({where})" if where else "", b.message))
             if b.status == "unmeasured" and b.reason and b.reason not in b.message:
-                lines.append("    %s" % b.reason)
+                lines.append(f"    {b.reason}")
             if b.top_sites:
                 lines.append("    top sites:")
                 for s in b.top_sites:
-                    lines.append("      %12s ×%-5d %s" % (format_size(s.bytes), s.count, s.site))
+                    lines.append(f"      {format_size(s.bytes):>12} ×{s.count:<5d} {s.site}")
         for f in files:
             for note in f.get("notes", []):
-                lines.append("  note: %s" % note)
+                lines.append(f"  note: {note}")
         return "\n".join(lines)
 
 
 def check(
-    path: Union[StrPath, Sequence[StrPath]],
-    max_peak: Optional[Union[str, int]] = None,
-    max_reserved: Optional[Union[str, int]] = None,
-    max_frag: Optional[Union[str, float]] = None,
-    max_leaked: Optional[Union[str, int]] = None,
-    baseline: Optional[StrPath] = None,
+    path: StrPath | Sequence[StrPath],
+    max_peak: str | int | None = None,
+    max_reserved: str | int | None = None,
+    max_frag: str | float | None = None,
+    max_leaked: str | int | None = None,
+    baseline: StrPath | None = None,
     *,
     allow_unmeasured: bool = False,
     **options: OptionValue,
@@ -448,10 +443,10 @@ def check(
     errors raise :class:`memlens.MemlensError`.
     """
     if isinstance(path, (str, os.PathLike)):
-        paths: List[StrPath] = [path]
+        paths: list[StrPath] = [path]
     else:
         paths = list(path)
-    opts: Dict[str, OptionValue] = {
+    opts: dict[str, OptionValue] = {
         "max_peak": max_peak,
         "max_reserved": max_reserved,
         "max_frag": max_frag,

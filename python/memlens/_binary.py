@@ -18,7 +18,6 @@ import os
 import shutil
 import sys
 import sysconfig
-from typing import List, Optional
 
 from ._errors import BinaryNotFoundError
 
@@ -27,7 +26,7 @@ __all__ = ["find_memlens_bin"]
 _EXE = "memlens" + (sysconfig.get_config_var("EXE") or "")
 
 
-def _user_scheme() -> Optional[str]:
+def _user_scheme() -> str | None:
     if sys.version_info >= (3, 10):
         return sysconfig.get_preferred_scheme("user")
     if os.name == "nt":
@@ -37,8 +36,8 @@ def _user_scheme() -> Optional[str]:
     return "posix_user"
 
 
-def _candidates() -> List[str]:
-    out: List[str] = []
+def _candidates() -> list[str]:
+    out: list[str] = []
     scripts = sysconfig.get_path("scripts")
     if scripts:
         out.append(os.path.join(scripts, _EXE))
@@ -72,7 +71,7 @@ def find_memlens_bin() -> str:
         if _is_executable(env):
             return os.path.abspath(env)
         raise BinaryNotFoundError(
-            "memlens: $MEMLENS_BIN=%r is not an executable file" % env
+            f"memlens: $MEMLENS_BIN={env!r} is not an executable file"
         )
     tried = _candidates()
     for path in tried:
@@ -82,7 +81,7 @@ def find_memlens_bin() -> str:
     if on_path is not None:
         return on_path
     raise BinaryNotFoundError(
-        "memlens: the memlens binary was not found (looked in %s and on PATH); install the "
+        "memlens: the memlens binary was not found (looked in {} and on PATH); install the "
         "memlens wheel (pip install memlens, or pip install . in a checkout) or set "
-        "MEMLENS_BIN to a binary built with cargo" % ", ".join(tried)
+        "MEMLENS_BIN to a binary built with cargo".format(", ".join(tried))
     )

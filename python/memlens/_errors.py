@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
-__all__ = ["MemlensError", "BinaryNotFoundError", "RecordingUnavailableError"]
+__all__ = ["BinaryNotFoundError", "MemlensError", "RecordingUnavailableError"]
 
 
 class MemlensError(Exception):
@@ -23,7 +23,7 @@ class MemlensError(Exception):
         self,
         message: str,
         *,
-        returncode: Optional[int] = None,
+        returncode: int | None = None,
         stderr: str = "",
         argv: Sequence[str] = (),
     ) -> None:

@@ -8,11 +8,9 @@ added to the binary without being added here fails that test.
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet
-
 __all__ = ["OPTIONS", "PATH_OPTIONS", "TEXT_POSITIONALS"]
 
-OPTIONS: Dict[str, FrozenSet[str]] = {
+OPTIONS: dict[str, frozenset[str]] = {
     "report": frozenset(["at", "bands", "capacity", "device", "gpu", "n", "phase", "salvage", "sites", "step",
                          "threads", "width", "window"]),
     "serve": frozenset(["bands", "bind", "capacity", "device", "gpu", "n", "port", "salvage", "sites", "threads"]),
@@ -42,8 +40,8 @@ OPTIONS: Dict[str, FrozenSet[str]] = {
 }
 
 # Options whose value is a file memlens opens (``-`` is standard input, left to the binary).
-PATH_OPTIONS: FrozenSet[str] = frozenset(["baseline", "message_file"])
+PATH_OPTIONS: frozenset[str] = frozenset(["baseline", "message_file"])
 
 # Commands whose positional arguments are text, not paths (``explain``'s message).
-TEXT_POSITIONALS: FrozenSet[str] = frozenset(["explain"])
+TEXT_POSITIONALS: frozenset[str] = frozenset(["explain"])
 

@@ -16,6 +16,7 @@ exception reaches the program.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -27,7 +28,9 @@ import threading
 import warnings
 import weakref
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Type, TypeVar, Union
+from typing import Any, Callable, TypeVar
+
+from typing_extensions import Self
 
 from ._binary import find_memlens_bin
 from ._errors import RecordingUnavailableError
@@ -39,10 +42,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 # The recordings now open, innermost last. The allocator's recording is process-wide, so
 # this is too.
 _lock = threading.RLock()
-_active: List["_Session"] = []
+_active: list[_Session] = []
 # torch._C objects that already carry memlens's OOM observer. Observers cannot be detached,
 # so one observer per torch serves every recording, gated by `_active`.
-_observed: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_observed: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _torch() -> Any:
@@ -51,22 +54,21 @@ def _torch() -> Any:
         torch: Any = importlib.import_module("torch")
     except Exception as e:  # ImportError, or a broken install raising anything
         raise RecordingUnavailableError(
-            "memlens.record: torch is not importable (%s: %s); recording a CUDA memory "
-            "snapshot needs PyTorch with CUDA" % (type(e).__name__, e)
+            f"memlens.record: torch is not importable ({type(e).__name__}: {e}); recording a CUDA memory "
+            "snapshot needs PyTorch with CUDA"
         ) from e
     cuda: Any = getattr(torch, "cuda", None)
     memory: Any = getattr(cuda, "memory", None)
     if memory is None or not hasattr(memory, "_record_memory_history") or not hasattr(memory, "_snapshot"):
         raise RecordingUnavailableError(
-            "memlens.record: this torch (%s) has no torch.cuda.memory._record_memory_history "
-            "and _snapshot (PyTorch 2.1 or later records allocator history)"
-            % getattr(torch, "__version__", "unknown version")
+            "memlens.record: this torch ({}) has no torch.cuda.memory._record_memory_history "
+            "and _snapshot (PyTorch 2.1 or later records allocator history)".format(getattr(torch, "__version__", "unknown version"))
         )
     try:
         available = bool(cuda.is_available())
     except Exception as e:
         raise RecordingUnavailableError(
-            "memlens.record: torch.cuda.is_available() failed (%s: %s)" % (type(e).__name__, e)
+            f"memlens.record: torch.cuda.is_available() failed ({type(e).__name__}: {e})"
         ) from e
     if not available:
         raise RecordingUnavailableError(
@@ -76,7 +78,7 @@ def _torch() -> Any:
     return torch
 
 
-def recording_unavailable_reason() -> Optional[str]:
+def recording_unavailable_reason() -> str | None:
     """``None`` when :func:`memlens.record` can record here, else the reason it cannot
     (torch not importable, CUDA not available, a torch without allocator history)."""
     try:
@@ -91,7 +93,7 @@ def _write_snapshot(snapshot: Any, path: str) -> None:
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    tmp = "%s.tmp-%d" % (path, os.getpid())
+    tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
             pickle.dump(snapshot, f, protocol=4)
@@ -104,26 +106,26 @@ def _write_snapshot(snapshot: Any, path: str) -> None:
         raise
 
 
-def _oom_verdict(path: str) -> List[str]:
+def _oom_verdict(path: str) -> list[str]:
     """The headline and first fix of the last OOM in ``path``, from ``memlens oom``."""
     argv = [find_memlens_bin(), "oom", "--format", "json", "--", path]
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
     if proc.returncode not in (0, 1):
         line = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        return [line[0] if line else "memlens oom exited with status %d" % proc.returncode]
+        return [line[0] if line else f"memlens oom exited with status {proc.returncode}"]
     report = json.loads(proc.stdout)
     ooms = report.get("ooms") or []
     if not ooms:
         return ["memlens oom: no oom event in the snapshot (was history recorded with context?)"]
     last = ooms[-1]
-    lines = ["memlens oom: %s" % last.get("headline", last.get("verdict", "?"))]
+    lines = ["memlens oom: {}".format(last.get("headline", last.get("verdict", "?")))]
     recs = last.get("recommendations") or []
     if recs:
         first = recs[0]
         fix = first.get("action", "")
         if first.get("why"):
-            fix += " (%s)" % first["why"]
-        lines.append("memlens oom: first fix: %s" % fix)
+            fix += " ({})".format(first["why"])
+        lines.append(f"memlens oom: first fix: {fix}")
     return lines
 
 
@@ -145,23 +147,22 @@ def _on_oom(device: int, alloc: int, device_allocated: int, device_free: int) ->
                 s.oom_dumped = True
             path = sessions[-1].path
         print(
-            "memlens: CUDA out of memory on device %d (%d bytes requested); snapshot at the "
-            "OOM written to %s" % (device, alloc, path),
+            f"memlens: CUDA out of memory on device {device} ({alloc} bytes requested); snapshot at "
+            f"the OOM written to {path}",
             file=sys.stderr,
         )
         try:
             lines = _oom_verdict(path)
-        except Exception as e:  # the verdict is a courtesy; the snapshot is what matters
-            lines = ["memlens oom: could not analyse the snapshot (%s: %s)" % (type(e).__name__, e)]
+        except Exception as e:  # noqa: BLE001 (the verdict is a courtesy; the snapshot is what matters)
+            lines = [f"memlens oom: could not analyse the snapshot ({type(e).__name__}: {e})"]
         for line in lines:
             print(line, file=sys.stderr)
-        print("memlens: details: memlens oom %s" % path, file=sys.stderr)
+        print(f"memlens: details: memlens oom {path}", file=sys.stderr)
         sys.stderr.flush()
-    except Exception as e:
-        try:
-            print("memlens: the OOM hook failed (%s: %s)" % (type(e).__name__, e), file=sys.stderr)
-        except Exception:
-            pass
+    except Exception as e:  # noqa: BLE001 (an exception here would replace the OOM)
+        # Printing may fail too (stderr closed): the OOM hook still never raises.
+        with contextlib.suppress(Exception):
+            print(f"memlens: the OOM hook failed ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def _attach_observer(torch: Any) -> None:
@@ -193,7 +194,7 @@ class _Session:
         self.oom_dumped = False
         self.torch: Any = None
 
-    def settings(self) -> Dict[str, Any]:
+    def settings(self) -> dict[str, Any]:
         return {"enabled": "all", "context": "all", "stacks": self.stacks, "max_entries": self.max_entries}
 
     def start(self) -> None:
@@ -266,24 +267,24 @@ class record:
 
     def __init__(
         self,
-        path: Union[str, "os.PathLike[str]"],
+        path: str | os.PathLike[str],
         max_entries: int = 100_000,
         stacks: str = "all",
         on_oom: bool = True,
     ) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise ValueError("max_entries must be a positive int, not %r" % (max_entries,))
+            raise ValueError(f"max_entries must be a positive int, not {max_entries!r}")
         if stacks not in ("all", "python"):
-            raise ValueError("stacks must be 'all' or 'python', not %r" % (stacks,))
+            raise ValueError(f"stacks must be 'all' or 'python', not {stacks!r}")
         self.path = os.fspath(path)
         self.max_entries = max_entries
         self.stacks = stacks
         self.on_oom = bool(on_oom)
-        self._sessions: List[_Session] = []
+        self._sessions: list[_Session] = []
         #: Whether the last recording that ended dumped a snapshot at an OOM.
         self.oom_dumped = False
 
-    def __enter__(self) -> "record":
+    def __enter__(self) -> Self:
         session = _Session(os.path.abspath(self.path), self.max_entries, self.stacks, self.on_oom)
         session.start()
         self._sessions.append(session)
@@ -291,9 +292,9 @@ class record:
 
     def __exit__(
         self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         session = self._sessions.pop()
         self.oom_dumped = session.oom_dumped
@@ -303,7 +304,7 @@ class record:
             if exc_type is None:
                 raise
             # Do not hide the block's own exception behind a failed dump.
-            warnings.warn("memlens.record: could not write %s: %s" % (session.path, e), RuntimeWarning, stacklevel=2)
+            warnings.warn(f"memlens.record: could not write {session.path}: {e}", RuntimeWarning, stacklevel=2)
 
     def __call__(self, func: F) -> F:
         @functools.wraps(func)
@@ -314,9 +315,7 @@ class record:
         return wrapper  # type: ignore[return-value]
 
     def __repr__(self) -> str:
-        return "memlens.record(%r, max_entries=%d, stacks=%r, on_oom=%r)" % (
-            self.path,
-            self.max_entries,
-            self.stacks,
-            self.on_oom,
+        return (
+            f"memlens.record({self.path!r}, max_entries={self.max_entries}, "
+            f"stacks={self.stacks!r}, on_oom={self.on_oom!r})"
         )

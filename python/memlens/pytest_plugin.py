@@ -28,7 +28,7 @@ import os
 import re
 import subprocess
 import tempfile
-from typing import Any, Dict, Generator, List, Optional, Tuple
+from typing import Any, Generator
 
 import pytest
 
@@ -69,12 +69,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _marker_options(marker: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def _marker_options(marker: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The marker's ``check`` options and ``record`` options; a UsageError when malformed."""
     if marker.args:
         raise pytest.UsageError(
             "@pytest.mark.cuda_memory takes keywords only (max_peak=..., max_reserved=..., "
-            "max_frag=..., max_leaked=..., baseline=...), not %r" % (marker.args,)
+            f"max_frag=..., max_leaked=..., baseline=...), not {marker.args!r}"
         )
     budgets = dict(marker.kwargs)
     rec = {k: budgets.pop(k) for k in _RECORD_KEYS if k in budgets}
@@ -105,7 +105,7 @@ def _snapshot_path(item: pytest.Item) -> str:
     return os.path.join(directory, name + ".pickle")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marked tests are skipped, with the reason, where recording is impossible (torch is
     imported here only when some collected test is marked)."""
     marked = [item for item in items if item.get_closest_marker(_MARKER) is not None]
@@ -114,7 +114,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     reason = recording_unavailable_reason()
     if reason is None:
         return
-    skip = pytest.mark.skip(reason="cuda_memory: %s" % reason)
+    skip = pytest.mark.skip(reason=f"cuda_memory: {reason}")
     for item in marked:
         item.add_marker(skip)
 
@@ -126,34 +126,34 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _marker_options(marker)  # a malformed marker is an error even where it would skip
 
 
-def _html_report(snapshot: str) -> Tuple[Optional[str], Optional[str]]:
+def _html_report(snapshot: str) -> tuple[str | None, str | None]:
     html = os.path.splitext(snapshot)[0] + ".html"
     argv = [find_memlens_bin(), "report", "--force", "-o", html, "--", snapshot]
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        return None, (err[0] if err else "memlens report exited with status %d" % proc.returncode)
+        return None, (err[0] if err else f"memlens report exited with status {proc.returncode}")
     return html, None
 
 
 _FAILURE_ATTR = "_memlens_cuda_memory_failure"
 
 
-def _judge(item: pytest.Item, snapshot: str, budgets: Dict[str, Any]) -> Optional[str]:
+def _judge(item: pytest.Item, snapshot: str, budgets: dict[str, Any]) -> str | None:
     """The failure message of a test whose call passed, or None when its memory did too."""
     try:
         outcome = check(snapshot, **budgets)
     except MemlensError as e:
-        return "cuda_memory: memlens check could not judge %s: %s" % (snapshot, e)
+        return f"cuda_memory: memlens check could not judge {snapshot}: {e}"
     if outcome.passed:
         return None
-    lines = ["cuda_memory: %s" % outcome, "snapshot: %s" % snapshot]
+    lines = [f"cuda_memory: {outcome}", f"snapshot: {snapshot}"]
     if item.config.getoption("--memlens-report"):
         try:
             html, err = _html_report(snapshot)
         except MemlensError as e:
             html, err = None, str(e)
-        lines.append("report: %s" % html if html else "report: not written (%s)" % err)
+        lines.append(f"report: {html}" if html else f"report: not written ({err})")
     return "\n".join(lines)
 
 
@@ -177,9 +177,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
         item.user_properties.append(("memlens_snapshot", snapshot))
         if excinfo is None:
             setattr(item, _FAILURE_ATTR, _judge(item, snapshot, budgets))
-    except Exception as e:  # a failed dump fails the test (reported below), never the session
+    except Exception as e:  # noqa: BLE001 (a failed dump fails the test, reported below, never the session)
         if excinfo is None:
-            setattr(item, _FAILURE_ATTR, "cuda_memory: could not record %s: %s: %s" % (snapshot, type(e).__name__, e))
+            setattr(item, _FAILURE_ATTR, f"cuda_memory: could not record {snapshot}: {type(e).__name__}: {e}")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -295,14 +295,14 @@ def write_readme(out_dir: str, manifest: dict):
     lines += [
         '## Tests',
         '',
-        '`tests/captured.rs` runs memlens on every capture here and checks its answers against the truth',
+        '`tests/it/captured.rs` runs memlens on every capture here and checks its answers against the truth',
         'files, read at test time: totals and sites at the peak and at the end (against `observed` and',
         'the oracles of `tests/oracle/`), the leak findings and their steps, both OOM verdicts and their',
         'numbers under the 2 GiB fraction cap, `frag` at the OOM, `explain` on each recorded message,',
         'the diff of the pair and its growth gate, the pending free of `side_stream`, the C++ frames of',
         '`stacks_all`, and identical reports for protocols 4 and 5. Its golden text outputs are in',
-        '`tests/golden/captured/` (`MEMLENS_BLESS=1` rewrites them). `tests/parallel.rs`,',
-        '`tests/replay.rs` and `tests/oom.rs` include these captures in their all-sample checks.',
+        '`tests/golden/captured/` (`MEMLENS_BLESS=1` rewrites them). `tests/it/parallel.rs`,',
+        '`tests/it/replay.rs` and `tests/it/oom.rs` include these captures in their all-sample checks.',
         "",
     ]
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:

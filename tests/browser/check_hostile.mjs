@@ -3,7 +3,7 @@
 // whether the page came up, whether any injected code ran (`window.pwned`), whether the names
 // are shown as literal text, and what the page's policy refused when a script and a handler
 // were slipped into the page as an escaping slip would (they must not run). It asserts
-// nothing: tests/surfaces/escapes.rs does.
+// nothing: tests/it/surfaces/escapes.rs does.
 //
 //   node tests/browser/check_hostile.mjs REPORT.html NEEDLE...
 //

@@ -6,32 +6,13 @@
 //! on a developer's machine, but fails under `CI`, where both are expected: a checkout that
 //! lost them must not be green.
 
+use super::ci::{ci, env_flag, unavailable_under};
 use std::path::PathBuf;
 use std::process::Command;
-
-/// True when the variable is set to anything but ``, `0` or `false`.
-pub fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
-}
-
-/// True under CI (`CI` set, as every CI service sets it).
-pub fn ci() -> bool {
-    env_flag("CI")
-}
 
 /// True when `MEMLENS_BLESS` asks the golden files to be rewritten.
 pub fn bless() -> bool {
     env_flag("MEMLENS_BLESS")
-}
-
-/// What a test does without something it needs: under CI (`ci`), panic naming what is
-/// expected and why it is missing; otherwise print `skipped: ...` and return `None`.
-pub fn unavailable_under<T>(ci: bool, expected: &str, why: &str) -> Option<T> {
-    if ci {
-        panic!("CI expects {expected}: {why} (unset CI to skip this test instead)");
-    }
-    eprintln!("skipped: {expected}: {why}");
-    None
 }
 
 fn unavailable<T>(expected: &str, why: &str) -> Option<T> {

@@ -1,4 +1,4 @@
-//! The one test-support module of the integration tests (each `tests/*.rs` has `mod common;`).
+//! The one test-support module of the integration tests (`tests/it/main.rs` has `mod common;`).
 //!
 //! - [`canonical`](canonical::canonical): a snapshot spelled out with ids resolved, for
 //!   comparing two decodes of one file.
@@ -6,17 +6,19 @@
 //!   them, a missing or different one fails.
 //! - [`require_shared`](env::require_shared), [`require_real`](env::require_real),
 //!   [`require_python`](env::require_python): what lives outside the repository; a skip
-//!   (`skipped: ...` on stderr) on a developer's machine, a failure when `CI` is set.
+//!   (`skipped: ...` on stderr) on a developer's machine, a failure under CI ([`ci`](ci::ci),
+//!   the one definition of it, in tests/common/ci.rs).
 //! - Paths of the samples, the binary, the Python oracle, and [`Pickle`], a pickle writer for
 //!   snapshots built opcode by opcode.
 #![allow(dead_code)]
 
 mod canonical;
+mod ci;
 mod env;
 mod golden;
 // Each test binary uses some of these.
 #[allow(unused_imports)]
-pub use {canonical::*, env::*, golden::*};
+pub use {canonical::*, ci::*, env::*, golden::*};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

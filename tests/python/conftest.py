@@ -5,7 +5,7 @@ They run against whichever ``memlens`` package Python imports: the installed whe
 layout), or the source tree with ``PYTHONPATH=python MEMLENS_BIN=target/release/memlens``.
 Recording is tested against the stand-in torch of samples/capture/fake_torch (a toy
 allocator, not PyTorch). A missing prerequisite (the binary, the samples) skips with a
-message, and fails under CI (``CI`` set).
+message, and fails under CI (``IN_CI``: ``CI`` on, by ``flag_on``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 
@@ -25,9 +25,20 @@ pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 FAKE_TORCH = SAMPLES / "capture" / "fake_torch"
-IN_CI = bool(os.environ.get("CI"))
+
+
+def flag_on(value: Optional[str]) -> bool:
+    """Whether an environment switch's value turns it on: unset, empty, ``0``, ``false``,
+    ``no`` or ``off`` (any case, spaces around ignored) is off; anything else (``1``,
+    ``true``, ``yes``) is on. The Rust tests read ``CI`` by the same rule
+    (tests/common/ci.rs, ``flag_value``)."""
+    return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# The one definition of "under CI" of the Python tests (``CI=0`` is not CI).
+IN_CI = flag_on(os.environ.get("CI"))
 INSTALLED = os.environ.get("MEMLENS_TEST_INSTALLED") == "1"
-# `cargo test` runs these tests from the source tree (tests/python_package.rs); the checks of
+# `cargo test` runs these tests from the source tree (tests/it/python_package.rs); the checks of
 # the installed wheel's layout then belong to .ci/run's wheel stage, which runs them all.
 SOURCE_RUN = os.environ.get("MEMLENS_TEST_SOURCE") == "1"
 # The directory that holds the imported memlens package (site-packages, or python/).

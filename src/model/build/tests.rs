@@ -56,7 +56,7 @@ fn the_flat_fast_path_builds_what_the_general_path_builds() {
     ];
     let (mut seen, mut taken) = (0, 0);
     for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Some(entries) = crate::test_ci::read_dir_or_skip(&dir) else {
             continue;
         };
         let mut paths: Vec<_> = entries.flatten().map(|e| e.path()).collect();

@@ -1,0 +1,68 @@
+//! memlens's integration tests, in one test binary (issue 38): each module is one former
+//! `tests/NAME.rs` binary, and `tests/common` is their one support module. One binary links
+//! the library, its dependencies and the test support once instead of 39 times, which was
+//! most of the time of `cargo test` on a 2-core CI.
+//!
+//! Run one module with a filter: `cargo test --release --test it golden::` (the goldens),
+//! `cargo test --release --test it report::` (the browser tests of `memlens report`). Tests of
+//! one process run on parallel threads: a test passes what it changes (environment, working
+//! directory) to the child `Command` it starts, never to the process (`std::env::set_var`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod absent;
+mod batch;
+mod capture;
+mod captured;
+mod categories;
+mod check;
+mod cli;
+mod cli_details;
+mod corruption;
+mod dataset;
+mod diff;
+mod explain;
+mod export;
+mod fit;
+mod fleet;
+mod fuzz_outputs;
+mod golden;
+mod golden_outputs;
+mod hostile;
+mod leaks;
+mod newer;
+mod oom;
+mod paint;
+mod parallel;
+mod promises;
+mod properties;
+mod python_package;
+mod readings;
+mod real;
+mod replay;
+mod report;
+mod roundtrip;
+mod salvage;
+mod schemas;
+mod serve;
+mod sites;
+mod support;
+mod surfaces;
+mod terminal;
+mod whatif;
+
+/// The integration tests stay one binary: a new `tests/NAME.rs` would be linked as one more
+/// (cargo's auto-discovery still runs it), so it belongs here as `tests/it/NAME.rs`.
+#[test]
+fn the_integration_tests_are_one_binary() {
+    let stray: Vec<_> = std::fs::read_dir(common::root().join("tests"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "{stray:?}: move each into tests/it/ and add `mod NAME;` to tests/it/main.rs"
+    );
+}

@@ -1,0 +1,840 @@
+//! `memlens report`: the page's data against the other commands and against arithmetic done
+//! here from the JSON alone (band layout, peaks kept by the downsampling, flame and state
+//! totals), the HTML's embedded data against `--format json`, output rules, and the page in
+//! headless Chromium (tests/browser/check_report.mjs): drawn, no error, no request, hover,
+//! zoom, pin, and the figures shown equal to the JSON of `timeline` and `oom`.
+
+use crate::common;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A command's JSON; exit 1 (findings: `leaks`) is a report too.
+fn json_of(args: &[&str]) -> Value {
+    let o = memlens(args);
+    assert!(
+        matches!(o.status.code(), Some(0 | 1)),
+        "memlens {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn report_json(file: &Path) -> Value {
+    json_of(&["report", file.to_str().unwrap(), "--format", "json"])
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a size: {v}"))
+}
+
+fn i(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an index: {v}"))
+}
+
+/// The base of `band` at sample `s`, from its change points.
+fn base_at(band: &Value, s: u64) -> u64 {
+    let pts = band["base"].as_array().unwrap();
+    let mut base = None;
+    for pair in pts.chunks(2) {
+        if u(&pair[0]) <= s {
+            base = Some(u(&pair[1]));
+        }
+    }
+    base.unwrap_or_else(|| panic!("no base at sample {s}: {band}"))
+}
+
+/// Every invariant of one report's JSON that can be checked from the JSON itself, plus the
+/// figures shared with `timeline`, `oom`, `summary`, `leaks` and `categories`.
+fn check_report(file: &Path, r: &Value) {
+    let name = file.display();
+    let f = file.to_str().unwrap();
+    assert_eq!(r["schema_version"], 1);
+    let n_frames = r["frames"].as_array().unwrap().len() as u64;
+    let n_stacks = r["stacks"].as_array().unwrap().len() as u64;
+    for st in r["stacks"].as_array().unwrap() {
+        for fr in st.as_array().unwrap() {
+            assert!(u(fr) < n_frames, "{name}: frame index out of range");
+        }
+    }
+    // The embedded reports are those commands' own JSON.
+    let mut summary = json_of(&["summary", f, "--format", "json"]);
+    summary.as_object_mut().unwrap().remove("file");
+    assert_eq!(r["summary"], summary, "{name}: summary");
+    assert_eq!(
+        r["leaks"],
+        json_of(&["leaks", f, "--format", "json"]),
+        "{name}: leaks"
+    );
+    assert_eq!(
+        r["categories"],
+        json_of(&["categories", f, "--format", "json"]),
+        "{name}: categories"
+    );
+    let oom = json_of(&["oom", f, "--format", "json"]);
+    if oom["ooms"].as_array().unwrap().is_empty() {
+        assert!(r["oom"].is_null(), "{name}: no OOM, no OOM section");
+    } else {
+        assert_eq!(r["oom"], oom, "{name}: oom");
+    }
+    let timeline = json_of(&["timeline", f, "--format", "json"]);
+    for dev in r["devices"].as_array().unwrap() {
+        let d = u(&dev["device"]);
+        let t = &dev["timeline"];
+        if t.is_null() {
+            assert!(
+                r["absent"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["code"] == "no_trace" && a["device"] == d),
+                "{name}: device {d} has no timeline and no absence note"
+            );
+            assert_eq!(dev["moments"].as_array().unwrap().len(), 1);
+        } else {
+            check_timeline(&name.to_string(), t, n_stacks);
+            let tl = timeline["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["device"] == d)
+                .unwrap();
+            assert_eq!(t["peak_bytes"], tl["peak_bytes"], "{name}: peak");
+            assert_eq!(t["peak"], tl["peak"], "{name}: peak moment");
+            assert_eq!(t["max_reserved_bytes"], tl["max_reserved_bytes"], "{name}");
+            let ooms: Vec<Value> = oom["ooms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|o| o["device"] == d)
+                .map(|o| o["event_index"].clone())
+                .collect();
+            assert_eq!(
+                t["oom_events"].as_array().unwrap(),
+                &ooms,
+                "{name}: OOM marks"
+            );
+            let peak = &dev["moments"][0];
+            assert_eq!(peak["name"], "peak");
+            assert_eq!(peak["at"], t["peak"]);
+            assert_eq!(peak["live_bytes"], t["peak_bytes"]);
+        }
+        for m in dev["moments"].as_array().unwrap() {
+            check_moment(&format!("{name} device {d} {}", m["name"]), m, n_stacks);
+        }
+    }
+}
+
+fn check_timeline(name: &str, t: &Value, n_stacks: u64) {
+    let s = &t["samples"];
+    let ev: Vec<i64> = s["event_index"].as_array().unwrap().iter().map(i).collect();
+    let live: Vec<u64> = s["live_bytes"].as_array().unwrap().iter().map(u).collect();
+    let reserved: Vec<u64> = s["reserved_bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(u)
+        .collect();
+    let other: Vec<u64> = s["other_bytes"].as_array().unwrap().iter().map(u).collect();
+    let n = ev.len();
+    assert!(n > 0, "{name}: no sample");
+    assert_eq!(live.len(), n);
+    assert_eq!(reserved.len(), n);
+    assert_eq!(other.len(), n);
+    assert!(
+        ev.windows(2).all(|w| w[0] < w[1]),
+        "{name}: samples in order"
+    );
+    assert_eq!(ev[0], i(&t["window"]["first"]), "{name}: window start");
+    assert_eq!(ev[n - 1], i(&t["window"]["last"]), "{name}: window end");
+    // The downsampling keeps the maxima: the peak and the reserved maximum are samples.
+    assert_eq!(
+        *live.iter().max().unwrap(),
+        u(&t["peak_bytes"]),
+        "{name}: peak kept"
+    );
+    let pk = ev
+        .iter()
+        .position(|&e| e == i(&t["peak"]["event_index"]))
+        .expect("the peak is a sample");
+    assert_eq!(live[pk], u(&t["peak_bytes"]));
+    assert_eq!(
+        *reserved.iter().max().unwrap(),
+        u(&t["max_reserved_bytes"]),
+        "{name}"
+    );
+    // Bands: live exactly between their alloc and free, stacked in order without gaps.
+    let bands = t["bands"].as_array().unwrap();
+    let smallest = u(&t["smallest_band_bytes"]);
+    assert!(
+        bands.len() as u64 <= 1000,
+        "{name}: at most --bands bands by default"
+    );
+    if u(&t["other_allocations"]) == 0 {
+        assert_eq!(
+            t["largest_other_bytes"], 0,
+            "{name}: an empty aggregate band"
+        );
+    }
+    for b in bands {
+        assert!(u(&b["stack"]) < n_stacks);
+        assert!(u(&b["size"]) >= smallest, "{name}: smallest_band_bytes");
+        let alloc = i(&b["alloc_event"]);
+        let free = b["free_event"].as_i64().unwrap_or(i64::MAX);
+        let live_samples: Vec<usize> = (0..n).filter(|&k| alloc <= ev[k] && ev[k] < free).collect();
+        assert_eq!(
+            (live_samples[0], *live_samples.last().unwrap()),
+            (
+                u(&b["first_sample"]) as usize,
+                u(&b["last_sample"]) as usize
+            ),
+            "{name}: band live range {b}"
+        );
+        // Its alloc and free are samples (the band starts and ends where it does).
+        if alloc >= ev[0] {
+            assert!(ev.contains(&alloc), "{name}: alloc sample");
+        }
+        if free <= ev[n - 1] {
+            assert!(ev.contains(&free), "{name}: free sample");
+        }
+    }
+    for k in 0..n {
+        let mut base = 0;
+        for b in bands {
+            if u(&b["first_sample"]) as usize <= k && k <= u(&b["last_sample"]) as usize {
+                assert_eq!(base_at(b, k as u64), base, "{name}: base at sample {k}");
+                base += u(&b["size"]);
+            }
+        }
+        assert_eq!(
+            base + other[k],
+            live[k],
+            "{name}: stack height at sample {k}"
+        );
+    }
+}
+
+/// The root's value of a flat pre-order tree, after checking its shape: parents come
+/// first, depths follow them, callees weigh no more than their caller together.
+fn check_tree(tree: &Value, at: &str) -> u64 {
+    let value: Vec<u64> = tree["value"].as_array().unwrap().iter().map(u).collect();
+    let parent: Vec<i64> = tree["parent"].as_array().unwrap().iter().map(i).collect();
+    let depth: Vec<u64> = tree["depth"].as_array().unwrap().iter().map(u).collect();
+    assert_eq!(parent[0], -1, "{at}: the root comes first");
+    assert_eq!(tree["frame"][0], -2, "{at}: the root");
+    let mut callees = vec![0u64; value.len()];
+    for k in 1..value.len() {
+        let p = parent[k];
+        assert!(
+            p >= 0 && (p as usize) < k,
+            "{at}: a caller before its callees"
+        );
+        assert_eq!(depth[k], depth[p as usize] + 1, "{at}: depth");
+        callees[p as usize] += value[k];
+    }
+    for k in 0..value.len() {
+        assert!(
+            callees[k] <= value[k],
+            "{at}: callees weigh more than their caller"
+        );
+    }
+    value[0]
+}
+
+fn check_moment(name: &str, m: &Value, n_stacks: u64) {
+    let top = &m["top"];
+    let total = u(&top["total"]);
+    for view in ["all", "no_cpp", "no_torch", "user"] {
+        let tree = &m["flame"][view];
+        assert_eq!(
+            check_tree(tree, name),
+            total,
+            "{name}: flame {view} = top total"
+        );
+    }
+    assert_eq!(u(&m["flame"]["total"]), total);
+    assert_eq!(
+        top["row_stacks"].as_array().unwrap().len(),
+        top["sites"].as_array().unwrap().len()
+    );
+    for s in top["row_stacks"].as_array().unwrap() {
+        assert!(u(s) < n_stacks);
+    }
+    // The blocks drawn add up to the frag figures of the same moment.
+    let (mut reserved, mut allocated, mut free, mut pending) = (0, 0, 0, 0);
+    for seg in m["state"]["segments"].as_array().unwrap() {
+        reserved += u(&seg["size"]);
+        let mut end = 0;
+        for b in seg["blocks"].as_array().unwrap() {
+            let (off, size) = (u(&b[0]), u(&b[1]));
+            assert!(off >= end, "{name}: blocks overlap");
+            end = off + size;
+            match i(&b[3]) {
+                0 => allocated += size,
+                1 => pending += size,
+                2 => free += size,
+                x => panic!("{name}: block state {x}"),
+            }
+            if i(&b[3]) != 2 {
+                assert!(u(&b[4]) < n_stacks);
+            }
+        }
+    }
+    let t = &m["frag"]["total"];
+    assert_eq!(reserved, u(&t["reserved_bytes"]), "{name}: reserved");
+    assert_eq!(allocated, u(&t["allocated_bytes"]), "{name}: allocated");
+    assert_eq!(free, u(&t["free_bytes"]), "{name}: free");
+    assert_eq!(pending, u(&t["pending_free_bytes"]), "{name}: pending");
+}
+
+#[test]
+fn samples_and_captures_hold_the_page_invariants() {
+    for file in samples().into_iter().chain(captured()) {
+        check_report(&file, &report_json(&file));
+    }
+}
+
+#[test]
+fn real_snapshots_hold_the_page_invariants() {
+    let Some(files) = require_shared() else {
+        return;
+    };
+    for file in files {
+        check_report(&file, &report_json(&file));
+    }
+}
+
+/// `report --format json --bands 2` of a JSON snapshot holding `trace` (entries joined by
+/// commas) on device 0 and no segments.
+fn two_band_report(trace: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hand.json");
+    let doc = format!(r#"{{"segments":[],"device_traces":[[{trace}]]}}"#);
+    std::fs::write(&path, doc).unwrap();
+    let file = path.to_str().unwrap();
+    json_of(&["report", file, "--format", "json", "--bands", "2"])
+}
+
+/// A trace small enough to lay out by hand: A (100 B) at event 0, B (200 B) at 1, A freed at
+/// 2, C (50 B) at 3. With two bands, A and B get one each and C is the aggregate.
+#[test]
+fn band_layout_by_hand() {
+    let entry = |action: &str, addr: u64, size: u64| {
+        format!(
+            r#"{{"action":"{action}","addr":{addr},"size":{size},"stream":0,"time_us":{addr},"frames":[{{"name":"f{addr}","filename":"/home/u/train.py","line":{addr}}}]}}"#
+        )
+    };
+    let trace = [
+        entry("alloc", 1000, 100),
+        entry("alloc", 2000, 200),
+        entry("free_requested", 1000, 100),
+        entry("free_completed", 1000, 100),
+        entry("alloc", 3000, 50),
+    ]
+    .join(",");
+    let r = two_band_report(&trace);
+    let t = &r["devices"][0]["timeline"];
+    let s = &t["samples"];
+    assert_eq!(s["event_index"], serde_json::json!([-1, 0, 1, 2, 3, 4]));
+    assert_eq!(
+        s["live_bytes"],
+        serde_json::json!([0, 100, 300, 300, 200, 250])
+    );
+    assert_eq!(s["other_bytes"], serde_json::json!([0, 0, 0, 0, 0, 50]));
+    let bands = t["bands"].as_array().unwrap();
+    assert_eq!(bands.len(), 2);
+    assert_eq!((u(&bands[0]["size"]), u(&bands[1]["size"])), (100, 200));
+    // A: samples 1-3 at the bottom; B: samples 2-5, on A until A is freed at event 3.
+    assert_eq!(bands[0]["base"], serde_json::json!([1, 0]));
+    assert_eq!(
+        (u(&bands[0]["first_sample"]), u(&bands[0]["last_sample"])),
+        (1, 3)
+    );
+    assert_eq!(bands[1]["base"], serde_json::json!([2, 100, 4, 0]));
+    assert_eq!(
+        (u(&bands[1]["first_sample"]), u(&bands[1]["last_sample"])),
+        (2, 5)
+    );
+    assert_eq!(bands[0]["free_requested_event"], 2);
+    assert_eq!(bands[0]["free_event"], 3);
+    assert!(bands[1]["free_event"].is_null());
+    assert_eq!(t["other_allocations"], 1);
+    assert_eq!(t["smallest_band_bytes"], 100);
+    assert_eq!(t["largest_other_bytes"], 50);
+    assert_eq!(bands[0]["site"], "/home/u/train.py:1000:f1000");
+}
+
+/// On a long trace the largest allocations are short temporaries; half the bands go to the
+/// largest by bytes × lifetime, so a small allocation alive throughout still gets one.
+#[test]
+fn long_lived_allocations_get_bands_beside_the_largest() {
+    let entry = |action: &str, addr: u64, size: u64| {
+        format!(r#"{{"action":"{action}","addr":{addr},"size":{size},"stream":0,"frames":[]}}"#)
+    };
+    let mut trace = vec![entry("alloc", 1, 20)];
+    for k in 0..4 {
+        let addr = 100 + k;
+        trace.push(entry("alloc", addr, 100));
+        trace.push(entry("free_completed", addr, 100));
+    }
+    let r = two_band_report(&trace.join(","));
+    let t = &r["devices"][0]["timeline"];
+    let bands: Vec<(u64, u64)> = t["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (u(&b["address"]), u(&b["size"])))
+        .collect();
+    // The long-lived 20 bytes (20 x 9 events) and the first 100-byte temporary (the largest).
+    assert_eq!(bands, vec![(1, 20), (100, 100)]);
+    assert_eq!(t["other_allocations"], 3);
+    assert_eq!(t["largest_other_bytes"], 100);
+    assert_eq!(t["smallest_band_bytes"], 20);
+}
+
+/// The embedded data of the HTML page, as the page parses it.
+fn embedded(html: &str) -> Value {
+    let open = r#"<script type="application/json" id="memlens-data">"#;
+    let start = html.find(open).expect("data element") + open.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    serde_json::from_str(&html[start..end]).unwrap()
+}
+
+#[test]
+fn the_page_is_self_contained_and_embeds_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = sample("frag_oom.pickle");
+    let out = dir.path().join("r.html");
+    let o = memlens([
+        "report",
+        file.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&out).unwrap();
+    let mut json = report_json(&file);
+    assert_eq!(embedded(&html), json);
+    json["file"] = Value::Null;
+    // Nothing is loaded from anywhere: no src/href to a resource, and a CSP that forbids every
+    // request (the script's `fetch` of a served page's windows cannot run here: no
+    // `connect-src`, and the page knows no server).
+    assert!(html.contains(r#"content="default-src 'none'; script-src 'sha256-"#));
+    assert!(html.contains("; img-src data:\">"));
+    assert!(!html.contains("unsafe-inline"));
+    assert!(!html.contains("connect-src"));
+    assert!(html.contains(r#"<script type="application/json" id="memlens-serve">null</script>"#));
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "src='http",
+        "@import",
+        "XMLHttpRequest",
+        "<link",
+    ] {
+        assert!(!html.contains(needle), "the page holds {needle:?}");
+    }
+    // -o never replaces a file without --force.
+    let again = memlens([
+        "report",
+        file.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+}
+
+#[test]
+fn hostile_text_cannot_escape_the_data_element() {
+    let trace = r#"{"action":"alloc","addr":4096,"size":512,"stream":0,"frames":[{"name":"</script><script>window.pwned=1</script>","filename":"/home/u/<b>x.py","line":1}]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("<b>x\".json");
+    std::fs::write(
+        &path,
+        format!(r#"{{"segments":[],"device_traces":[[{trace}]]}}"#),
+    )
+    .unwrap();
+    let o = memlens(["report", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(
+        html.matches("</script>").count(),
+        3,
+        "only the page's own elements close"
+    );
+    assert!(
+        !html.contains("<b>x"),
+        "the file name is escaped in the title"
+    );
+    let data = embedded(&html);
+    assert!(data["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["name"] == "</script><script>window.pwned=1</script>"));
+}
+
+/// The samples the browser test opens: OOMs, leaks and phases, several streams, no trace,
+/// C++ frames, and real files with several devices and an OOM.
+fn browser_files() -> Vec<PathBuf> {
+    let mut v = vec![
+        sample("frag_oom.pickle"),
+        sample("retained_graph.pickle"),
+        sample("bare_list.pickle"),
+        sample("expandable_multi.pickle"),
+        sample("late_grads.pickle"),
+        root().join("samples/captured/stacks_all.pickle"),
+    ];
+    for real in [
+        "Constructor-Sun__code_location__memory_snapshot.pickle",
+        "Yiyi-philosophy__LLM-inference__oom_snapshot.pickle",
+    ] {
+        if let Some(p) = require_real(real) {
+            v.push(p);
+        }
+    }
+    v
+}
+
+#[test]
+fn the_page_works_in_headless_chromium() {
+    let Some(browser) = require_browser() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for file in browser_files() {
+        let f = file.to_str().unwrap();
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let html = dir.path().join(format!("{name}.html"));
+        let o = memlens(["report", f, "-o", html.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let run = std::process::Command::new("node")
+            .arg(&browser.script)
+            .arg(&html)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{name}: the driver failed: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let page: Value = serde_json::from_slice(&run.stdout)
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&run.stdout)));
+        check_page(&name, f, &page);
+    }
+}
+
+fn check_page(name: &str, file: &str, page: &Value) {
+    assert_eq!(page["ready"], true, "{name}: {page}");
+    assert_eq!(page["console_errors"], serde_json::json!([]), "{name}");
+    assert_eq!(page["page_errors"], serde_json::json!([]), "{name}");
+    assert_eq!(
+        page["requests"],
+        serde_json::json!([]),
+        "{name}: a network request"
+    );
+    let report = report_json(Path::new(file));
+    let first = &report["devices"][0];
+    assert!(
+        u(&page["drawn"]["state_blocks"]) > 0,
+        "{name}: state view drawn"
+    );
+    assert!(u(&page["drawn"]["flame_nodes"]) > 0, "{name}: flame drawn");
+    // Memory alive before the trace with no stack: its row's tooltip and expanded details
+    // give the likely kind's evidence, not an empty stack.
+    let older = first["moments"][0]["top"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["predates_trace"] == true);
+    match older {
+        Some(row) => {
+            let shown = &page["pretrace"];
+            assert_eq!(shown["site"], row["site"], "{name}: {shown}");
+            let evidence = row["evidence"].as_str().unwrap();
+            assert!(
+                shown["title"].as_str().unwrap().contains(evidence),
+                "{name}: {shown}"
+            );
+            let details = shown["details"].as_str().unwrap().trim();
+            assert!(details.contains(evidence), "{name}: {details}");
+            if let Some(kind) = row["likely_kind"].as_str() {
+                assert!(details.starts_with(&format!("Likely {kind}")), "{details}");
+            }
+        }
+        None => assert!(page["pretrace"].is_null(), "{name}: {}", page["pretrace"]),
+    }
+    // The OOM verdicts shown are those of `memlens oom`.
+    let oom = json_of(&["oom", file, "--format", "json"]);
+    let verdicts = page["oom_verdicts"].as_array().unwrap();
+    let ooms = oom["ooms"].as_array().unwrap();
+    assert_eq!(verdicts.len(), ooms.len(), "{name}: one verdict per OOM");
+    for (shown, o) in verdicts.iter().zip(ooms) {
+        let text = shown.as_str().unwrap();
+        assert!(
+            text.contains(o["verdict"].as_str().unwrap()),
+            "{name}: {text}"
+        );
+    }
+    if first["timeline"].is_null() {
+        let absent = page["absent_texts"].to_string();
+        assert!(absent.contains("has no trace"), "{name}: {absent}");
+        return;
+    }
+    // The peak shown is `memlens timeline`'s.
+    let timeline = json_of(&["timeline", file, "--format", "json"]);
+    assert_eq!(
+        page["peak_bytes"], timeline["devices"][0]["peak_bytes"],
+        "{name}"
+    );
+    assert!(
+        u(&page["drawn"]["timeline_bands"]) > 0,
+        "{name}: bands drawn"
+    );
+    // Hovering the largest band shows its stack: its innermost frame's function.
+    let bands = first["timeline"]["bands"].as_array().unwrap();
+    let b = u(&page["hover"]["band"]) as usize;
+    let stack = &report["stacks"][u(&bands[b]["stack"]) as usize];
+    let tooltip = page["hover"]["tooltip"].as_str().unwrap();
+    if let Some(f) = stack.as_array().unwrap().iter().find(|f| {
+        let kind = &report["frames"][u(f) as usize]["kind"];
+        kind != "noise" && kind != "cpp"
+    }) {
+        let fname = report["frames"][u(f) as usize]["name"].as_str().unwrap();
+        assert!(
+            tooltip.contains(fname),
+            "{name}: tooltip {tooltip:?} lacks {fname}"
+        );
+    }
+    // Dragging zooms in; a double-click restores the whole window.
+    let span = |v: &Value| i(&v["last"]) - i(&v["first"]);
+    let zoom = &page["zoom"];
+    assert!(
+        span(&zoom["after"]) < span(&zoom["before"]),
+        "{name}: {zoom}"
+    );
+    assert_eq!(zoom["reset"], zoom["before"], "{name}");
+    // A click pins the band, and its site's row in the top table lights up when listed.
+    assert_eq!(
+        page["pin"]["pinned"], page["hover"]["band"],
+        "{name}: pinned"
+    );
+    let site = &bands[b]["site"];
+    let listed = first["moments"][0]["top"]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|row| &row["site"] == site);
+    assert_eq!(
+        page["pin"]["highlighted_row"], listed,
+        "{name}: {site} highlighted"
+    );
+}
+
+/// A snapshot of pinned host memory alone has nothing to draw per device, and says where
+/// its figures are rather than that there is nothing at all.
+#[test]
+fn host_memory_alone_is_named_not_called_nothing() {
+    let r = report_json(&sample("host_only.json"));
+    assert_eq!(r["devices"], serde_json::json!([]));
+    assert!(!r["summary"]["host"].is_null());
+    let absent = r["absent"].to_string();
+    assert!(absent.contains("only pinned host memory"), "{absent}");
+    assert!(absent.contains("no_devices"), "{absent}");
+}
+
+/// The live index `memlens serve` finds a window's allocations with gives what a pass over
+/// every allocation gives, on every sample and real file, for windows at, around and between
+/// its checkpoints.
+#[test]
+fn the_live_index_finds_what_a_full_pass_finds() {
+    use memlens::compose::page::bands::LiveIndex;
+    use memlens::replay::{self, Window};
+    let mut files = samples();
+    files.extend(require_shared().unwrap_or_default());
+    let mut windows_checked = 0;
+    for file in files {
+        let snap = load(&file);
+        for r in replay::replay(&snap) {
+            let index = LiveIndex::new(&r);
+            let last = r.events as i64 - 1;
+            let mut edges: Vec<i64> = vec![-1, 0, 1, last / 3, last / 2, last - 1, last];
+            for k in 1..4 {
+                let c = k * 16_384 - 1;
+                edges.extend([c - 1, c, c + 1]);
+            }
+            edges.retain(|&e| (-1..=last).contains(&e));
+            for &first in &edges {
+                for &to in &edges {
+                    if to < first {
+                        continue;
+                    }
+                    let w = Window { first, last: to };
+                    let brute: Vec<usize> = (0..r.allocations.len())
+                        .filter(|&i| {
+                            let a = &r.allocations[i];
+                            a.start <= w.last && a.end > w.first
+                        })
+                        .collect();
+                    assert_eq!(
+                        index.overlapping(&r, w),
+                        brute,
+                        "{}: window {first}..{to}",
+                        file.display()
+                    );
+                    windows_checked += 1;
+                }
+            }
+        }
+    }
+    assert!(windows_checked > 500, "{windows_checked}");
+}
+
+/// GIVEN late_grads (gradients older than the trace, made without frames) WHEN the page is
+/// written THEN its embedded data labels that memory as `top` does in the site table (with
+/// the likely kind and the evidence the row's details show), in the flamegraph (a node of its
+/// own, marked `predates_trace`, weighing the row's bytes) and on its timeline bands (so a
+/// pinned band finds its row); the frameless memory made during the trace stays `<no frames>`.
+#[test]
+fn the_page_labels_memory_older_than_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = sample("late_grads.pickle");
+    let out = dir.path().join("r.html");
+    let o = memlens([
+        "report",
+        file.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = embedded(&std::fs::read_to_string(&out).unwrap());
+    let label = "<before trace, no stack> likely gradients";
+    let top = json_of(&[
+        "top",
+        file.to_str().unwrap(),
+        "-n",
+        "100",
+        "--format",
+        "json",
+    ]);
+    let want = top["devices"][0]["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["site"] == label)
+        .unwrap();
+    let dev = &data["devices"][0];
+    let peak = &dev["moments"][0];
+    assert_eq!(peak["name"], "peak");
+    let rows = peak["top"]["sites"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["site"] == label).unwrap();
+    for k in [
+        "bytes",
+        "count",
+        "predates_trace",
+        "likely_kind",
+        "kind_confidence",
+        "evidence",
+    ] {
+        assert_eq!(row[k], want[k], "{k}");
+    }
+    assert!(rows
+        .iter()
+        .any(|r| r["site"] == "<no frames>" && r.get("predates_trace").is_none()));
+    // The flamegraph: one node under the root, in every view.
+    let frames = data["frames"].as_array().unwrap();
+    let marked: Vec<usize> = (0..frames.len())
+        .filter(|&i| frames[i]["predates_trace"] == true)
+        .collect();
+    assert_eq!(marked.len(), 1);
+    assert_eq!(frames[marked[0]]["label"], label);
+    for view in ["all", "no_cpp", "no_torch", "user"] {
+        let tree = &peak["flame"][view];
+        let k = tree["frame"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|f| i(f) == marked[0] as i64)
+            .unwrap_or_else(|| panic!("{view}: no node"));
+        assert_eq!(tree["depth"][k], 1, "{view}");
+        assert_eq!(tree["value"][k], want["bytes"], "{view}");
+    }
+    // The bands of those allocations carry the row's label.
+    let bands = dev["timeline"]["bands"].as_array().unwrap();
+    let labelled = bands.iter().filter(|b| b["site"] == label).count();
+    assert!(labelled > 0, "{bands:?}");
+    for b in bands.iter().filter(|b| b["site"] == label) {
+        assert_eq!(b["alloc_event"], -1);
+    }
+}
+
+/// What `memlens serve` answers for a window and a moment labels memory older than the trace
+/// as the page does: the bands of late_grads' frameless gradients carry the `top` row's label,
+/// and the moment's rows are the page's, whether its verdicts were made once (the window
+/// index) or for the request.
+#[test]
+fn served_windows_and_moments_label_memory_older_than_the_trace() {
+    use memlens::compose::page::window::{moment, window, WindowIndex, WindowRequest};
+    use memlens::compose::page::PageOptions;
+    let file = sample("late_grads.pickle");
+    let snap = load(&file);
+    let replays = memlens::replay::replay(&snap);
+    let index = WindowIndex::new(&snap, &replays);
+    let label = "<before trace, no stack> likely gradients";
+    let w = window(
+        &snap,
+        &replays,
+        &index,
+        &WindowRequest {
+            device: 0,
+            first: -1,
+            last: replays[0].events as i64 - 1,
+            columns: 100,
+        },
+    )
+    .unwrap();
+    let w = serde_json::to_value(&w).unwrap();
+    assert!(w["bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["site"] == label));
+    let page = json_of(&["report", file.to_str().unwrap(), "--format", "json"]);
+    let peak = &page["devices"][0]["moments"][0];
+    let at = peak["at"]["event_index"].as_i64().unwrap();
+    let opts = PageOptions::default();
+    for kinds in [index.kinds(0), None] {
+        let m = moment(&snap, &replays, kinds, 0, at, "peak", &opts).unwrap();
+        let m = serde_json::to_value(&m).unwrap();
+        // (`share` is left out: a float read back from text may differ in its last digit.)
+        let rows = |v: &Value| -> Vec<Vec<Value>> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    [
+                        "site",
+                        "bytes",
+                        "count",
+                        "predates_trace",
+                        "likely_kind",
+                        "evidence",
+                    ]
+                    .iter()
+                    .map(|k| r.get(*k).cloned().unwrap_or(Value::Null))
+                    .collect()
+                })
+                .collect()
+        };
+        assert_eq!(
+            rows(&m["moment"]["top"]["sites"]),
+            rows(&peak["top"]["sites"])
+        );
+        assert!(m["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["predates_trace"] == true && f["label"] == label));
+    }
+}
