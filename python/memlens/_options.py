@@ -2,42 +2,37 @@
 
 ``OPTIONS`` is every command's flags as keyword names (``--max-peak`` is ``max_peak``, ``-n``
 is ``n``), without ``--format``, ``--output``, ``--force`` and ``--help``: it is the
-binary's ``COMMAND --help``, and ``tests/python/test_hostile.py`` compares the two, so a flag
-added to the binary without being added here fails that test.
+binary's ``COMMAND --help``, generated from it: ``tests/python/test_hostile.py`` compares the
+two, so a command or flag added to the binary fails that test until the table is regenerated
+(``MEMLENS_BLESS=1`` with that test rewrites the lines between the markers; review the diff).
 """
 
 from __future__ import annotations
 
 __all__ = ["OPTIONS", "PATH_OPTIONS", "TEXT_POSITIONALS"]
 
+# BEGIN GENERATED from `memlens COMMAND --help`
 OPTIONS: dict[str, frozenset[str]] = {
-    "report": frozenset(["at", "bands", "capacity", "device", "gpu", "n", "phase", "salvage", "sites", "step",
-                         "threads", "width", "window"]),
+    "report": frozenset(["at", "bands", "capacity", "device", "gpu", "n", "phase", "salvage", "sites", "step", "threads", "width", "window"]),
     "serve": frozenset(["bands", "bind", "capacity", "device", "gpu", "n", "port", "salvage", "sites", "threads"]),
     "summary": frozenset(["device", "salvage", "threads", "width"]),
-    "top": frozenset(["at", "by", "cost", "device", "frames", "full_stacks", "keep", "limit", "n", "phase",
-                      "salvage", "step", "threads", "width", "window"]),
+    "top": frozenset(["at", "by", "cost", "device", "frames", "full_stacks", "keep", "limit", "n", "phase", "salvage", "step", "threads", "width", "window"]),
     "timeline": frozenset(["device", "phase", "points", "salvage", "step", "threads", "width", "window"]),
-    "flame": frozenset(["allocator_frames", "at", "cost", "device", "frames", "keep", "phase", "salvage", "step",
-                        "threads", "width", "window"]),
+    "flame": frozenset(["allocator_frames", "at", "cost", "device", "frames", "keep", "phase", "salvage", "step", "threads", "width", "window"]),
     "frag": frozenset(["at", "device", "salvage", "threads", "width", "worst"]),
     "oom": frozenset(["capacity", "device", "gpu", "n", "salvage", "sites", "threads", "width"]),
     "leaks": frozenset(["device", "min_bytes_per_step", "salvage", "steps", "threads", "warmup", "width"]),
     "categories": frozenset(["at", "device", "rules", "salvage", "threads", "width"]),
     "fit": frozenset(["at", "capacity", "device", "gpu", "salvage", "threads", "width"]),
     "explain": frozenset(["capacity", "gpu", "message_file", "salvage", "threads", "width"]),
-    "diff": frozenset(["all", "at", "by", "device", "fail_on_growth", "ignore_lines", "keep", "limit", "min_abs",
-                       "n", "salvage", "threads", "width"]),
-    "check": frozenset(["allow_unmeasured", "at", "baseline", "capacity", "device", "fail_on_growth", "gpu",
-                        "ignore_lines", "max_frag", "max_leaked", "max_peak", "max_reserved", "min_abs", "n",
-                        "salvage", "sites", "threads", "width"]),
-    "batch": frozenset(["device", "ignore_lines", "j", "jobs", "n", "partition_by", "partition_pattern", "salvage",
-                        "sites", "threads", "width"]),
-    "export": frozenset(["base_ns", "device", "largest", "phase", "points", "salvage", "step", "threads", "width",
-                         "window"]),
+    "diff": frozenset(["all", "at", "by", "device", "fail_on_growth", "ignore_lines", "keep", "limit", "min_abs", "n", "salvage", "threads", "width"]),
+    "check": frozenset(["allow_unmeasured", "at", "baseline", "capacity", "device", "fail_on_growth", "gpu", "ignore_lines", "max_frag", "max_leaked", "max_peak", "max_reserved", "min_abs", "n", "salvage", "sites", "threads", "width"]),
+    "batch": frozenset(["device", "ignore_lines", "j", "jobs", "n", "partition_by", "partition_pattern", "salvage", "sites", "threads", "width"]),
+    "export": frozenset(["base_ns", "device", "largest", "phase", "points", "salvage", "step", "threads", "width", "window"]),
     "slice": frozenset(["device", "from", "phase", "salvage", "step", "threads", "to", "width", "window"]),
     "whatif": frozenset(["capacity", "device", "gpu", "salvage", "set", "suggest", "threads", "width"]),
 }
+# END GENERATED
 
 # Options whose value is a file memlens opens (``-`` is standard input, left to the binary).
 PATH_OPTIONS: frozenset[str] = frozenset(["baseline", "message_file"])

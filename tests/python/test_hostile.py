@@ -18,7 +18,7 @@ import pytest
 import memlens
 from memlens import _api
 from memlens._options import OPTIONS
-from conftest import SAMPLES, require
+from conftest import SAMPLES, flag_on, require
 
 TRAIN = str(SAMPLES / "train_small.pickle")
 
@@ -238,15 +238,37 @@ def _help_options(memlens_bin: str, command: str) -> FrozenSet[str]:
     return frozenset(names)
 
 
-def test_options_table_is_the_binarys_help(memlens_bin: str) -> None:
-    """memlens._options.OPTIONS is every command's flags as --help lists them: a flag added to
-    the binary must be added there (or analyze() refuses it)."""
+def _options_table(memlens_bin: str) -> Dict[str, FrozenSet[str]]:
+    """Every command's flags as the binary's --help lists them, in its order."""
     top = subprocess.run([memlens_bin, "--help"], stdout=subprocess.PIPE, text=True, check=True).stdout
     commands = re.findall(r"^  ([a-z]+)  ", top.split("Commands:")[1].split("Options:")[0], re.M)
-    commands = [c for c in commands if c != "help"]
-    assert sorted(commands) == sorted(OPTIONS)
-    for command in commands:
-        assert _help_options(memlens_bin, command) == OPTIONS[command], command
+    return {c: _help_options(memlens_bin, c) for c in commands if c != "help"}
+
+
+def _generated_lines(table: Dict[str, FrozenSet[str]]) -> str:
+    """The OPTIONS table as _options.py writes it between its markers."""
+    lines = ["# BEGIN GENERATED from `memlens COMMAND --help`", "OPTIONS: dict[str, frozenset[str]] = {"]
+    for command, names in table.items():
+        lines.append("    \"%s\": frozenset([%s])," % (command, ", ".join('"%s"' % n for n in sorted(names))))
+    lines += ["}", "# END GENERATED"]
+    return "\n".join(lines) + "\n"
+
+
+def test_options_table_is_the_binarys_help(memlens_bin: str) -> None:
+    """memlens._options.OPTIONS is every command's flags as --help lists them: a command or flag
+    added to the binary must be there (or analyze() refuses it). ``MEMLENS_BLESS=1`` rewrites
+    the table from the binary (python/memlens/_options.py, between its markers)."""
+    table = _options_table(memlens_bin)
+    if flag_on(os.environ.get("MEMLENS_BLESS")):
+        path = Path(__file__).resolve().parents[2] / "python" / "memlens" / "_options.py"
+        text = path.read_text()
+        start = text.index("# BEGIN GENERATED")
+        end = text.index("# END GENERATED\n") + len("# END GENERATED\n")
+        path.write_text(text[:start] + _generated_lines(table) + text[end:])
+        return
+    assert list(table) == list(OPTIONS), "regenerate: MEMLENS_BLESS=1 with this test"
+    for command, names in table.items():
+        assert names == OPTIONS[command], "%s (regenerate: MEMLENS_BLESS=1 with this test)" % command
 
 
 # -- values and paths that start with "-" --------------------------------------------------------
