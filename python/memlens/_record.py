@@ -28,12 +28,13 @@ import threading
 import warnings
 import weakref
 from types import TracebackType
-from typing import Any, Callable, TypeVar
-
-from typing_extensions import Self
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ._binary import find_memlens_bin
 from ._errors import RecordingUnavailableError
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; the package runs on 3.8 with no dependency
+    from typing_extensions import Self
 
 __all__ = ["record", "recording_unavailable_reason"]
 
