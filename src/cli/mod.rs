@@ -42,8 +42,8 @@ pub struct Cli {
     /// failing; a `salvaged` warning names the offset.
     #[arg(long, global = true)]
     salvage: bool,
-    /// Decoder threads (default: number of cores, and at most that or 2; 1 = the sequential
-    /// decoder).
+    /// Decoder threads (default: one per core on 6 cores or more for files of 16 MiB and up,
+    /// else 1; at most the cores, or 2; 1 = the sequential decoder).
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
     #[command(subcommand)]
