@@ -36,6 +36,8 @@ mod test_ci;
 pub mod alloc_guard;
 pub mod allocator;
 pub mod analyze;
+#[cfg(test)]
+mod code_size;
 pub mod compose;
 pub mod error;
 pub mod input;
