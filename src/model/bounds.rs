@@ -163,7 +163,7 @@ fn range_fits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{StackId, StrId, StreamId, NO_TIME};
+    use crate::model::{StackId, StreamId, TagsId, NO_TIME};
 
     fn segment(address: u64, total_size: u64, blocks: Range<u32>) -> Segment {
         Segment {
@@ -200,8 +200,7 @@ mod tests {
             stream: StreamId::default(),
             time_us: NO_TIME,
             stack: StackId::ABSENT,
-            compile_context: StrId::EMPTY,
-            user_metadata: StrId::EMPTY,
+            tags: TagsId::NONE,
             action,
         }
     }

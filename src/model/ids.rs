@@ -39,3 +39,23 @@ impl StackId {
         self != StackId::ABSENT
     }
 }
+
+/// Index of a trace entry's interned tags in [`super::Tags`]; `TagsId::NONE` is an entry that
+/// carries none (no compile context, metadata, forward stack or pool).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct TagsId(pub u32);
+
+impl TagsId {
+    /// No tags, always id 0.
+    pub const NONE: TagsId = TagsId(0);
+}
+
+/// Index of a compiled-graph node in [`super::Frames`]' FX table; `FxId::NONE` is a frame
+/// without `fx_*` keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct FxId(pub u32);
+
+impl FxId {
+    /// A frame that names no FX node, always id 0.
+    pub const NONE: FxId = FxId(0);
+}

@@ -1,6 +1,6 @@
 //! Interning tables: each distinct string, frame and stack is stored once and named by id.
 
-use super::ids::{FrameId, StackId, StrId};
+use super::ids::{FrameId, FxId, StackId, StrId, TagsId};
 use rustc_hash::FxHashMap;
 use std::cell::OnceCell;
 use std::hash::{Hash, Hasher};
@@ -75,13 +75,33 @@ pub struct Frame {
     pub name: StrId,
     /// Line number; -1 when unknown (recorded as -1 or as 2^64-1).
     pub line: i64,
+    /// The FX node of a frame in compiled-graph code (`augment_with_fx_traces=True`):
+    /// [`Frames::fx`]; `FxId::NONE` for every other frame.
+    pub fx: FxId,
 }
 
-/// Distinct frames.
+/// The FX node a frame of Inductor-generated code ran (`_snapshot(augment_with_fx_traces=True)`,
+/// PyTorch PR #166450): the frame's `fx_node_op`, `fx_node_name`, `fx_node_target` and the
+/// traceback of the model code the node was traced from (`fx_original_trace`), as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct FxNode {
+    /// `fx_node_op`, e.g. `call_function`.
+    pub op: StrId,
+    /// `fx_node_name`, e.g. `mm_default`.
+    pub name: StrId,
+    /// `fx_node_target`, e.g. `aten.mm.default`.
+    pub target: StrId,
+    /// `fx_original_trace`: a traceback-style text, outermost frame first.
+    pub original_trace: StrId,
+}
+
+/// Distinct frames, and the FX nodes some of them name.
 #[derive(Debug, Clone, Default)]
 pub struct Frames {
     items: Vec<Frame>,
     index: FxHashMap<Frame, FrameId>,
+    fx: Vec<FxNode>,
+    fx_index: FxHashMap<FxNode, FxId>,
 }
 
 impl Frames {
@@ -98,6 +118,28 @@ impl Frames {
         &self.items[id.0 as usize]
     }
 
+    /// The id of the FX node `n` (never `FxId::NONE`), adding it when new.
+    pub fn intern_fx(&mut self, n: FxNode) -> FxId {
+        if self.fx.is_empty() {
+            // Slot 0 is `FxId::NONE`.
+            self.fx.push(FxNode::default());
+        }
+        *self.fx_index.entry(n).or_insert_with(|| {
+            self.fx.push(n);
+            FxId(self.fx.len() as u32 - 1)
+        })
+    }
+
+    /// The FX node a frame names; `None` for `FxId::NONE`.
+    pub fn fx(&self, id: FxId) -> Option<&FxNode> {
+        (id != FxId::NONE).then(|| &self.fx[id.0 as usize])
+    }
+
+    /// True when some frame names an FX node.
+    pub fn has_fx(&self) -> bool {
+        self.fx.len() > 1
+    }
+
     /// Number of distinct frames.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -112,6 +154,100 @@ impl Frames {
     /// True when no frame was recorded.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
+    }
+}
+
+/// What a trace entry carries beside its action, address, size, stream, time and stack:
+/// strings that change once per region or phase, not per entry, so an entry holds one
+/// [`TagsId`] into [`Tags`] and stays 40 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventTags {
+    /// `compile_context` (`StrId::EMPTY` when absent).
+    pub compile_context: StrId,
+    /// `user_metadata`, set by `torch.cuda.memory._set_memory_metadata` (a string, or compact
+    /// JSON from a dict); `StrId::EMPTY` when absent or empty. On an `annotate` entry: the
+    /// annotation's text.
+    pub user_metadata: StrId,
+    /// `internal_metadata`: the allocator's own tag (e.g. `mallocWithAddress`), kept apart
+    /// from the user's; `StrId::EMPTY` when absent.
+    pub internal_metadata: StrId,
+    /// `forward_frames` of a backward-pass entry: where the forward op whose gradient is
+    /// being computed ran, innermost first; `StackId::ABSENT` when absent.
+    pub forward_stack: StackId,
+    /// `pool_id` of the entry (the private pool it was served from); `(0, 0)` when absent or
+    /// the default pools.
+    pub pool_id: (u64, u64),
+}
+
+impl Default for EventTags {
+    fn default() -> Self {
+        EventTags {
+            compile_context: StrId::EMPTY,
+            user_metadata: StrId::EMPTY,
+            internal_metadata: StrId::EMPTY,
+            forward_stack: StackId::ABSENT,
+            pool_id: (0, 0),
+        }
+    }
+}
+
+/// Distinct [`EventTags`]; `TagsId::NONE` is the default (no tags).
+#[derive(Debug, Clone)]
+pub struct Tags {
+    items: Vec<EventTags>,
+    index: FxHashMap<EventTags, TagsId>,
+    last: (EventTags, TagsId),
+}
+
+impl Default for Tags {
+    fn default() -> Self {
+        let none = EventTags::default();
+        Tags {
+            items: vec![none],
+            index: FxHashMap::from_iter([(none, TagsId::NONE)]),
+            last: (none, TagsId::NONE),
+        }
+    }
+}
+
+impl Tags {
+    /// The id of `t`, adding it when new (entries in a row mostly carry the same tags: the
+    /// last one is compared first).
+    #[inline]
+    pub fn intern(&mut self, t: EventTags) -> TagsId {
+        if self.last.0 == t {
+            return self.last.1;
+        }
+        let id = *self.index.entry(t).or_insert_with(|| {
+            self.items.push(t);
+            TagsId(self.items.len() as u32 - 1)
+        });
+        self.last = (t, id);
+        id
+    }
+
+    /// The tags `id`.
+    #[inline]
+    pub fn get(&self, id: TagsId) -> &EventTags {
+        &self.items[id.0 as usize]
+    }
+
+    /// Number of distinct tag sets (the empty one included).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Always false: the empty tag set is always present.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Every distinct tag set, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (TagsId, &EventTags)> {
+        self.items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (TagsId(i as u32), t))
     }
 }
 

@@ -15,10 +15,11 @@ pub mod intern;
 mod keys;
 pub mod kinds;
 pub mod snapshot;
+pub mod traceback;
 pub mod validate;
 
 pub use build::{build, build_arriving, default_threads, Arriving, BuildOptions, Strategy};
 pub use error::BuildError;
-pub use ids::{FrameId, StackId, StrId, StreamId};
-pub use intern::{Frame, Frames, PerStack, Stacks, Strings};
+pub use ids::{FrameId, FxId, StackId, StrId, StreamId, TagsId};
+pub use intern::{EventTags, Frame, Frames, FxNode, PerStack, Stacks, Strings, Tags};
 pub use snapshot::*;

@@ -3,8 +3,8 @@
 //! Every snapshot variant (modern dict, 2.0-era dict with block `history`, bare segment list,
 //! profiler-derived, JSON) is normalized into these types by [`super::build()`].
 
-use super::ids::{StackId, StrId, StreamId};
-use super::intern::{Frames, Stacks, Strings};
+use super::ids::{StackId, StreamId, TagsId};
+use super::intern::{EventTags, Frames, Stacks, Strings, Tags};
 use serde::Serialize;
 use std::ops::Range;
 
@@ -200,10 +200,9 @@ pub struct TraceEvent {
     pub time_us: i64,
     /// Stack, or `StackId::ABSENT` when the entry had no `frames` key.
     pub stack: StackId,
-    /// `compile_context` (`StrId::EMPTY` when absent).
-    pub compile_context: StrId,
-    /// `user_metadata` (`StrId::EMPTY` when absent or empty).
-    pub user_metadata: StrId,
+    /// `compile_context`, `user_metadata`, `internal_metadata`, `forward_frames` and
+    /// `pool_id`: [`Snapshot::tags`] (`TagsId::NONE` when the entry has none).
+    pub tags: TagsId,
     /// What happened.
     pub action: Action,
 }
@@ -334,9 +333,21 @@ pub struct Snapshot {
     pub host: Option<HostMemory>,
     /// Data-quality warnings found while building.
     pub warnings: Vec<Warning>,
+    /// The trace entries' tags ([`TraceEvent::tags`]).
+    pub tags: Tags,
+    /// Trace entries whose action memlens does not know (torch_npu's `workspace_snapshot`,
+    /// later additions), per action name, sorted by name; kept as [`Action::Other`], never
+    /// taken for an alloc or free.
+    pub unknown_actions: Vec<(String, u64)>,
 }
 
 impl Snapshot {
+    /// The tags of the trace entry `e` (compile context, metadata, forward stack, pool).
+    #[inline]
+    pub fn event_tags(&self, e: &TraceEvent) -> &EventTags {
+        self.tags.get(e.tags)
+    }
+
     /// The segments of `device`.
     pub fn device_segments(&self, device: &Device) -> &[Segment] {
         &self.segments[device.segments.clone()]

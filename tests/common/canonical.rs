@@ -15,7 +15,7 @@
 //! `#[path]`.
 #![allow(dead_code)]
 
-use memlens::model::{Frame, Snapshot, StackId, StrId, StreamId, TraceEvent};
+use memlens::model::{Frame, FxId, Snapshot, StackId, StrId, StreamId, TagsId, TraceEvent};
 use std::collections::HashMap;
 
 /// A stack spelled out: `<absent>` when its holder had no `frames` key, else every frame
@@ -29,10 +29,14 @@ pub fn canonical_stack(s: &Snapshot, id: StackId) -> String {
         let plain = Frame {
             filename: StrId::EMPTY,
             name: StrId::EMPTY,
+            fx: FxId::NONE,
             ..f
         };
+        let fx = s.frames.fx(f.fx).map(|n| {
+            [n.op, n.name, n.target, n.original_trace].map(|t| s.strings.get(t).to_string())
+        });
         format!(
-            "{plain:?} {:?} {:?}",
+            "{plain:?} {:?} {:?} fx={fx:?}",
             s.strings.get(f.filename),
             s.strings.get(f.name)
         )
@@ -50,15 +54,18 @@ fn event_with_stack(s: &Snapshot, e: &TraceEvent, stack: &str) -> String {
     let plain = TraceEvent {
         stack: StackId::EMPTY,
         stream: StreamId::DEFAULT,
-        compile_context: StrId::EMPTY,
-        user_metadata: StrId::EMPTY,
+        tags: TagsId::NONE,
         ..*e
     };
+    let t = s.event_tags(e);
     format!(
-        "{plain:?} stream={} compile_context={:?} user_metadata={:?} stack={}",
+        "{plain:?} stream={} compile_context={:?} user_metadata={:?} internal_metadata={:?} pool_id={:?} forward={} stack={}",
         s.event_stream(e),
-        s.strings.get(e.compile_context),
-        s.strings.get(e.user_metadata),
+        s.strings.get(t.compile_context),
+        s.strings.get(t.user_metadata),
+        s.strings.get(t.internal_metadata),
+        t.pool_id,
+        canonical_stack(s, t.forward_stack),
         stack
     )
 }
@@ -115,6 +122,8 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
         annotations,
         host,
         warnings,
+        tags, // resolved through the events; its size on the last line
+        unknown_actions,
     } = s;
     let mut out = vec![format!("layout {layout:?}")];
     let mut names = StackNames::new();
@@ -154,11 +163,13 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
         }
     }
     out.extend(warnings.iter().map(|w| format!("warning {w:?}")));
+    out.push(format!("unknown_actions {unknown_actions:?}"));
     out.push(format!(
-        "interned frames={} stacks={} frame_refs={}",
+        "interned frames={} stacks={} frame_refs={} tags={}",
         frames.len(),
         stacks.len(),
-        stacks.frame_refs()
+        stacks.frame_refs(),
+        tags.len()
     ));
     out
 }

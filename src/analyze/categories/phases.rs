@@ -77,7 +77,7 @@ impl Bursts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{StackId, StrId, StreamId, NO_TIME};
+    use crate::model::{StackId, StreamId, TagsId, NO_TIME};
 
     fn ev(action: Action, stack: u32) -> TraceEvent {
         TraceEvent {
@@ -86,8 +86,7 @@ mod tests {
             stream: StreamId(0),
             time_us: NO_TIME,
             stack: StackId(stack),
-            compile_context: StrId::EMPTY,
-            user_metadata: StrId::EMPTY,
+            tags: TagsId::NONE,
             action,
         }
     }

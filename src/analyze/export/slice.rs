@@ -280,6 +280,17 @@ impl<W: Write> Pickler<'_, W> {
                 self.interned(fr.filename)?;
                 self.key("line")?;
                 self.w.int(fr.line as i128)?;
+                if let Some(fx) = self.snap.frames.fx(fr.fx).copied() {
+                    for (key, text) in [
+                        ("fx_node_op", fx.op),
+                        ("fx_node_name", fx.name),
+                        ("fx_node_target", fx.target),
+                        ("fx_original_trace", fx.original_trace),
+                    ] {
+                        self.key(key)?;
+                        self.interned(text)?;
+                    }
+                }
                 self.w.end_batch(true)?;
             }
             self.w.end_batch(false)?;
@@ -449,13 +460,44 @@ impl<W: Write> Pickler<'_, W> {
             self.key("time_us")?;
             self.w.int(t as i128)?;
         }
-        if e.compile_context != StrId::EMPTY {
+        let tags = *self.snap.event_tags(e);
+        if tags.compile_context != StrId::EMPTY {
             self.key("compile_context")?;
-            self.interned(e.compile_context)?;
+            self.interned(tags.compile_context)?;
         }
-        if e.user_metadata != StrId::EMPTY {
+        if tags.user_metadata != StrId::EMPTY {
             self.key("user_metadata")?;
-            self.interned(e.user_metadata)?;
+            self.interned(tags.user_metadata)?;
+        }
+        if tags.internal_metadata != StrId::EMPTY {
+            self.key("internal_metadata")?;
+            self.interned(tags.internal_metadata)?;
+        }
+        if tags.pool_id != (0, 0) {
+            self.key("pool_id")?;
+            self.w.int(tags.pool_id.0 as i128)?;
+            self.w.int(tags.pool_id.1 as i128)?;
+            self.w.tuple2()?;
+        }
+        if tags.forward_stack.is_recorded() {
+            // Written back as traceback lines, outermost first, as PyTorch writes them.
+            self.key("forward_frames")?;
+            self.w.empty_list()?;
+            let frames = self.snap.stacks.get(tags.forward_stack);
+            for batch in frames.rchunks(crate::pickle::write::BATCH).rev() {
+                self.w.mark()?;
+                for &f in batch.iter().rev() {
+                    let fr = self.snap.frames.get(f);
+                    let line = format!(
+                        "  File \"{}\", line {}, in {}",
+                        self.snap.strings.get(fr.filename),
+                        fr.line,
+                        self.snap.strings.get(fr.name)
+                    );
+                    self.w.str(&line)?;
+                }
+                self.w.end_batch(false)?;
+            }
         }
         if e.stack.is_recorded() {
             self.key("frames")?;

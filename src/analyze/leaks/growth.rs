@@ -99,7 +99,11 @@ pub(super) fn measure(
     let in_graph: FxHashSet<u64> = trace
         .iter()
         .filter(|e| {
-            e.action == Action::Annotate && snap.strings.get(e.user_metadata).contains("autograd")
+            e.action == Action::Annotate
+                && snap
+                    .strings
+                    .get(snap.event_tags(e).user_metadata)
+                    .contains("autograd")
         })
         .map(|e| e.addr)
         .collect();

@@ -315,7 +315,7 @@ fn trace_summary(snap: &Snapshot, trace: &[TraceEvent]) -> TraceSummary {
     for e in trace {
         counts[e.action as usize] += 1;
         with_frames += (!snap.stacks.get(e.stack).is_empty()) as usize;
-        let context = snap.strings.get(e.compile_context);
+        let context = snap.strings.get(snap.event_tags(e).compile_context);
         if !context.is_empty() && context != "N/A" {
             let c = contexts
                 .entry(context)

@@ -314,6 +314,10 @@ impl Builder<'_> {
             annotations,
             host,
             warnings,
+            tags: self.tags,
+            unknown_actions: std::mem::take(&mut self.unknown_actions)
+                .into_iter()
+                .collect(),
         };
         // Vectors grown by doubling give back their unused tail (a shrinking realloc of a
         // large block remaps pages; nothing is copied).

@@ -2,7 +2,7 @@
 //! Its methods live beside their jobs: `convert.rs`, `assemble.rs`, `hooks.rs`, `chunk.rs`.
 
 use crate::model::ids::{FrameId, StrId, StreamId};
-use crate::model::intern::{Frames, Stacks, Strings};
+use crate::model::intern::{Frames, Stacks, Strings, Tags};
 use crate::model::keys::KeyCache;
 use crate::model::snapshot::{Annotation, Block, Segment, TraceEvent};
 use rustc_hash::FxHashMap;
@@ -17,6 +17,8 @@ pub(super) struct Builder<'p> {
     pub(super) strings: Strings,
     pub(super) frames: Frames,
     pub(super) stacks: Stacks,
+    /// The entries' tags (compile context, metadata, forward stack, pool).
+    pub(super) tags: Tags,
     pub(super) events: Vec<TraceEvent>,
     pub(super) blocks: Vec<Block>,
     pub(super) segments: Vec<Segment>,
@@ -61,6 +63,7 @@ impl<'p> Builder<'p> {
             strings: Strings::default(),
             frames: Frames::default(),
             stacks: Stacks::default(),
+            tags: Tags::default(),
             events: Vec::new(),
             blocks: Vec::new(),
             segments: Vec::new(),

@@ -4,8 +4,8 @@
 
 use super::builder::Builder;
 use super::kinds::*;
-use crate::model::ids::{FrameId, StackId, StrId, StreamId};
-use crate::model::intern::{Frame, Frames, Stacks, Strings};
+use crate::model::ids::{FrameId, FxId, StackId, StrId, StreamId, TagsId};
+use crate::model::intern::{EventTags, Frame, Frames, FxNode, Stacks, Strings, Tags};
 use crate::model::snapshot::*;
 use crate::pickle::{self, FlatList, Heap, Hooks, ListData, ObjData, ObjId, Value};
 use std::collections::BTreeMap;
@@ -16,6 +16,7 @@ pub(crate) struct ChunkOut {
     strings: Strings,
     frames: Frames,
     stacks: Stacks,
+    tags: Tags,
     events: Vec<TraceEvent>,
     blocks: Vec<Block>,
     segments: Vec<Segment>,
@@ -70,6 +71,7 @@ pub(crate) fn build_chunk(
         strings: b.strings,
         frames: b.frames,
         stacks: b.stacks,
+        tags: b.tags,
         events: b.events,
         blocks: b.blocks,
         segments: b.segments,
@@ -189,11 +191,21 @@ impl Builder<'_> {
             .collect();
         let fmap: Vec<FrameId> = (0..out.frames.len() as u32)
             .map(|i| {
-                let f = out.frames.get(FrameId(i));
+                let f = *out.frames.get(FrameId(i));
+                let fx = match out.frames.fx(f.fx) {
+                    Some(n) => self.frames.intern_fx(FxNode {
+                        op: smap[n.op.0 as usize],
+                        name: smap[n.name.0 as usize],
+                        target: smap[n.target.0 as usize],
+                        original_trace: smap[n.original_trace.0 as usize],
+                    }),
+                    None => FxId::NONE,
+                };
                 self.frames.intern(Frame {
                     filename: smap[f.filename.0 as usize],
                     name: smap[f.name.0 as usize],
                     line: f.line,
+                    fx,
                 })
             })
             .collect();
@@ -218,6 +230,19 @@ impl Builder<'_> {
                 s
             }
         };
+        let tmap: Vec<TagsId> = out
+            .tags
+            .iter()
+            .map(|(_, t)| {
+                self.tags.intern(EventTags {
+                    compile_context: smap[t.compile_context.0 as usize],
+                    user_metadata: smap[t.user_metadata.0 as usize],
+                    internal_metadata: smap[t.internal_metadata.0 as usize],
+                    forward_stack: st(t.forward_stack),
+                    pool_id: t.pool_id,
+                })
+            })
+            .collect();
         let block_base = self.blocks.len() as u32;
         self.blocks.extend(out.blocks.into_iter().map(|mut b| {
             b.stack = st(b.stack);
@@ -239,8 +264,7 @@ impl Builder<'_> {
             self.events.extend(out.events.into_iter().map(|mut e| {
                 e.stack = st(e.stack);
                 e.stream = streams[e.stream.0 as usize];
-                e.compile_context = smap[e.compile_context.0 as usize];
-                e.user_metadata = smap[e.user_metadata.0 as usize];
+                e.tags = tmap[e.tags.0 as usize];
                 e
             }));
             (EVENT, start, n)

@@ -3,8 +3,8 @@
 
 use super::builder::Builder;
 use super::kinds::*;
-use crate::model::ids::{FrameId, StackId, StrId, StreamId};
-use crate::model::intern::Frame;
+use crate::model::ids::{FrameId, FxId, StackId, StrId, StreamId, TagsId};
+use crate::model::intern::{EventTags, Frame, FxNode};
 use crate::model::keys::Key;
 use crate::model::snapshot::*;
 use crate::pickle::{Heap, ListData, ObjData, Value};
@@ -124,9 +124,15 @@ impl Builder<'_> {
             filename: StrId::EMPTY,
             name: StrId::EMPTY,
             line: -1,
+            fx: FxId::NONE,
         };
+        let mut fx = FxNode::default();
         for (k, v) in pairs {
             match heap.str_bytes(*k) {
+                Some(b"fx_node_op") => fx.op = self.intern_fx_text(heap, *v),
+                Some(b"fx_node_name") => fx.name = self.intern_fx_text(heap, *v),
+                Some(b"fx_node_target") => fx.target = self.intern_fx_text(heap, *v),
+                Some(b"fx_original_trace") => fx.original_trace = self.intern_fx_text(heap, *v),
                 Some(b"filename") => {
                     frame.filename = self.intern_frame_text(heap, *v, "filename")?
                 }
@@ -147,7 +153,68 @@ impl Builder<'_> {
                 _ => {}
             }
         }
+        if fx != FxNode::default() {
+            frame.fx = self.frames.intern_fx(fx);
+        }
         Ok(self.frames.intern(frame))
+    }
+
+    /// An `fx_*` value of a frame: its text when a string, its repr's type otherwise
+    /// (`fx_node_target` may be written from a non-string target); `None` is empty.
+    fn intern_fx_text(&mut self, heap: &Heap, v: Value) -> StrId {
+        match heap.str_bytes(v) {
+            Some(b) => self.intern_text(b),
+            None if matches!(v, Value::None) => StrId::EMPTY,
+            None => self.strings.intern(v.type_name(heap)),
+        }
+    }
+
+    /// `forward_frames` (a list of traceback strings, or one string) → a stack, innermost
+    /// first; a value with no readable frame is `StackId::ABSENT` (never an error: the key is
+    /// informative, the entry stands without it).
+    fn convert_forward_frames(&mut self, heap: &Heap, v: Value) -> StackId {
+        let mut texts: Vec<String> = Vec::new();
+        if let Some(b) = heap.str_bytes(v) {
+            texts.push(String::from_utf8_lossy(b).into_owned());
+        } else if let Some(list) = heap.list(v) {
+            for item in list.iter() {
+                if let Some(b) = heap.str_bytes(heap.resolve(item)) {
+                    texts.push(String::from_utf8_lossy(b).into_owned());
+                }
+            }
+        }
+        let mut ids = Vec::new();
+        for text in &texts {
+            for f in crate::model::traceback::frames(text) {
+                let frame = Frame {
+                    filename: self.strings.intern(f.filename),
+                    name: self.strings.intern(f.name),
+                    line: f.line,
+                    fx: FxId::NONE,
+                };
+                ids.push(self.frames.intern(frame));
+            }
+        }
+        if ids.is_empty() {
+            return StackId::ABSENT;
+        }
+        // Written as a traceback (outermost first); stacks are innermost first.
+        ids.reverse();
+        self.stacks.intern(&ids)
+    }
+
+    /// `pool_id` of a trace entry: a pair of integers, as `segment_pool_id`.
+    fn read_pool_id(heap: &Heap, v: Value) -> Result<(u64, u64), String> {
+        match heap.sequence(v).as_deref() {
+            Some([a, b]) => Ok((
+                expect_u64(heap, *a, "pool_id")?,
+                expect_u64(heap, *b, "pool_id")?,
+            )),
+            _ => Err(format!(
+                "key 'pool_id': expected a pair of integers, found {}",
+                v.type_name(heap)
+            )),
+        }
     }
 
     /// A frames list → stack id (items already converted to frames when appended).
@@ -218,10 +285,10 @@ impl Builder<'_> {
             stream: StreamId::DEFAULT,
             time_us: NO_TIME,
             stack: StackId::ABSENT,
-            compile_context: StrId::EMPTY,
-            user_metadata: StrId::EMPTY,
+            tags: TagsId::NONE,
             action: Action::Other,
         };
+        let mut tags = EventTags::default();
         let mut action = None;
         let mut device_free = None;
         for (k, v) in pairs {
@@ -268,18 +335,26 @@ impl Builder<'_> {
                 Key::DeviceFree => device_free = Some(expect_u64(heap, v, "device_free")?),
                 Key::CompileContext => {
                     if let Some(s) = heap.str_bytes(v) {
-                        e.compile_context = self.intern_cached(s, 0);
+                        tags.compile_context = self.intern_cached(s, 0);
                     }
                 }
                 Key::UserMetadata => {
                     if let Some(s) = heap.str_bytes(v) {
-                        e.user_metadata = self.intern_cached(s, 1);
+                        tags.user_metadata = self.intern_cached(s, 1);
                     }
                 }
+                Key::InternalMetadata => {
+                    if let Some(s) = heap.str_bytes(v) {
+                        tags.internal_metadata = self.intern_text(s);
+                    }
+                }
+                Key::ForwardFrames => tags.forward_stack = self.convert_forward_frames(heap, v),
+                Key::PoolId => tags.pool_id = Self::read_pool_id(heap, v)?,
                 _ => {}
             }
         }
         e.action = action.ok_or("trace entry without key 'action'")?;
+        e.tags = self.tags.intern(tags);
         if e.action == Action::Oom {
             if let Some(free) = device_free {
                 e.addr = free;
