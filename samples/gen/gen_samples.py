@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # keep samples/gen free of __pycache__
 
-from memgen import findings, newer, scenarios, truth, writers  # noqa: E402
+from memgen import findings, frames2026, newer, scenarios, truth, writers  # noqa: E402
 
 SAMPLES_DIR = os.path.normpath(os.path.join(HERE, ".."))
 
@@ -50,6 +50,7 @@ def generate_small(out_dir=SAMPLES_DIR, verbose=True):
             written.append(jpath)
     written += generate_findings(out_dir)
     written += generate_newer(out_dir)
+    written += generate_keyed(out_dir, frames2026.FRAMES_SAMPLES, "frames2026")
     if verbose:
         for p in written:
             print("%8d  %s" % (os.path.getsize(p), os.path.relpath(p)))
@@ -91,6 +92,27 @@ def generate_newer(out_dir=SAMPLES_DIR):
         written.append(path)
     os.makedirs(os.path.join(out_dir, "truth"), exist_ok=True)
     tp = os.path.join(out_dir, "truth", "newer.json")
+    truth.write_truth(facts, tp)
+    written.append(tp)
+    return written
+
+
+def generate_keyed(out_dir, samples, truth_name):
+    """Samples of one memgen module: samples/<name> and their facts in
+    samples/truth/<truth_name>.json, keyed by file name."""
+    written = []
+    facts = {}
+    for name, kind, fn in samples:
+        obj, f = fn()
+        path = os.path.join(out_dir, name)
+        if kind == "json":
+            writers.write_json(obj, path)
+        else:
+            writers.write_python_pickle(obj, path, protocol=4)
+        facts[name] = f
+        written.append(path)
+    os.makedirs(os.path.join(out_dir, "truth"), exist_ok=True)
+    tp = os.path.join(out_dir, "truth", truth_name + ".json")
     truth.write_truth(facts, tp)
     written.append(tp)
     return written

@@ -140,6 +140,15 @@ impl Frames {
         self.fx.len() > 1
     }
 
+    /// Every FX node, by id (`FxId::NONE` left out).
+    pub fn fx_nodes(&self) -> impl Iterator<Item = (FxId, &FxNode)> {
+        self.fx
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, n)| (FxId(i as u32), n))
+    }
+
     /// Number of distinct frames.
     pub fn len(&self) -> usize {
         self.items.len()

@@ -53,8 +53,17 @@ impl Kind {
     }
 }
 
+/// The filename of the frame memlens puts between a backward-pass entry's own frames and its
+/// `forward_frames` (the forward code whose gradient it computes), so one stack id holds both:
+/// a stack holding it reads `own frames, marker, forward frames`, each part innermost first.
+/// It is noise to every view; `vocab::sites` splits stacks at it.
+pub const FORWARD_MARKER: &str = "<forward_frames>";
+
 /// The kind of a frame by its file and function.
 pub fn kind(filename: &str, name: &str) -> Kind {
+    if filename == FORWARD_MARKER {
+        return Kind::Noise;
+    }
     if is_noise(filename, name) {
         return Kind::Noise;
     }
@@ -100,9 +109,11 @@ pub fn is_torch(filename: &str) -> bool {
 }
 
 /// True for Python code PyTorch generated: TorchInductor's output files (a directory named
-/// `torchinductor_USER`) and FX graph modules (`<eval_with_key>.N`).
+/// `torchinductor_USER`) and FX graph modules (`<eval_with_key>.N`, or since PyTorch PR
+/// #166450 a file named `fx_generated_HASH.py` so a frame can be traced back to its node).
 pub fn is_torch_generated(filename: &str) -> bool {
     filename.starts_with("<eval_with_key>")
+        || basename(filename).starts_with("fx_generated_")
         || filename
             .split(['/', '\\'])
             .any(|p| p.starts_with("torchinductor_"))

@@ -335,6 +335,20 @@ pub struct Snapshot {
     pub warnings: Vec<Warning>,
     /// The trace entries' tags ([`TraceEvent::tags`]).
     pub tags: Tags,
+    /// The stack each FX node's `fx_original_trace` spells (innermost first), by
+    /// [`FxId`](super::FxId) (`StackId::ABSENT` for a node without a readable trace, and for
+    /// `FxId::NONE`).
+    pub fx_stacks: Vec<StackId>,
+    /// The frame between a backward-pass entry's own frames and its forward frames in the
+    /// stacks that join them ([`super::kinds::FORWARD_MARKER`]); `None` when no entry has
+    /// `forward_frames`.
+    pub forward_marker: Option<super::FrameId>,
+    /// Each stack that joins an entry's own frames and its forward frames → the stack as
+    /// recorded on the entry (`StackId::ABSENT` when it had no `frames` key).
+    pub recorded_stacks: rustc_hash::FxHashMap<StackId, StackId>,
+    /// Distinct frames and stacks the file holds (`forward_frames` lists included), before
+    /// memlens adds the stacks of [`Snapshot::recorded_stacks`] and [`Snapshot::fx_stacks`].
+    pub recorded_distinct: (usize, usize),
     /// Trace entries whose action memlens does not know (torch_npu's `workspace_snapshot`,
     /// later additions), per action name, sorted by name; kept as [`Action::Other`], never
     /// taken for an alloc or free.
@@ -346,6 +360,33 @@ impl Snapshot {
     #[inline]
     pub fn event_tags(&self, e: &TraceEvent) -> &EventTags {
         self.tags.get(e.tags)
+    }
+
+    /// The stack of the model code an FX node was traced from (`fx_original_trace`), if any.
+    pub fn fx_stack(&self, fx: super::FxId) -> Option<StackId> {
+        self.fx_stacks
+            .get(fx.0 as usize)
+            .copied()
+            .filter(|s| s.is_recorded())
+    }
+
+    /// The frames of `stack` as recorded on its holder (a joined stack's own part) and its
+    /// forward frames (empty when it has none), each innermost first.
+    pub fn split_forward(&self, stack: StackId) -> (&[super::FrameId], &[super::FrameId]) {
+        let frames = self.stacks.get(stack);
+        match self
+            .forward_marker
+            .and_then(|m| frames.iter().position(|&f| f == m))
+        {
+            Some(at) => (&frames[..at], &frames[at + 1..]),
+            None => (frames, &[]),
+        }
+    }
+
+    /// The stack as the file recorded it on the holder: `stack` itself but for a stack that
+    /// joins forward frames ([`Snapshot::split_forward`]).
+    pub fn recorded_stack(&self, stack: StackId) -> StackId {
+        self.recorded_stacks.get(&stack).copied().unwrap_or(stack)
     }
 
     /// The segments of `device`.

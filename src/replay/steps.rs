@@ -128,8 +128,10 @@ fn has_optim_frame(snap: &Snapshot, stack: StackId) -> bool {
 
 /// True when a stack runs inside an `nn.Module` call ([`is_module_call`]).
 pub fn under_module_forward(snap: &Snapshot, stack: StackId) -> bool {
-    snap.stacks
-        .get(stack)
+    // A backward-pass entry's forward frames name the forward it differentiates, not a
+    // forward it runs under.
+    snap.split_forward(stack)
+        .0
         .iter()
         .any(|&f| is_module_call(snap.strings.get(snap.frames.get(f).name)))
 }
@@ -167,7 +169,7 @@ pub fn periodic_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(i64, Ve
     let forward = PerStack::new(&snap.stacks);
     for (i, e) in trace.iter().enumerate() {
         if e.action == Action::Alloc
-            && snap.stacks.get(e.stack).len() > 1
+            && snap.split_forward(e.stack).0.len() > 1
             && !*forward.get_or_init(e.stack, || under_module_forward(snap, e.stack))
         {
             keys.entry((e.stack, e.size)).or_default().push(i as i64);

@@ -124,6 +124,10 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
         warnings,
         tags, // resolved through the events; its size on the last line
         unknown_actions,
+        fx_stacks,          // spelled below, by FX node
+        forward_marker: _,  // resolved through the stacks
+        recorded_stacks: _, // what the joined stacks say
+        recorded_distinct,
     } = s;
     let mut out = vec![format!("layout {layout:?}")];
     let mut names = StackNames::new();
@@ -164,6 +168,10 @@ pub fn canonical(s: &Snapshot) -> Vec<String> {
     }
     out.extend(warnings.iter().map(|w| format!("warning {w:?}")));
     out.push(format!("unknown_actions {unknown_actions:?}"));
+    out.push(format!("recorded_distinct {recorded_distinct:?}"));
+    for (i, st) in fx_stacks.iter().enumerate() {
+        out.push(format!("fx_stack {i} {}", canonical_stack(s, *st)));
+    }
     out.push(format!(
         "interned frames={} stacks={} frame_refs={} tags={}",
         frames.len(),

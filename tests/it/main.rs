@@ -26,6 +26,7 @@ mod explain;
 mod export;
 mod fit;
 mod fleet;
+mod frames2026;
 mod fuzz_outputs;
 mod golden;
 mod golden_outputs;

@@ -29,6 +29,8 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/serve_kv.pickle", 0, 4, 4, 278921216),
     ("samples/train_stacks_all.pickle", 0, 15, 15, 379584512),
     ("samples/line_max.pickle", 0, 2, 2, 23068672),
+    ("samples/forward_frames.pickle", 0, 2, 2, 23068672),
+    ("samples/fx_frames.pickle", 0, 4, 4, 60817408),
     ("samples/list_leak.pickle", 0, 10, 10, 1285554176),
     ("samples/loop_freed.pickle", 0, 24, 24, 2451570688),
     ("samples/outside_oom.pickle", 0, 10, 10, 1868562432),

@@ -39,7 +39,9 @@ pub struct Facts {
 impl Facts {
     /// The facts of `stack`; user rules match `filename:line:name` of any frame.
     pub fn of(snap: &Snapshot, stack: StackId, rules: &[UserRule]) -> Facts {
-        let frames = snap.stacks.get(stack);
+        // The frames recorded on the entry; `forward_frames` (the forward code a backward-pass
+        // entry differentiates) say only that it ran in the backward pass.
+        let (frames, forward) = snap.split_forward(stack);
         let texts: Vec<String> = if rules.is_empty() {
             Vec::new()
         } else {
@@ -78,6 +80,7 @@ impl Facts {
             facts.torch |= kind == Kind::Torch;
             facts.backward_thread |= kinds::is_native_frame(file, name) && is_engine(name);
         }
+        facts.backward_thread |= !forward.is_empty();
         facts
     }
 }
@@ -121,7 +124,7 @@ fn is_input_copy(file: &str, name: &str) -> bool {
 ///   with a `kv` word (`kv.py`, `paged_kv.py`);
 /// - a function with a `cache` word in a file with a `kv` word (`kv_cache.py:ensure_cache`).
 pub fn is_kv_cache(snap: &Snapshot, stack: StackId) -> bool {
-    let frames = snap.stacks.get(stack);
+    let frames = snap.split_forward(stack).0;
     let python: Vec<(&str, &str)> = frames
         .iter()
         .map(|&f| {

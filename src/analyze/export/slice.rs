@@ -499,9 +499,10 @@ impl<W: Write> Pickler<'_, W> {
                 self.w.end_batch(false)?;
             }
         }
-        if e.stack.is_recorded() {
+        let recorded = self.snap.recorded_stack(e.stack);
+        if recorded.is_recorded() {
             self.key("frames")?;
-            self.stack(e.stack)?;
+            self.stack(recorded)?;
         }
         self.w.end_batch(true)
     }

@@ -301,8 +301,8 @@ pub fn run(snap: &Snapshot) -> SummaryReport {
         devices,
         allocator_settings: snap.allocator_settings.clone(),
         annotations: snap.annotations.len(),
-        distinct_frames: snap.frames.len(),
-        distinct_stacks: snap.stacks.len(),
+        distinct_frames: snap.recorded_distinct.0,
+        distinct_stacks: snap.recorded_distinct.1,
         host: snap.host.as_ref().map(|h| host_summary(snap, h)),
         warnings: snap.warnings.clone(),
     }
@@ -314,7 +314,7 @@ fn trace_summary(snap: &Snapshot, trace: &[TraceEvent]) -> TraceSummary {
     let mut contexts: BTreeMap<&str, CompileContextSummary> = BTreeMap::new();
     for e in trace {
         counts[e.action as usize] += 1;
-        with_frames += (!snap.stacks.get(e.stack).is_empty()) as usize;
+        with_frames += (!snap.split_forward(e.stack).0.is_empty()) as usize;
         let context = snap.strings.get(snap.event_tags(e).compile_context);
         if !context.is_empty() && context != "N/A" {
             let c = contexts

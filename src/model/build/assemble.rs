@@ -318,7 +318,13 @@ impl Builder<'_> {
             unknown_actions: std::mem::take(&mut self.unknown_actions)
                 .into_iter()
                 .collect(),
+            fx_stacks: Vec::new(),
+            forward_marker: None,
+            recorded_stacks: Default::default(),
+            recorded_distinct: (0, 0),
         };
+        snap.recorded_distinct = (snap.frames.len(), snap.stacks.len());
+        super::joined::join(&mut snap);
         // Vectors grown by doubling give back their unused tail (a shrinking realloc of a
         // large block remaps pages; nothing is copied).
         snap.events.shrink_to_fit();

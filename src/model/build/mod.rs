@@ -10,7 +10,8 @@
 //! Here: the entry points and their options, and the sequential decoder's runs. Which path
 //! runs is decided in `path.rs`; the builder's state is in `builder.rs`, what a dict is in
 //! `kinds.rs`, dict → struct conversions in `convert.rs`, the hooks in `hooks.rs`, the top
-//! level → [`Snapshot`] in `assemble.rs`, the parallel decoder in `parallel.rs` (threads) and
+//! level → [`Snapshot`] in `assemble.rs`, the stacks that join an entry's `forward_frames` and
+//! the FX nodes' original traces in `joined.rs`, the parallel decoder in `parallel.rs` (threads) and
 //! `chunk.rs` (a chunk's builder and the merge).
 
 mod assemble;
@@ -18,6 +19,7 @@ mod builder;
 mod chunk;
 mod convert;
 mod hooks;
+mod joined;
 mod kinds;
 mod parallel;
 mod path;

@@ -123,9 +123,8 @@ struct Classified {
     kind: Kind,
 }
 
-fn classify(snap: &Snapshot, stack: StackId) -> Vec<Classified> {
-    snap.stacks
-        .get(stack)
+fn classify(snap: &Snapshot, frames: &[FrameId]) -> Vec<Classified> {
+    frames
         .iter()
         .map(|&id| {
             let fr = snap.frames.get(id);
@@ -139,9 +138,20 @@ fn classify(snap: &Snapshot, stack: StackId) -> Vec<Classified> {
 
 /// The site of `stack` (see the module documentation).
 pub fn site_of(snap: &Snapshot, stack: StackId, opts: SiteOptions) -> Site {
-    let frames = classify(snap, stack);
+    let (own, forward) = snap.split_forward(stack);
+    if !forward.is_empty() && opts.frames.python() {
+        if let Some(s) = forward_site(snap, own, forward, opts) {
+            return s;
+        }
+    }
+    own_site(snap, own, opts)
+}
+
+/// The site of a stack as recorded (no forward part).
+fn own_site(snap: &Snapshot, own: &[FrameId], opts: SiteOptions) -> Site {
+    let frames = classify(snap, own);
     if opts.frames.python() {
-        if let Some(s) = python_site(snap, &frames, opts) {
+        if let Some(s) = fx_site(snap, &frames, opts).or_else(|| python_site(snap, &frames, opts)) {
             return s;
         }
     }
@@ -151,6 +161,57 @@ pub fn site_of(snap: &Snapshot, stack: StackId, opts: SiteOptions) -> Site {
         }
     }
     Site::none()
+}
+
+/// A backward-pass allocation's site: the Python site of its forward frames (the forward
+/// code whose gradient it computes), with `backward` and the autograd node of its own frames
+/// as context.
+fn forward_site(
+    snap: &Snapshot,
+    own: &[FrameId],
+    forward: &[FrameId],
+    opts: SiteOptions,
+) -> Option<Site> {
+    let site = python_site(snap, &classify(snap, forward), opts)?;
+    let node = cpp_site(snap, &classify(snap, own)).filter(|s| s.kind == SiteKind::Autograd);
+    Some(Site {
+        context: Some(match node {
+            Some(n) => format!("backward pass, {}", n.label),
+            None => "backward pass".to_string(),
+        }),
+        ..site
+    })
+}
+
+/// The site of an allocation made in a compiled graph's generated code: the frame of the
+/// FX node it ran that has an original trace (`fx_original_trace`), named by that trace's
+/// Python site, with the node as context (`fx: aten.mm.default (mm_default)`). Only a frame
+/// inside the stack's own Python site counts (the generated code runs under the call of the
+/// compiled function).
+fn fx_site(snap: &Snapshot, frames: &[Classified], opts: SiteOptions) -> Option<Site> {
+    if !snap.frames.has_fx() {
+        return None;
+    }
+    for f in frames {
+        let fr = snap.frames.get(f.id);
+        if let (Some(node), Some(original)) = (snap.frames.fx(fr.fx), snap.fx_stack(fr.fx)) {
+            let site = python_site(snap, &classify(snap, snap.stacks.get(original)), opts)?;
+            let target = snap.strings.get(node.target);
+            let name = snap.strings.get(node.name);
+            return Some(Site {
+                context: Some(match (target.is_empty(), name.is_empty()) {
+                    (false, false) => format!("fx: {target} ({name})"),
+                    (false, true) => format!("fx: {target}"),
+                    _ => format!("fx: {name}"),
+                }),
+                ..site
+            });
+        }
+        if f.kind == Kind::User {
+            return None;
+        }
+    }
+    None
 }
 
 /// The Python site, its context from the frames inside it.

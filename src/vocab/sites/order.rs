@@ -15,8 +15,19 @@ use crate::model::{FrameId, Snapshot, StackId};
 
 /// The frames of `stack`, innermost first, with the Python frames PyTorch appended after the
 /// C++ stack moved to where they were called (see the module documentation).
+/// A stack joined with its forward frames keeps them after its own, ordered part.
 pub fn ordered_frames(snap: &Snapshot, stack: StackId) -> Vec<FrameId> {
-    let frames = snap.stacks.get(stack);
+    let (own, forward) = snap.split_forward(stack);
+    let mut out = ordered(snap, own);
+    if let Some(marker) = snap.forward_marker.filter(|_| !forward.is_empty()) {
+        out.push(marker);
+        out.extend_from_slice(forward);
+    }
+    out
+}
+
+/// [`ordered_frames`] of frames as recorded.
+fn ordered(snap: &Snapshot, frames: &[FrameId]) -> Vec<FrameId> {
     let native = |f: FrameId| {
         let fr = snap.frames.get(f);
         kinds::is_native_frame(snap.strings.get(fr.filename), snap.strings.get(fr.name))
