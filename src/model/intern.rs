@@ -106,6 +106,7 @@ pub struct Frames {
 
 impl Frames {
     /// The id of `f`, adding it when new.
+    #[inline]
     pub fn intern(&mut self, f: Frame) -> FrameId {
         *self.index.entry(f).or_insert_with(|| {
             self.items.push(f);
@@ -227,6 +228,11 @@ impl Tags {
         if self.last.0 == t {
             return self.last.1;
         }
+        self.intern_new(t)
+    }
+
+    #[inline(never)]
+    fn intern_new(&mut self, t: EventTags) -> TagsId {
         let id = *self.index.entry(t).or_insert_with(|| {
             self.items.push(t);
             TagsId(self.items.len() as u32 - 1)

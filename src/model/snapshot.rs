@@ -372,12 +372,13 @@ impl Snapshot {
 
     /// The frames of `stack` as recorded on its holder (a joined stack's own part) and its
     /// forward frames (empty when it has none), each innermost first.
+    #[inline]
     pub fn split_forward(&self, stack: StackId) -> (&[super::FrameId], &[super::FrameId]) {
         let frames = self.stacks.get(stack);
-        match self
-            .forward_marker
-            .and_then(|m| frames.iter().position(|&f| f == m))
-        {
+        let Some(marker) = self.forward_marker else {
+            return (frames, &[]);
+        };
+        match frames.iter().position(|&f| f == marker) {
             Some(at) => (&frames[..at], &frames[at + 1..]),
             None => (frames, &[]),
         }

@@ -129,10 +129,6 @@ impl Builder<'_> {
         let mut fx = FxNode::default();
         for (k, v) in pairs {
             match heap.str_bytes(*k) {
-                Some(b"fx_node_op") => fx.op = self.intern_fx_text(heap, *v),
-                Some(b"fx_node_name") => fx.name = self.intern_fx_text(heap, *v),
-                Some(b"fx_node_target") => fx.target = self.intern_fx_text(heap, *v),
-                Some(b"fx_original_trace") => fx.original_trace = self.intern_fx_text(heap, *v),
                 Some(b"filename") => {
                     frame.filename = self.intern_frame_text(heap, *v, "filename")?
                 }
@@ -150,6 +146,8 @@ impl Builder<'_> {
                         }
                     }
                 }
+                // `augment_with_fx_traces=True` (rare): off the common keys' path.
+                Some(key) if key.starts_with(b"fx_") => self.read_fx_key(heap, key, *v, &mut fx),
                 _ => {}
             }
         }
@@ -161,6 +159,20 @@ impl Builder<'_> {
 
     /// An `fx_*` value of a frame: its text when a string, its repr's type otherwise
     /// (`fx_node_target` may be written from a non-string target); `None` is empty.
+    /// One `fx_*` key of a frame into `fx`; other `fx_` keys are ignored.
+    #[cold]
+    #[inline(never)]
+    fn read_fx_key(&mut self, heap: &Heap, key: &[u8], v: Value, fx: &mut FxNode) {
+        let slot = match key {
+            b"fx_node_op" => &mut fx.op,
+            b"fx_node_name" => &mut fx.name,
+            b"fx_node_target" => &mut fx.target,
+            b"fx_original_trace" => &mut fx.original_trace,
+            _ => return,
+        };
+        *slot = self.intern_fx_text(heap, v);
+    }
+
     fn intern_fx_text(&mut self, heap: &Heap, v: Value) -> StrId {
         match heap.str_bytes(v) {
             Some(b) => self.intern_text(b),
@@ -172,6 +184,8 @@ impl Builder<'_> {
     /// `forward_frames` (a list of traceback strings, or one string) → a stack, innermost
     /// first; a value with no readable frame is `StackId::ABSENT` (never an error: the key is
     /// informative, the entry stands without it).
+    #[cold]
+    #[inline(never)]
     fn convert_forward_frames(&mut self, heap: &Heap, v: Value) -> StackId {
         let mut texts: Vec<String> = Vec::new();
         if let Some(b) = heap.str_bytes(v) {
@@ -204,6 +218,8 @@ impl Builder<'_> {
     }
 
     /// `pool_id` of a trace entry: a pair of integers, as `segment_pool_id`.
+    #[cold]
+    #[inline(never)]
     fn read_pool_id(heap: &Heap, v: Value) -> Result<(u64, u64), String> {
         match heap.sequence(v).as_deref() {
             Some([a, b]) => Ok((

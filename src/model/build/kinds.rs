@@ -30,7 +30,8 @@ pub(super) fn classify(heap: &Heap, pairs: &[(Value, Value)]) -> Option<u8> {
     classify_by(pairs, |k| heap.str_bytes(k).map_or(Key::Other, Key::of))
 }
 
-/// [`classify`] with the keys named by `key`.
+/// [`classify`] with the keys named by `key` (inlined: the fast path calls it per entry).
+#[inline]
 pub(super) fn classify_by(
     pairs: &[(Value, Value)],
     mut key: impl FnMut(Value) -> Key,
