@@ -340,10 +340,15 @@ impl DeviceAllocator {
                 self.garbage_collect();
             }
             found = self.alloc_block(pool, stream, size, alloc);
-            if found.is_none() && self.release_available_cached_blocks(pool, stream, size) {
+            // `throw_on_cudamalloc_oom` with a per-process limit: a request past the limit
+            // raises the OOM at once, no cached block freed and no retry (PR #179473).
+            let retry = !(self.settings.throw_on_cudamalloc_oom
+                && self.capacity.is_some_and(|c| c.fraction));
+            if retry && found.is_none() && self.release_available_cached_blocks(pool, stream, size)
+            {
                 found = self.alloc_block(pool, stream, size, alloc);
             }
-            if found.is_none() {
+            if retry && found.is_none() {
                 self.release_cached_blocks();
                 found = self.alloc_block(pool, stream, size, alloc);
             }

@@ -191,6 +191,7 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
     };
     flushes.sort_unstable();
     let holds = |model: &DeviceAllocator, h: (BlockId, u64)| model.block(h.0).serial == h.1;
+    let at_request = crate::model::frees_at_request(trace);
     for (i, e) in trace.iter().enumerate() {
         if ec.next_if(|&&at| at as usize == i).is_some() {
             model.owner = i as u32;
@@ -237,21 +238,26 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
                     }
                 }
             }
-            Action::FreeRequested => match live.get(&e.addr) {
+            Action::FreeRequested if !at_request => match live.get(&e.addr) {
                 // A free that completes at once is one step (no deferral to track).
-                _ if trace
-                    .get(i + 1)
+                _ if trace[i + 1..]
+                    .iter()
+                    .find(|n| !n.action.is_inert())
                     .is_some_and(|n| n.action == Action::FreeCompleted && n.addr == e.addr) => {}
                 Some(&h) if holds(&model, h) => model.free_requested(h.0),
                 _ => out.unknown_frees += 1,
             },
-            Action::FreeCompleted | Action::Free => match live.remove(&e.addr) {
-                Some(h) if holds(&model, h) => model.free_completed(h.0),
-                Some(_) => {}
-                None => out.unknown_frees += (e.action == Action::Free) as u64,
-            },
+            // A trace recorded without `free_completed` frees at the request.
+            Action::FreeCompleted | Action::Free | Action::FreeRequested => {
+                match live.remove(&e.addr) {
+                    Some(h) if holds(&model, h) => model.free_completed(h.0),
+                    Some(_) => {}
+                    None => out.unknown_frees += (e.action == Action::Free) as u64,
+                }
+            }
             Action::SegmentAlloc | Action::SegmentMap => hints.push((e.action, e.addr, e.size)),
             Action::SegmentFree | Action::SegmentUnmap => {}
+            a if a.is_inert() => {}
             _ => hints.clear(),
         }
         if model.reserved > out.peak_reserved {

@@ -181,6 +181,7 @@ fn owned_segments(trace: &[TraceEvent]) -> Vec<RecordedSeg> {
                 size: e.size,
             }),
             Action::FreeCompleted => {}
+            a if a.is_inert() => {}
             _ => next = None,
         }
     }
@@ -317,7 +318,7 @@ fn empty_cache_calls(
             } else {
                 run = None;
             }
-        } else if e.action != Action::FreeCompleted {
+        } else if e.action != Action::FreeCompleted && !e.action.is_inert() {
             run = None;
         }
     }

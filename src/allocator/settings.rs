@@ -1,5 +1,6 @@
 //! The allocator settings the model follows: read from a snapshot's `allocator_settings`
-//! (snapshot-format.md §5) or written as `PYTORCH_CUDA_ALLOC_CONF` is (`KEY:VALUE,KEY:VALUE`).
+//! (snapshot-format.md §5) or written as `PYTORCH_CUDA_ALLOC_CONF` (or, since 2025, its
+//! device-neutral name `PYTORCH_ALLOC_CONF`) is (`KEY:VALUE,KEY:VALUE`).
 //!
 //! Only the keys that change where memory goes are modelled; keys that only change speed or
 //! locking (`release_lock_on_cudamalloc`, `pinned_*`) are accepted and ignored, and anything
@@ -31,6 +32,21 @@ pub struct Settings {
     /// `garbage_collection_threshold` (0: off): above this fraction of the capacity, a miss
     /// first frees the oldest unsplit cached blocks.
     pub garbage_collection_threshold: f64,
+    /// `per_process_memory_fraction` (PyTorch PR #161035; `null`: none, the whole device):
+    /// the share of the device's memory the process may reserve, checked before each
+    /// cudaMalloc or map. The model's capacity becomes this share of the device's memory when
+    /// that is known (`--gpu`, or the OOM's reserved + free).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_process_memory_fraction: Option<f64>,
+    /// `throw_on_cudamalloc_oom` (PR #179473): with a per-process fraction, a request that
+    /// would pass it raises the OOM at once, without freeing cached blocks and retrying.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub throw_on_cudamalloc_oom: bool,
+    /// `graph_capture_record_stream_reuse`: blocks freed during a CUDA-graph capture with
+    /// `record_stream` may be reused within the capture. Read and reported; the model does
+    /// not replay captures, so it changes no figure.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub graph_capture_record_stream_reuse: bool,
 }
 
 impl Default for Settings {
@@ -41,7 +57,38 @@ impl Default for Settings {
             max_non_split_rounding: 20 * MIB,
             roundup_power2_divisions: [0; BANDS],
             garbage_collection_threshold: 0.0,
+            per_process_memory_fraction: None,
+            throw_on_cudamalloc_oom: false,
+            graph_capture_record_stream_reuse: false,
         }
+    }
+}
+
+/// The settings-string keys of `allocator_settings`, the newer name first.
+pub const CONF_KEYS: [&str; 2] = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+
+/// The settings string a snapshot records and the key it is under (`PYTORCH_ALLOC_CONF` or
+/// `PYTORCH_CUDA_ALLOC_CONF`; the first non-empty one), if any.
+pub fn recorded_conf(snap: &Snapshot) -> Option<(&'static str, &str)> {
+    CONF_KEYS.iter().find_map(|&k| match snap.setting(k) {
+        Some(SettingValue::Text(t)) if !t.trim().is_empty() => Some((k, t.as_str())),
+        _ => None,
+    })
+}
+
+fn as_bool(v: &SettingValue) -> Option<bool> {
+    match v {
+        SettingValue::Bool(b) => Some(*b),
+        SettingValue::Text(t) => parse_bool(t),
+        other => as_i128(other).map(|i| i != 0),
+    }
+}
+
+fn parse_bool(t: &str) -> Option<bool> {
+    match t.trim() {
+        "True" | "true" | "1" => Some(true),
+        "False" | "false" | "0" => Some(false),
+        _ => None,
     }
 }
 
@@ -80,6 +127,26 @@ impl Settings {
         if let Some(SettingValue::Float(f)) = snap.setting("garbage_collection_threshold") {
             s.garbage_collection_threshold = *f;
         }
+        if let Some(f) = snap
+            .setting("per_process_memory_fraction")
+            .and_then(|v| match v {
+                SettingValue::Float(f) => Some(*f),
+                SettingValue::Text(t) => t.trim().parse().ok(),
+                other => as_i128(other).map(|i| i as f64),
+            })
+        {
+            // 1.0 (or an out-of-range value) is the whole device: no limit of its own.
+            s.per_process_memory_fraction = (f > 0.0 && f < 1.0).then_some(f);
+        }
+        if let Some(b) = snap.setting("throw_on_cudamalloc_oom").and_then(as_bool) {
+            s.throw_on_cudamalloc_oom = b;
+        }
+        if let Some(b) = snap
+            .setting("graph_capture_record_stream_reuse")
+            .and_then(as_bool)
+        {
+            s.graph_capture_record_stream_reuse = b;
+        }
         if let Some(SettingValue::Map(m)) = snap.setting("roundup_power2_divisions") {
             for (k, v) in m {
                 let (Ok(mib), Some(d)) = (k.parse::<u64>(), as_i128(v)) else {
@@ -92,7 +159,7 @@ impl Settings {
             }
         }
         // The snapshot's own string wins where it says more (older files lack some keys).
-        if let Some(SettingValue::Text(conf)) = snap.setting("PYTORCH_CUDA_ALLOC_CONF") {
+        if let Some((_, conf)) = recorded_conf(snap) {
             let _ = s.apply(conf);
         }
         Some(s)
@@ -111,11 +178,22 @@ impl Settings {
         let bad = |what: &str| Error::Usage(format!("{key}:{value}: expected {what}"));
         match key {
             "expandable_segments" => {
-                self.expandable_segments = match value {
-                    "True" | "true" | "1" => true,
-                    "False" | "false" | "0" => false,
-                    _ => return Err(bad("True or False")),
+                self.expandable_segments = parse_bool(value).ok_or_else(|| bad("True or False"))?
+            }
+            "per_process_memory_fraction" => {
+                let f: f64 = value.parse().map_err(|_| bad("a fraction"))?;
+                if !(f > 0.0 && f <= 1.0) {
+                    return Err(bad("a fraction above 0 and at most 1"));
                 }
+                self.per_process_memory_fraction = (f < 1.0).then_some(f);
+            }
+            "throw_on_cudamalloc_oom" => {
+                self.throw_on_cudamalloc_oom =
+                    parse_bool(value).ok_or_else(|| bad("True or False"))?
+            }
+            "graph_capture_record_stream_reuse" => {
+                self.graph_capture_record_stream_reuse =
+                    parse_bool(value).ok_or_else(|| bad("True or False"))?
             }
             "max_split_size_mb" => {
                 let mb: u64 = value.parse().map_err(|_| bad("a size in MiB"))?;
@@ -148,13 +226,13 @@ impl Settings {
             "release_lock_on_cudamalloc"
             | "pinned_use_cuda_host_register"
             | "pinned_num_register_threads"
-            | "pinned_use_background_threads"
-            | "graph_capture_record_stream_reuse" => {}
+            | "pinned_use_background_threads" => {}
             _ => {
                 return Err(Error::Usage(format!(
                     "{key}: not an allocator setting memlens models (expandable_segments, \
                      max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, \
-                     garbage_collection_threshold)"
+                     garbage_collection_threshold, per_process_memory_fraction, \
+                     throw_on_cudamalloc_oom, graph_capture_record_stream_reuse)"
                 )))
             }
         }
@@ -201,6 +279,15 @@ impl Settings {
                 "garbage_collection_threshold:{}",
                 self.garbage_collection_threshold
             ));
+        }
+        if let Some(f) = self.per_process_memory_fraction {
+            parts.push(format!("per_process_memory_fraction:{f}"));
+        }
+        if self.throw_on_cudamalloc_oom {
+            parts.push("throw_on_cudamalloc_oom:True".to_string());
+        }
+        if self.graph_capture_record_stream_reuse {
+            parts.push("graph_capture_record_stream_reuse:True".to_string());
         }
         parts.join(",")
     }
@@ -310,6 +397,28 @@ mod tests {
         assert!(s.apply("roundup_power2_divisions:3").is_err());
         assert!(s.apply("garbage_collection_threshold:1.5").is_err());
         assert!(s.apply("nokeyvalue").is_err());
+        assert!(s.apply("per_process_memory_fraction:1.5").is_err());
+        assert!(s.apply("throw_on_cudamalloc_oom:yes").is_err());
+    }
+
+    #[test]
+    fn the_2026_keys_parse_and_spell_back() {
+        let mut s = Settings::default();
+        s.apply(
+            "per_process_memory_fraction:0.5,throw_on_cudamalloc_oom:true,\
+             graph_capture_record_stream_reuse:True",
+        )
+        .unwrap();
+        assert_eq!(s.per_process_memory_fraction, Some(0.5));
+        assert!(s.throw_on_cudamalloc_oom && s.graph_capture_record_stream_reuse);
+        assert_eq!(
+            s.conf_string(),
+            "per_process_memory_fraction:0.5,throw_on_cudamalloc_oom:True,\
+             graph_capture_record_stream_reuse:True"
+        );
+        // The whole device is no limit.
+        s.apply("per_process_memory_fraction:1").unwrap();
+        assert_eq!(s.per_process_memory_fraction, None);
     }
 
     #[test]

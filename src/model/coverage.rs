@@ -69,15 +69,13 @@ impl<'a> Ends<'a> {
 /// allocation live at its end. A device without a trace is covered (nothing to prove).
 pub fn coverage(snap: &Snapshot, dev: &Device) -> Coverage {
     let mut live: FxHashMap<u64, u64> = FxHashMap::default();
-    for e in snap.device_trace(dev) {
-        match e.action {
-            Action::Alloc => {
-                live.insert(e.addr, e.size);
-            }
-            Action::FreeCompleted | Action::Free => {
-                live.remove(&e.addr);
-            }
-            _ => {}
+    let trace = snap.device_trace(dev);
+    let at_request = super::snapshot::frees_at_request(trace);
+    for e in trace {
+        if e.action == Action::Alloc {
+            live.insert(e.addr, e.size);
+        } else if e.ends_allocation(at_request) {
+            live.remove(&e.addr);
         }
     }
     of_live(snap.device_segments(dev), live.into_iter())

@@ -145,6 +145,13 @@ pub enum Action {
 }
 
 impl Action {
+    /// True for entries that change no allocator state and sit anywhere in a trace: an
+    /// `annotate` (PyTorch 2.14) and actions memlens does not know (torch_npu's
+    /// `workspace_snapshot`). Readers that pair neighbouring entries look past them.
+    pub fn is_inert(self) -> bool {
+        matches!(self, Action::Annotate | Action::Other)
+    }
+
     /// Parses an action name.
     pub fn parse(name: &[u8]) -> Action {
         match name {
@@ -181,6 +188,26 @@ impl Action {
             Action::Annotate => "annotate",
             Action::Other => "other",
         }
+    }
+}
+
+/// True when `trace` frees at `free_requested`: it has `free_requested` entries and no
+/// `free_completed` (or legacy `free`) at all, what `skip_actions=['free_completed']` records.
+/// Every reader that ends an allocation at its completed free ends it at the request then.
+pub fn frees_at_request(trace: &[TraceEvent]) -> bool {
+    !trace
+        .iter()
+        .any(|e| matches!(e.action, Action::FreeCompleted | Action::Free))
+        && trace.iter().any(|e| e.action == Action::FreeRequested)
+}
+
+impl TraceEvent {
+    /// True when this entry ends an allocation: a completed free, or a requested one in a
+    /// trace that [`frees_at_request`].
+    #[inline]
+    pub fn ends_allocation(&self, at_request: bool) -> bool {
+        matches!(self.action, Action::FreeCompleted | Action::Free)
+            || (at_request && self.action == Action::FreeRequested)
     }
 }
 

@@ -52,6 +52,7 @@ pub fn check(snap: &Snapshot) -> Vec<Warning> {
         out.extend(check_segments(snap, dev));
         out.extend(check_trace(snap, dev));
         out.extend(check_coverage(snap, dev));
+        out.extend(check_skipped_actions(snap, dev));
     }
     out.extend(check_private_pools_only(snap));
     let any_holder = !snap.blocks.is_empty() || !snap.events.is_empty();
@@ -60,6 +61,52 @@ pub fn check(snap: &Snapshot) -> Vec<Warning> {
             code: "no_frames",
             device: None,
             message: "no stack frames recorded (history recorded without context, or `context=None`): call sites cannot be named".into(),
+        });
+    }
+    out
+}
+
+/// Whole action kinds missing from a trace that holds their partners: what
+/// `_record_memory_history(skip_actions=[...])` (PyTorch PR #168183) leaves. `free_requested`
+/// and `free_completed` come in pairs for every free, and frees follow allocations, so a
+/// trace with one side and none of the other was recorded with the other skipped (a ring
+/// buffer that wrapped loses the oldest entries of every kind, never one kind). What the
+/// remaining kinds say stays right: without `free_completed` the replay ends an allocation
+/// at its `free_requested` (a free waiting on another stream then looks complete at once).
+/// Codes: `skipped_free_requested`, `skipped_free_completed`, `skipped_alloc`.
+fn check_skipped_actions(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
+    let mut n = [0u64; 3]; // alloc, free_requested, free_completed (or free)
+    for e in snap.device_trace(dev) {
+        match e.action {
+            Action::Alloc => n[0] += 1,
+            Action::FreeRequested => n[1] += 1,
+            Action::FreeCompleted | Action::Free => n[2] += 1,
+            _ => {}
+        }
+    }
+    let d = Some(dev.id);
+    let mut out = Vec::new();
+    // A handful of entries is a short trace, not a recording choice.
+    const MIN: u64 = 4;
+    if n[1] == 0 && n[2] >= MIN && n[0] >= MIN {
+        out.push(Warning {
+            code: "skipped_free_requested",
+            device: d,
+            message: format!("the trace has {} allocations and {} completed frees but no `free_requested` entry: it was recorded with skip_actions=['free_requested'], so frees deferred by record_stream cannot be told apart", n[0], n[2]),
+        });
+    }
+    if n[2] == 0 && n[1] >= MIN {
+        out.push(Warning {
+            code: "skipped_free_completed",
+            device: d,
+            message: format!("the trace has {} `free_requested` entries but no `free_completed`: it was recorded with skip_actions=['free_completed'], so each allocation is taken to end at its free_requested", n[1]),
+        });
+    }
+    if n[0] == 0 && n[1] + n[2] >= MIN {
+        out.push(Warning {
+            code: "skipped_alloc",
+            device: d,
+            message: format!("the trace has {} frees but no `alloc` entry: it was recorded with skip_actions=['alloc'], so what was freed is known only by its size and the free's stack", n[1] + n[2]),
         });
     }
     out
@@ -263,6 +310,7 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
     let mut prev_time = NO_TIME;
     let mut allocs = 0u64;
     let mut allocs_without_frames = 0u64;
+    let at_request = frees_at_request(trace);
     for (i, e) in trace.iter().enumerate() {
         match e.action {
             Action::Alloc => {
@@ -272,7 +320,7 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
                     allocs_without_frames += 1;
                 }
             }
-            Action::FreeCompleted | Action::Free if !live.remove(&e.addr) => {
+            _ if e.ends_allocation(at_request) && !live.remove(&e.addr) => {
                 orphans.hit(|| format!("entry {i}, addr 0x{:x}", e.addr));
             }
             _ => {}

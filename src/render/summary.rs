@@ -47,6 +47,17 @@ pub fn text(
     if r.annotations > 0 {
         writeln!(out, "\nExternal annotations: {}", r.annotations)?;
     }
+    if !r.unknown_actions.is_empty() {
+        writeln!(out, "\nUnknown actions (kept, not interpreted)")?;
+        for a in &r.unknown_actions {
+            writeln!(
+                out,
+                "  {}: {} entries",
+                super::visible::visible(&a.action),
+                crate::units::grouped(a.entries)
+            )?;
+        }
+    }
     if !r.warnings.is_empty() {
         writeln!(out, "\nWarnings")?;
         for w in &r.warnings {

@@ -199,6 +199,8 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
     let mut rounded_delta = Vec::with_capacity(n);
     let mut reserved_delta = Vec::with_capacity(n);
     let (mut cur, mut cur_r, mut cur_res) = (0i64, 0i64, 0i64);
+    // A trace recorded with `skip_actions=['free_completed']` frees at `free_requested`.
+    let requested_ends = crate::model::frees_at_request(trace);
     for (i, e) in trace.iter().enumerate() {
         let i = i as i64;
         match e.action {
@@ -222,32 +224,35 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
                 cur += e.size as i64;
                 cur_r += round_size(e.size) as i64;
             }
-            Action::FreeRequested => {
+            Action::FreeRequested if !requested_ends => {
                 if let Some(&k) = live_by_addr.get(&e.addr) {
                     allocations[k].free_requested.get_or_insert(i);
                 }
             }
-            Action::FreeCompleted | Action::Free => match live_by_addr.remove(&e.addr) {
-                Some(k) => {
-                    let a = &mut allocations[k];
-                    a.end = i;
-                    cur -= a.size as i64;
-                    cur_r -= round_size(a.size) as i64;
+            // `free_completed` skipped (`skip_actions`): the request is the free.
+            Action::FreeCompleted | Action::Free | Action::FreeRequested => {
+                match live_by_addr.remove(&e.addr) {
+                    Some(k) => {
+                        let a = &mut allocations[k];
+                        a.end = i;
+                        cur -= a.size as i64;
+                        cur_r -= round_size(a.size) as i64;
+                    }
+                    None => {
+                        initial.push(Allocation {
+                            addr: e.addr,
+                            size: e.size,
+                            stack: e.stack,
+                            start: -1,
+                            free_requested: None,
+                            end: i,
+                            origin: Origin::OrphanFree,
+                        });
+                        cur -= e.size as i64;
+                        cur_r -= round_size(e.size) as i64;
+                    }
                 }
-                None => {
-                    initial.push(Allocation {
-                        addr: e.addr,
-                        size: e.size,
-                        stack: e.stack,
-                        start: -1,
-                        free_requested: None,
-                        end: i,
-                        origin: Origin::OrphanFree,
-                    });
-                    cur -= e.size as i64;
-                    cur_r -= round_size(e.size) as i64;
-                }
-            },
+            }
             Action::SegmentAlloc | Action::SegmentMap => cur_res += e.size as i64,
             Action::SegmentFree | Action::SegmentUnmap => cur_res -= e.size as i64,
             _ => {}

@@ -47,6 +47,7 @@ mod roundtrip;
 mod salvage;
 mod schemas;
 mod serve;
+mod settings2026;
 mod sites;
 mod support;
 mod surfaces;

@@ -32,6 +32,20 @@ pub struct SummaryReport {
     pub host: Option<HostSummary>,
     /// Data-quality warnings.
     pub warnings: Vec<Warning>,
+    /// Trace entries (every device and pinned host memory) whose action memlens does not know
+    /// (torch_npu's `workspace_snapshot`, actions added after this release), per action name,
+    /// by name: kept, never taken for an allocation or a free. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_actions: Vec<UnknownAction>,
+}
+
+/// Entries of one unknown action.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+pub struct UnknownAction {
+    /// The action as written.
+    pub action: String,
+    /// Entries with it.
+    pub entries: u64,
 }
 
 /// Totals of pinned host memory: the final state of its segments, and its trace.
@@ -305,6 +319,14 @@ pub fn run(snap: &Snapshot) -> SummaryReport {
         distinct_stacks: snap.recorded_distinct.1,
         host: snap.host.as_ref().map(|h| host_summary(snap, h)),
         warnings: snap.warnings.clone(),
+        unknown_actions: snap
+            .unknown_actions
+            .iter()
+            .map(|(action, entries)| UnknownAction {
+                action: action.clone(),
+                entries: *entries,
+            })
+            .collect(),
     }
 }
 

@@ -66,6 +66,15 @@ pub struct SettingsOut {
     pub roundup_power2_divisions: Vec<u32>,
     /// `garbage_collection_threshold` (0: off).
     pub garbage_collection_threshold: f64,
+    /// `per_process_memory_fraction` (absent: the whole device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_process_memory_fraction: Option<f64>,
+    /// `throw_on_cudamalloc_oom` (absent: false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub throw_on_cudamalloc_oom: bool,
+    /// `graph_capture_record_stream_reuse` (absent: false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub graph_capture_record_stream_reuse: bool,
 }
 
 impl From<&Settings> for SettingsOut {
@@ -76,6 +85,9 @@ impl From<&Settings> for SettingsOut {
             max_non_split_rounding_bytes: s.max_non_split_rounding,
             roundup_power2_divisions: s.roundup_power2_divisions.to_vec(),
             garbage_collection_threshold: s.garbage_collection_threshold,
+            per_process_memory_fraction: s.per_process_memory_fraction,
+            throw_on_cudamalloc_oom: s.throw_on_cudamalloc_oom,
+            graph_capture_record_stream_reuse: s.graph_capture_record_stream_reuse,
         }
     }
 }
@@ -205,6 +217,65 @@ pub struct DeviceWhatif {
     pub verdict: String,
     /// Scenarios: the recorded one first, then the best first (fewest OOMs, lowest peak).
     pub scenarios: Vec<ScenarioResult>,
+}
+
+/// The device's memory behind a capacity: the capacity itself when it is the device's (not
+/// a per-process limit), else unknown.
+fn device_total(cap: Option<Capacity>) -> Option<u64> {
+    cap.filter(|c| !c.fraction).map(|c| c.bytes)
+}
+
+/// `per_process_memory_fraction` of `s` applied to a device capacity: that share of it,
+/// checked as a per-process limit (PyTorch's `set_per_process_memory_fraction`); the
+/// capacity as it was otherwise (no fraction, or the device's memory unknown).
+fn with_fraction(
+    cap: Option<Capacity>,
+    mut out: CapacityOut,
+    s: &Settings,
+) -> (Option<Capacity>, CapacityOut) {
+    let (Some(f), Some(total)) = (s.per_process_memory_fraction, device_total(cap)) else {
+        return (cap, out);
+    };
+    let bytes = (total as f64 * f) as u64;
+    out.source = format!(
+        "per_process_memory_fraction {f} of {} ({})",
+        iec_words(total),
+        out.source
+    );
+    out.bytes = Some(bytes);
+    out.kind = Some("per_process_limit");
+    (
+        Some(Capacity {
+            bytes,
+            fraction: true,
+        }),
+        out,
+    )
+}
+
+/// The capacity a scenario runs against: the recorded run's `cap`, or, when the scenario
+/// sets another `per_process_memory_fraction` than the file's `base`, that share of the
+/// device's memory `total` (the whole device when it sets none) where `total` is known.
+fn scenario_capacity(
+    cap: Option<Capacity>,
+    total: Option<u64>,
+    base: &Settings,
+    s: &Settings,
+) -> Option<Capacity> {
+    if s.per_process_memory_fraction == base.per_process_memory_fraction {
+        return cap;
+    }
+    match (total, s.per_process_memory_fraction) {
+        (Some(t), Some(f)) => Some(Capacity {
+            bytes: (t as f64 * f) as u64,
+            fraction: true,
+        }),
+        (Some(t), None) => Some(Capacity {
+            bytes: t,
+            fraction: false,
+        }),
+        (None, _) => cap,
+    }
 }
 
 /// The largest amount that is a multiple of the coarsest unit (1 GiB down to 2 MiB, else a
@@ -472,6 +543,8 @@ fn device_whatif(
         .unwrap_or(0);
     let as_recorded = |rec: &Recorded| {
         let (cap, capacity) = capacity_for(&rec.bounds, &opts.capacity, largest_alloc);
+        let total = device_total(cap);
+        let (cap, capacity) = with_fraction(cap, capacity, base);
         let sc = Scenario {
             settings: base.clone(),
             capacity: cap,
@@ -480,7 +553,7 @@ fn device_whatif(
             probe: None,
             repack_start: false,
         };
-        (cap, capacity, drive::run(snap, rec, &sc))
+        (cap, (capacity, total), drive::run(snap, rec, &sc))
     };
     let (mut cap, mut capacity, mut recorded_run) = as_recorded(&rec);
     if !recorded_run.empty_cache_inferred.is_empty() {
@@ -515,7 +588,8 @@ fn device_whatif(
         })
         .collect();
     let as_recorded = result("as recorded".into(), String::new(), base, &recorded_run);
-    let results = scenario_results(snap, &rec, base, tried, as_recorded, (cap, va_bytes));
+    let (capacity, total) = capacity;
+    let results = scenario_results(snap, &rec, base, tried, as_recorded, (cap, total, va_bytes));
     DeviceWhatif {
         device: dev.id,
         events: trace.len(),
@@ -532,8 +606,8 @@ fn device_whatif(
     }
 }
 
-/// The run `as_recorded` then one per scenario `tried` (under `limits`: the capacity and an
-/// expandable segment's address range), each with its change from the first; the scenarios
+/// The run `as_recorded` then one per scenario `tried` (under `limits`: the capacity, the
+/// device's memory when known, and an expandable segment's address range), each with its change from the first; the scenarios
 /// sorted by ooms, then peak reserved, then label.
 fn scenario_results(
     snap: &Snapshot,
@@ -541,9 +615,9 @@ fn scenario_results(
     base: &Settings,
     tried: &[(String, Settings)],
     as_recorded: ScenarioResult,
-    limits: (Option<Capacity>, u64),
+    limits: (Option<Capacity>, Option<u64>, u64),
 ) -> Vec<ScenarioResult> {
-    let (cap, va_bytes) = limits;
+    let (cap, total, va_bytes) = limits;
     let mut results = vec![as_recorded];
     for (set, s) in tried {
         let o = drive::run(
@@ -551,7 +625,7 @@ fn scenario_results(
             rec,
             &Scenario {
                 settings: s.clone(),
-                capacity: cap,
+                capacity: scenario_capacity(cap, total, base, s),
                 va_bytes,
                 follow_recorded: false,
                 probe: None,
