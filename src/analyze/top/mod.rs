@@ -624,15 +624,7 @@ fn group(
         }
     }
     if let Some(o) = other.as_mut() {
-        o.site = format!(
-            "<{} other {}>",
-            n - opts.limit,
-            if n - opts.limit == 1 {
-                "group"
-            } else {
-                "groups"
-            }
-        );
+        o.site = other_label(n - opts.limit);
         o.share = share(o.bytes);
     }
     DeviceTop {
@@ -654,16 +646,25 @@ fn group(
         sites,
         other,
         notes: Vec::new(),
-        warnings: saturated
-            .get()
-            .then(|| Warning {
-                code: "cost_overflow",
-                device: None,
-                message: format!("the {unit} cost passed 2^64 - 1 and is shown saturated at that value (a long trace; compare shares rather than totals)"),
-            })
-            .into_iter()
-            .collect(),
+        warnings: overflow_warning(saturated.get(), unit),
     }
+}
+
+/// The `other` row's label for `k` groups past the limit.
+fn other_label(k: usize) -> String {
+    format!("<{k} other {}>", if k == 1 { "group" } else { "groups" })
+}
+
+/// `cost_overflow` when a sum saturated.
+fn overflow_warning(saturated: bool, unit: &str) -> Vec<Warning> {
+    saturated
+        .then(|| Warning {
+            code: "cost_overflow",
+            device: None,
+            message: format!("the {unit} cost passed 2^64 - 1 and is shown saturated at that value (a long trace; compare shares rather than totals)"),
+        })
+        .into_iter()
+        .collect()
 }
 
 /// The frames `--by stack` and `--full-stacks` show: every kind `--frames` names, the
