@@ -16,9 +16,11 @@ pub struct Args {
     moment: MomentArgs<AtPeak>,
     #[command(flatten)]
     scope: ScopeArgs,
-    /// Group by call site, whole stack, file or function.
-    #[arg(long, value_enum, default_value_t = By::Site)]
-    by: By,
+    /// Group by call site, whole stack, file or function (site, stack, file, function), or by
+    /// the user metadata of each allocation (`metadata`: the whole string; `metadata:KEY`: the
+    /// value of KEY in its JSON).
+    #[arg(long, value_parser = parse_by, default_value = "site")]
+    by: (By, Option<String>),
     /// What to count: live at the moment, allocated in the window, bytes × lifetime, or never freed.
     #[arg(long, value_enum, default_value_t = CostArg::Live)]
     cost: CostArg,
@@ -36,12 +38,31 @@ pub struct Args {
     out: OutputArgs,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug)]
 enum By {
     Site,
     Stack,
     File,
     Function,
+    Metadata,
+}
+
+fn parse_by(s: &str) -> Result<(By, Option<String>), String> {
+    Ok(match s {
+        "site" => (By::Site, None),
+        "stack" => (By::Stack, None),
+        "file" => (By::File, None),
+        "function" => (By::Function, None),
+        "metadata" => (By::Metadata, None),
+        _ => match s.strip_prefix("metadata:") {
+            Some(k) if !k.is_empty() => (By::Metadata, Some(k.to_string())),
+            _ => {
+                return Err(format!(
+                    "`{s}`: expected site, stack, file, function, metadata or metadata:KEY"
+                ))
+            }
+        },
+    })
 }
 
 /// Runs the command.
@@ -49,12 +70,14 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let opts = TopOptions {
         at: args.moment.at,
         window: args.scope.window(),
-        by: match args.by {
+        by: match args.by.0 {
             By::Site => GroupBy::Site,
             By::Stack => GroupBy::Stack,
             By::File => GroupBy::File,
             By::Function => GroupBy::Function,
+            By::Metadata => GroupBy::Metadata,
         },
+        metadata_key: args.by.1.clone(),
         cost: args.cost.into(),
         limit: args.limit,
         sites: args.sites.options(),

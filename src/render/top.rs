@@ -120,6 +120,14 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> s
             site.push_str("\n  via ");
             site.push_str(&visible(short_library_path(c)));
         }
+        for a in row.annotations.iter().take(3) {
+            site.push_str(&format!(
+                "\n  annotated \"{}\" on {} ({})",
+                visible(&a.text),
+                a.count,
+                iec(a.bytes)
+            ));
+        }
         if let Some(frames) = &row.frames {
             for f in frames {
                 site.push_str("\n  ");

@@ -11,6 +11,7 @@
 //!                                                               and free_completed still counts)
 //! ```
 
+pub mod annotations;
 pub mod loops;
 mod moment;
 pub mod state;

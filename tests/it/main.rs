@@ -12,6 +12,7 @@
 mod common;
 
 mod absent;
+mod annotations;
 mod batch;
 mod capture;
 mod captured;

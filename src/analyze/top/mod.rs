@@ -1,9 +1,12 @@
 //! `memlens top`: live bytes (or another cost) per call site, biggest first.
 
+mod meta;
+
 use crate::analyze::pretrace::{Kinds, Pretrace};
 use crate::model::{FrameId, Snapshot, StackId, TraceEvent, Warning};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec, Window, WindowSpec, NEVER};
 use crate::vocab::sites::{self, SiteOptions, NO_FRAMES};
+pub use meta::AnnotationCount;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -21,6 +24,9 @@ pub enum GroupBy {
     File,
     /// The site's file and function.
     Function,
+    /// The `user_metadata` of the allocation's `alloc` entry: the whole string, or with
+    /// [`TopOptions::metadata_key`] the value of that key of its JSON (`--by metadata:KEY`).
+    Metadata,
 }
 
 /// What is counted per group.
@@ -62,6 +68,9 @@ pub struct TopOptions {
     /// outermost this many frames, with one `… N frames not shown` between them (the page's
     /// rows: a 300,000-frame stack must not put 300,000 strings into it). `None`: whole.
     pub stack_ends: Option<usize>,
+    /// With [`GroupBy::Metadata`]: the JSON key whose value groups (`--by metadata:phase`);
+    /// `None` groups by the whole string.
+    pub metadata_key: Option<String>,
 }
 
 impl Default for TopOptions {
@@ -76,6 +85,7 @@ impl Default for TopOptions {
             full_stacks: false,
             allocator_frames: false,
             stack_ends: None,
+            metadata_key: None,
         }
     }
 }
@@ -112,6 +122,11 @@ pub struct SiteRow {
     /// `kind_confidence`, `evidence` in the JSON). Absent otherwise.
     #[serde(flatten)]
     pub pretrace: Option<Pretrace>,
+    /// The `annotate` texts (`torch.cuda.memory._annotate_memory`) attached to the group's
+    /// allocations, each with the number of allocations and their requested bytes; most
+    /// bytes first. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub annotations: Vec<AnnotationCount>,
 }
 
 /// The rows of one device.
@@ -184,6 +199,8 @@ pub struct CostItem {
     /// For an allocation alive before the trace with no stack: its entry in the selection's
     /// [`Kinds`] ([`crate::analyze::pretrace`]).
     pub pretrace: Option<u32>,
+    /// Its index in the replay's allocations (`None`: a final-state block).
+    pub alloc: Option<u32>,
 }
 
 impl CostItem {
@@ -193,6 +210,7 @@ impl CostItem {
             stack,
             bytes,
             pretrace: None,
+            alloc: None,
         }
     }
 }
@@ -237,7 +255,7 @@ pub fn run(
             .filter(|b| b.state == crate::model::BlockState::ActivePendingFree)
             .map(|b| CostItem::new(b.stack, b.requested_size))
             .collect();
-        let mut d = group(snap, items, &Kinds::default(), opts, live, "bytes");
+        let mut d = group(snap, items, &Kinds::default(), opts, live, "bytes", None);
         d.device = dev.id;
         d.basis = "final_state";
         add_pending_note(snap, &mut d, pending, &Kinds::default(), opts);
@@ -296,30 +314,30 @@ pub fn select_with(
     };
     let timed = trace.iter().any(|e| e.time().is_some());
     let mut unit = "bytes";
-    let item = |a: &replay::Allocation, bytes: u64| CostItem {
+    let item = |i: usize, a: &replay::Allocation, bytes: u64| CostItem {
         stack: a.stack,
         bytes,
         pretrace: kinds.id(snap, a),
+        alloc: Some(i as u32),
     };
+    let all = || r.allocations.iter().enumerate();
     let items: Vec<CostItem> = match opts.cost {
-        Cost::Live => r.live_allocations(at).map(|a| item(a, a.size)).collect(),
-        Cost::Allocated => r
-            .allocations
-            .iter()
-            .filter(|a| a.start >= 0 && window.contains(a.start))
-            .map(|a| item(a, a.size))
+        Cost::Live => all()
+            .filter(|(_, a)| a.live_at(at))
+            .map(|(i, a)| item(i, a, a.size))
             .collect(),
-        Cost::NeverFreed => r
-            .allocations
-            .iter()
-            .filter(|a| a.end == NEVER && window.contains(a.start))
-            .map(|a| item(a, a.size))
+        Cost::Allocated => all()
+            .filter(|(_, a)| a.start >= 0 && window.contains(a.start))
+            .map(|(i, a)| item(i, a, a.size))
+            .collect(),
+        Cost::NeverFreed => all()
+            .filter(|(_, a)| a.end == NEVER && window.contains(a.start))
+            .map(|(i, a)| item(i, a, a.size))
             .collect(),
         Cost::Lifetime => {
             unit = if timed { "byte_us" } else { "byte_events" };
-            r.allocations
-                .iter()
-                .filter_map(|a| {
+            all()
+                .filter_map(|(i, a)| {
                     let from = a.start.max(window.first);
                     let to = a.end.min(window.last + 1);
                     if from >= to {
@@ -336,6 +354,7 @@ pub fn select_with(
                         (to - from) as u128
                     };
                     Some(item(
+                        i,
                         a,
                         (a.size as u128 * span).min(u64::MAX as u128) as u64,
                     ))
@@ -378,7 +397,13 @@ pub fn device_top_with(
         unit,
         pretrace: kinds,
     } = select_with(snap, r, trace, opts, kinds)?;
-    let mut d = group(snap, items, &kinds, opts, r.live_at(at), unit);
+    let notes = replay::annotations::attach(r, trace, snap);
+    let ctx = meta::Ctx {
+        r,
+        trace,
+        notes: &notes,
+    };
+    let mut d = group(snap, items, &kinds, opts, r.live_at(at), unit, Some(&ctx));
     d.device = r.device;
     d.at = replay::moment(trace, at);
     d.window = window;
@@ -390,6 +415,7 @@ pub fn device_top_with(
                 stack: a.stack,
                 bytes: a.size,
                 pretrace: kinds.id(snap, a),
+                alloc: None,
             })
             .collect();
         add_pending_note(snap, &mut d, pending, &kinds, opts);
@@ -484,6 +510,7 @@ fn group(
     opts: &TopOptions,
     live: u64,
     unit: &'static str,
+    ctx: Option<&meta::Ctx>,
 ) -> DeviceTop {
     // Group by stack first (cheap), then map each distinct stack to its label.
     // Sums saturate: a lifetime cost (bytes × µs) can pass 2^64 on a long trace, and is then
@@ -497,9 +524,11 @@ fn group(
         })
     };
     // Memory older than the trace without a stack is grouped by its likely kind instead.
-    let mut per_stack: FxHashMap<(StackId, Option<u32>), (u64, u64)> = FxHashMap::default();
+    let mut per_stack: FxHashMap<meta::ItemKey, (u64, u64)> = FxHashMap::default();
     for it in &items {
-        let e = per_stack.entry((it.stack, it.pretrace)).or_default();
+        let e = per_stack
+            .entry(meta::item_key(snap, it, opts, ctx))
+            .or_default();
         e.0 = add(e.0, it.bytes);
         e.1 += 1;
         if it.bytes == u64::MAX {
@@ -510,11 +539,15 @@ fn group(
     type Key = (String, Option<String>);
     type Group = (u64, u64, StackId, u64, Option<u32>);
     let mut groups: FxHashMap<Key, Group> = FxHashMap::default();
-    for ((stack, pre), (bytes, count)) in per_stack {
-        let key = match pre {
-            Some(id) => (kinds.get(id).label(), None),
-            None => label(snap, stack, opts),
+    let mut key_of: FxHashMap<meta::ItemKey, Key> = FxHashMap::default();
+    for ((stack, pre, md), (bytes, count)) in per_stack {
+        let key = match (pre, opts.by) {
+            (_, GroupBy::Metadata) => (meta::label(snap, md, opts), None),
+            (Some(id), _) => (kinds.get(id).label(), None),
+            (None, _) => label(snap, stack, opts),
         };
+        let pre = pre.filter(|_| opts.by != GroupBy::Metadata);
+        key_of.insert((stack, pre, md), key.clone());
         let e = groups.entry(key).or_insert((0, 0, stack, 0, pre));
         e.0 = add(e.0, bytes);
         e.1 += count;
@@ -537,6 +570,7 @@ fn group(
             b as f64 / total as f64
         }
     };
+    let mut annotated = meta::annotations(snap, &items, opts, ctx, &key_of);
     let mut sites = Vec::new();
     let mut other: Option<SiteRow> = None;
     for (i, ((key, context), bytes, count, stack, pre)) in rows.into_iter().enumerate() {
@@ -554,6 +588,9 @@ fn group(
                     _ => shown.iter().map(text).collect(),
                 }
             });
+            let annotations = annotated
+                .remove(&(key.clone(), context.clone()))
+                .unwrap_or_default();
             let site = if opts.by == GroupBy::Stack && pre.is_none() {
                 sites::site_label(snap, stack, opts.sites)
             } else {
@@ -568,6 +605,7 @@ fn group(
                 frames,
                 stack,
                 pretrace: pre.map(|id| kinds.get(id).clone()),
+                annotations,
             });
         } else {
             let o = other.get_or_insert(SiteRow {
@@ -579,21 +617,14 @@ fn group(
                 frames: None,
                 stack,
                 pretrace: None,
+                annotations: Vec::new(),
             });
             o.bytes = add(o.bytes, bytes);
             o.count += count;
         }
     }
     if let Some(o) = other.as_mut() {
-        o.site = format!(
-            "<{} other {}>",
-            n - opts.limit,
-            if n - opts.limit == 1 {
-                "group"
-            } else {
-                "groups"
-            }
-        );
+        o.site = other_label(n - opts.limit);
         o.share = share(o.bytes);
     }
     DeviceTop {
@@ -615,16 +646,25 @@ fn group(
         sites,
         other,
         notes: Vec::new(),
-        warnings: saturated
-            .get()
-            .then(|| Warning {
-                code: "cost_overflow",
-                device: None,
-                message: format!("the {unit} cost passed 2^64 - 1 and is shown saturated at that value (a long trace; compare shares rather than totals)"),
-            })
-            .into_iter()
-            .collect(),
+        warnings: overflow_warning(saturated.get(), unit),
     }
+}
+
+/// The `other` row's label for `k` groups past the limit.
+fn other_label(k: usize) -> String {
+    format!("<{k} other {}>", if k == 1 { "group" } else { "groups" })
+}
+
+/// `cost_overflow` when a sum saturated.
+fn overflow_warning(saturated: bool, unit: &str) -> Vec<Warning> {
+    saturated
+        .then(|| Warning {
+            code: "cost_overflow",
+            device: None,
+            message: format!("the {unit} cost passed 2^64 - 1 and is shown saturated at that value (a long trace; compare shares rather than totals)"),
+        })
+        .into_iter()
+        .collect()
 }
 
 /// The frames `--by stack` and `--full-stacks` show: every kind `--frames` names, the
@@ -655,6 +695,7 @@ fn label(snap: &Snapshot, stack: StackId, opts: &TopOptions) -> (String, Option<
                 .join(" < ");
             (joined, None)
         }
+        GroupBy::Metadata => (String::new(), None),
         GroupBy::File | GroupBy::Function => {
             let s = sites::site_of(snap, stack, opts.sites);
             let Some(f) = s.python_frame() else {
