@@ -79,8 +79,9 @@ pub fn annotations(
     if c.notes.per_alloc.is_empty() {
         return out;
     }
-    let mut per: FxHashMap<(String, Option<String>), FxHashMap<StrId, (u64, u64)>> =
-        FxHashMap::default();
+    /// Per text: allocations carrying it and their bytes.
+    type Tally = FxHashMap<StrId, (u64, u64)>;
+    let mut per: FxHashMap<(String, Option<String>), Tally> = FxHashMap::default();
     for it in items {
         let Some(i) = it.alloc else { continue };
         let texts = c.notes.of(i);
