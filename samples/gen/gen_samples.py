@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # keep samples/gen free of __pycache__
 
-from memgen import findings, frames2026, newer, scenarios, truth, writers  # noqa: E402
+from memgen import findings, frames2026, newer, pools, scenarios, truth, writers  # noqa: E402
 
 SAMPLES_DIR = os.path.normpath(os.path.join(HERE, ".."))
 
@@ -51,6 +51,7 @@ def generate_small(out_dir=SAMPLES_DIR, verbose=True):
     written += generate_findings(out_dir)
     written += generate_newer(out_dir)
     written += generate_keyed(out_dir, frames2026.FRAMES_SAMPLES, "frames2026")
+    written += generate_keyed(out_dir, pools.POOLS_SAMPLES, "pools")
     if verbose:
         for p in written:
             print("%8d  %s" % (os.path.getsize(p), os.path.relpath(p)))
