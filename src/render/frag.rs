@@ -169,7 +169,12 @@ fn by_pool(
     devices: &[DevicePools],
     style: &Style,
 ) -> std::io::Result<()> {
-    style.para(out, "", "", &format!("{title}  (private pools, over the trace)"))?;
+    style.para(
+        out,
+        "",
+        "",
+        &format!("{title}  (private pools, over the trace)"),
+    )?;
     for d in devices {
         writeln!(out, "\nDevice {}", d.device)?;
         let rows: Vec<Vec<String>> = d
@@ -194,8 +199,15 @@ fn by_pool(
             })
             .collect();
         let header = [
-            "pool", "stream", "segments", "reserved", "active", "inactive", "peak reserved",
-            "peak active", "ghosts",
+            "pool",
+            "stream",
+            "segments",
+            "reserved",
+            "active",
+            "inactive",
+            "peak reserved",
+            "peak active",
+            "ghosts",
         ];
         let mut numeric = [true; 9];
         numeric[0] = false;
@@ -215,7 +227,12 @@ fn by_pool(
             )?;
         }
         if d.pools.iter().any(|p| p.pool_id.is_none()) {
-            style.para(out, "note: ", "  ", "unknown pool: segments freed before the dump whose entries carry no pool_id")?;
+            style.para(
+                out,
+                "note: ",
+                "  ",
+                "unknown pool: segments freed before the dump whose entries carry no pool_id",
+            )?;
         }
         if d.ghost_blocks > 0 {
             style.para(

@@ -36,6 +36,7 @@ mod newer;
 mod oom;
 mod paint;
 mod parallel;
+mod pools;
 mod promises;
 mod properties;
 mod python_package;

@@ -7,7 +7,7 @@
 //! guessed). Allocations (the replay's, [`crate::replay::Origin`]) belong to the segment that
 //! holds their address when they are made.
 
-use crate::model::{Action, BlockState, Snapshot, Device};
+use crate::model::{Action, BlockState, Device, Snapshot};
 use crate::replay::{self, DeviceReplay, Moment, Origin, NEVER};
 use crate::vocab::sites::{site_label, SiteOptions};
 use serde::Serialize;
@@ -100,12 +100,21 @@ fn entry_pool(snap: &Snapshot, e: &crate::model::TraceEvent) -> Option<(u64, u64
 }
 
 /// Per event: (key, reserved delta) of segment events; per allocation its key.
-fn attribute(snap: &Snapshot, dev: &Device, r: &DeviceReplay) -> (Vec<Option<(Key, i64)>>, Vec<Key>) {
+fn attribute(
+    snap: &Snapshot,
+    dev: &Device,
+    r: &DeviceReplay,
+) -> (Vec<Option<(Key, i64)>>, Vec<Key>) {
     let trace = snap.device_trace(dev);
     let mut live = Live(
         snap.device_segments(dev)
             .iter()
-            .map(|s| (s.address, (s.address + s.total_size, (Some(s.pool_id), s.stream))))
+            .map(|s| {
+                (
+                    s.address,
+                    (s.address + s.total_size, (Some(s.pool_id), s.stream)),
+                )
+            })
             .collect(),
     );
     let mut by_start: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
@@ -117,7 +126,13 @@ fn attribute(snap: &Snapshot, dev: &Device, r: &DeviceReplay) -> (Vec<Option<(Ke
     let mut akey: Vec<Option<Key>> = r
         .allocations
         .iter()
-        .map(|a| if a.end == NEVER { live.find(a.addr) } else { None })
+        .map(|a| {
+            if a.end == NEVER {
+                live.find(a.addr)
+            } else {
+                None
+            }
+        })
         .collect();
     let unknown = |e: &crate::model::TraceEvent| (entry_pool(snap, e), snap.event_stream(e));
     for (i, e) in trace.iter().enumerate().rev() {
@@ -150,7 +165,10 @@ fn attribute(snap: &Snapshot, dev: &Device, r: &DeviceReplay) -> (Vec<Option<(Ke
             akey[k] = akey[k].or(found).or(Some((None, 0)));
         }
     }
-    (seg, akey.into_iter().map(|k| k.unwrap_or((None, 0))).collect())
+    (
+        seg,
+        akey.into_iter().map(|k| k.unwrap_or((None, 0))).collect(),
+    )
 }
 
 #[derive(Default)]
@@ -203,10 +221,14 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, r: &DeviceReplay, series: boo
     }
     for (i, d) in seg.iter().enumerate() {
         if let Some((key, delta)) = *d {
-            acc.entry(key).or_default().deltas.push((i as i64, delta, 0));
+            acc.entry(key)
+                .or_default()
+                .deltas
+                .push((i as i64, delta, 0));
         }
     }
-    let wrapped = r.allocations.iter().any(|a| a.origin == Origin::OrphanFree) || r.reserved_incomplete;
+    let wrapped =
+        r.allocations.iter().any(|a| a.origin == Origin::OrphanFree) || r.reserved_incomplete;
     let segs = snap.device_segments(dev);
     let mut notes = Vec::new();
     for (k, a) in r.allocations.iter().enumerate() {
@@ -240,7 +262,9 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, r: &DeviceReplay, series: boo
         }
     }
     if wrapped {
-        notes.push("the trace wrapped: blocks whose segment predates it are not counted as ghosts".into());
+        notes.push(
+            "the trace wrapped: blocks whose segment predates it are not counted as ghosts".into(),
+        );
     }
     let mut pools = Vec::new();
     for (key, mut a) in acc {
@@ -268,7 +292,8 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, r: &DeviceReplay, series: boo
                 pa = (active, i);
             }
         }
-        a.ghosts.sort_by(|x, y| y.size.cmp(&x.size).then(x.address.cmp(&y.address)));
+        a.ghosts
+            .sort_by(|x, y| y.size.cmp(&x.size).then(x.address.cmp(&y.address)));
         let ghost_bytes = a.ghosts.iter().map(|g| g.size).sum();
         let ghost_blocks = a.ghosts.len();
         a.ghosts.truncate(GHOSTS_LISTED);
@@ -291,7 +316,14 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, r: &DeviceReplay, series: boo
         });
     }
     // Default pools first, unknown last.
-    pools.sort_by_key(|p| (p.pool_id.is_none(), p.pool_id != Some([0, 0]), p.pool_id, p.stream));
+    pools.sort_by_key(|p| {
+        (
+            p.pool_id.is_none(),
+            p.pool_id != Some([0, 0]),
+            p.pool_id,
+            p.stream,
+        )
+    });
     DevicePools {
         device: dev.id,
         ghost_blocks: pools.iter().map(|p| p.ghost_blocks).sum(),
@@ -304,7 +336,10 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, r: &DeviceReplay, series: boo
 /// True when any device of `snap` has a private pool (a segment or an entry with a pool id).
 pub fn has_private_pool(snap: &Snapshot) -> bool {
     snap.segments.iter().any(|s| s.is_private_pool())
-        || snap.events.iter().any(|e| snap.event_tags(e).pool_id != (0, 0))
+        || snap
+            .events
+            .iter()
+            .any(|e| snap.event_tags(e).pool_id != (0, 0))
 }
 
 /// The pools of every device with a replay.
