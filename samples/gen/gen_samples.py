@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # keep samples/gen free of __pycache__
 
-from memgen import (annotations, findings, frames2026, newer, scenarios,  # noqa: E402
+from memgen import (annotations, findings, frames2026, newer, pools, scenarios,  # noqa: E402
                     settings2026, truth, writers)
 
 SAMPLES_DIR = os.path.normpath(os.path.join(HERE, ".."))
@@ -54,6 +54,7 @@ def generate_small(out_dir=SAMPLES_DIR, verbose=True):
     written += generate_keyed(out_dir, frames2026.FRAMES_SAMPLES, "frames2026")
     written += generate_keyed(out_dir, settings2026.SETTINGS_SAMPLES, "settings2026")
     written += generate_keyed(out_dir, annotations.ANNOTATION_SAMPLES, "annotations")
+    written += generate_keyed(out_dir, pools.POOLS_SAMPLES, "pools")
     if verbose:
         for p in written:
             print("%8d  %s" % (os.path.getsize(p), os.path.relpath(p)))

@@ -17,10 +17,21 @@ pub struct Args {
     /// Worst segments listed per device.
     #[arg(long, default_value_t = 5)]
     worst: usize,
+    /// `pool`: reserved vs active bytes over the trace per (pool, stream), peaks, and the
+    /// ghost blocks (live at the dump, never allocated in the trace).
+    #[arg(long, value_enum)]
+    by: Option<FragBy>,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
     out: OutputArgs,
+}
+
+/// What `--by` groups.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FragBy {
+    /// Private pool and stream, over the whole trace.
+    Pool,
 }
 
 /// Runs the command.
@@ -28,6 +39,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let opts = FragOptions {
         at: args.moment.at,
         worst: args.worst,
+        by_pool: args.by == Some(FragBy::Pool),
         ..FragOptions::default()
     };
     pipeline::report(&args.file, g, args.device, &args.out, |l| {

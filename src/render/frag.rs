@@ -1,7 +1,9 @@
 //! Text rendering of [`FragReport`].
 
 use super::text::{width, Style};
+use crate::analyze::frag::pools::{DevicePools, PoolUse};
 use crate::analyze::frag::{FragReport, PoolFrag};
+use crate::replay::Moment;
 use crate::units::{iec, plural};
 use std::io::Write;
 
@@ -23,6 +25,9 @@ pub fn text(
     r: &FragReport,
     style: &Style,
 ) -> std::io::Result<()> {
+    if let Some(pools) = &r.by_pool {
+        return by_pool(out, title, pools, style);
+    }
     style.para(out, "", "", &format!("{title}  (at {})", r.moment))?;
     for d in &r.devices {
         let when = match d.at.event_index {
@@ -132,6 +137,124 @@ pub fn text(
                         writeln!(out, "    {map}")?;
                     }
                     _ => writeln!(out, "{one}")?,
+                }
+            }
+        }
+        for n in &d.notes {
+            style.para(out, "note: ", "  ", n)?;
+        }
+    }
+    Ok(())
+}
+
+fn use_name(p: &PoolUse) -> String {
+    match p.pool_id {
+        None => "unknown pool".to_string(),
+        Some([0, 0]) => "default".to_string(),
+        Some([a, b]) => format!("{} ({a}, {b})", p.kind),
+    }
+}
+
+fn at(m: &Moment) -> String {
+    match m.event_index {
+        -1 => "start".to_string(),
+        i => format!("#{i}"),
+    }
+}
+
+/// `frag --by pool`: one row per (pool, stream), then the ghost blocks.
+fn by_pool(
+    out: &mut dyn Write,
+    title: &str,
+    devices: &[DevicePools],
+    style: &Style,
+) -> std::io::Result<()> {
+    style.para(
+        out,
+        "",
+        "",
+        &format!("{title}  (private pools, over the trace)"),
+    )?;
+    for d in devices {
+        writeln!(out, "\nDevice {}", d.device)?;
+        let rows: Vec<Vec<String>> = d
+            .pools
+            .iter()
+            .map(|p| {
+                vec![
+                    use_name(p),
+                    format!("0x{:x}", p.stream),
+                    p.segments.to_string(),
+                    iec(p.reserved_bytes),
+                    iec(p.active_bytes),
+                    iec(p.inactive_bytes),
+                    format!("{} {}", iec(p.peak_reserved_bytes), at(&p.peak_reserved_at)),
+                    format!("{} {}", iec(p.peak_active_bytes), at(&p.peak_active_at)),
+                    if p.ghost_blocks > 0 {
+                        format!("{} ({})", p.ghost_blocks, iec(p.ghost_bytes))
+                    } else {
+                        "0".to_string()
+                    },
+                ]
+            })
+            .collect();
+        let header = [
+            "pool",
+            "stream",
+            "segments",
+            "reserved",
+            "active",
+            "inactive",
+            "peak reserved",
+            "peak active",
+            "ghosts",
+        ];
+        let mut numeric = [true; 9];
+        numeric[0] = false;
+        numeric[1] = false;
+        for t in style.records(&header, &numeric, &rows) {
+            writeln!(out, "{t}")?;
+        }
+        for p in d.pools.iter().filter(|p| p.kind == "graph") {
+            style.para(
+                out,
+                "note: ",
+                "  ",
+                &format!(
+                    "{} on stream 0x{:x} is a CUDA graph's pool: its {} stay reserved for the graph's lifetime ({} inactive, usable only by the graph)",
+                    use_name(p), p.stream, iec(p.reserved_bytes), iec(p.inactive_bytes)
+                ),
+            )?;
+        }
+        if d.pools.iter().any(|p| p.pool_id.is_none()) {
+            style.para(
+                out,
+                "note: ",
+                "  ",
+                "unknown pool: segments freed before the dump whose entries carry no pool_id",
+            )?;
+        }
+        if d.ghost_blocks > 0 {
+            style.para(
+                out,
+                "",
+                "  ",
+                &format!(
+                    "Ghost blocks (live at the dump, never allocated in the trace): {}, {}",
+                    d.ghost_blocks,
+                    iec(d.ghost_bytes)
+                ),
+            )?;
+            for p in d.pools.iter().filter(|p| p.ghost_blocks > 0) {
+                for g in &p.ghosts {
+                    writeln!(
+                        out,
+                        "  {:<16} 0x{:012x} {:>11}  {}",
+                        use_name(p),
+                        g.address,
+                        iec(g.size),
+                        g.site
+                    )?;
                 }
             }
         }

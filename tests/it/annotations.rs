@@ -166,6 +166,6 @@ fn top_by_whole_metadata_keeps_user_and_internal_apart() {
 
 #[test]
 fn a_bad_by_is_a_usage_error() {
-    let o = memlens_in_root(&["top", SAMPLE, "--by", "metadata:"]);
+    let o = memlens_in_root(["top", SAMPLE, "--by", "metadata:"]);
     assert_eq!(o.status.code(), Some(2));
 }

@@ -37,6 +37,7 @@ mod newer;
 mod oom;
 mod paint;
 mod parallel;
+mod pools;
 mod promises;
 mod properties;
 mod python_package;

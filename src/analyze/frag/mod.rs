@@ -6,6 +6,8 @@ use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+pub mod pools;
+
 /// Options of `frag`.
 #[derive(Clone, Copy, Debug)]
 pub struct FragOptions {
@@ -15,6 +17,8 @@ pub struct FragOptions {
     pub worst: usize,
     /// Characters per segment map.
     pub map_width: usize,
+    /// Add the per-(pool, stream) view over time ([`pools`]; `--by pool`).
+    pub by_pool: bool,
 }
 
 impl Default for FragOptions {
@@ -23,6 +27,7 @@ impl Default for FragOptions {
             at: MomentSpec::End,
             worst: 5,
             map_width: 64,
+            by_pool: false,
         }
     }
 }
@@ -135,6 +140,10 @@ pub struct FragReport {
     pub moment: String,
     /// Per device.
     pub devices: Vec<DeviceFrag>,
+    /// `--by pool`: per device, reserved vs active bytes over the trace per (pool, stream),
+    /// and the ghost blocks. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_pool: Option<Vec<pools::DevicePools>>,
 }
 
 const MIB: u64 = 1 << 20;
@@ -409,5 +418,6 @@ pub fn run(
         schema_version: crate::analyze::SCHEMA_VERSION,
         moment: opts.at.to_string(),
         devices,
+        by_pool: opts.by_pool.then(|| pools::run(snap, replays, false)),
     })
 }
