@@ -19,7 +19,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "top": frozenset(["at", "by", "cost", "device", "frames", "full_stacks", "keep", "limit", "n", "phase", "salvage", "step", "threads", "width", "window"]),
     "timeline": frozenset(["device", "phase", "points", "salvage", "step", "threads", "width", "window"]),
     "flame": frozenset(["allocator_frames", "at", "cost", "device", "frames", "keep", "phase", "salvage", "step", "threads", "width", "window"]),
-    "frag": frozenset(["at", "device", "salvage", "threads", "width", "worst"]),
+    "frag": frozenset(["at", "by", "device", "salvage", "threads", "width", "worst"]),
     "oom": frozenset(["capacity", "device", "gpu", "n", "salvage", "sites", "threads", "width"]),
     "leaks": frozenset(["device", "min_bytes_per_step", "salvage", "steps", "threads", "warmup", "width"]),
     "categories": frozenset(["at", "device", "rules", "salvage", "threads", "width"]),

@@ -191,7 +191,7 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
     };
     flushes.sort_unstable();
     let holds = |model: &DeviceAllocator, h: (BlockId, u64)| model.block(h.0).serial == h.1;
-    let at_request = crate::model::frees_at_request(trace);
+    let at_request = snap.frees_at_request(dev);
     for (i, e) in trace.iter().enumerate() {
         if ec.next_if(|&&at| at as usize == i).is_some() {
             model.owner = i as u32;

@@ -70,7 +70,7 @@ impl<'a> Ends<'a> {
 pub fn coverage(snap: &Snapshot, dev: &Device) -> Coverage {
     let mut live: FxHashMap<u64, u64> = FxHashMap::default();
     let trace = snap.device_trace(dev);
-    let at_request = super::snapshot::frees_at_request(trace);
+    let at_request = snap.frees_at_request(dev);
     for e in trace {
         if e.action == Action::Alloc {
             live.insert(e.addr, e.size);

@@ -191,19 +191,9 @@ impl Action {
     }
 }
 
-/// True when `trace` frees at `free_requested`: it has `free_requested` entries and no
-/// `free_completed` (or legacy `free`) at all, what `skip_actions=['free_completed']` records.
-/// Every reader that ends an allocation at its completed free ends it at the request then.
-pub fn frees_at_request(trace: &[TraceEvent]) -> bool {
-    !trace
-        .iter()
-        .any(|e| matches!(e.action, Action::FreeCompleted | Action::Free))
-        && trace.iter().any(|e| e.action == Action::FreeRequested)
-}
-
 impl TraceEvent {
     /// True when this entry ends an allocation: a completed free, or a requested one in a
-    /// trace that [`frees_at_request`].
+    /// trace that [`Snapshot::frees_at_request`].
     #[inline]
     pub fn ends_allocation(&self, at_request: bool) -> bool {
         matches!(self.action, Action::FreeCompleted | Action::Free)
@@ -482,6 +472,29 @@ impl Snapshot {
             .iter()
             .flat_map(move |s| self.segment_blocks(s))
             .filter(|b| b.state != BlockState::Inactive)
+    }
+
+    /// True when `device`'s trace frees at `free_requested`: it has no `free_completed` (or
+    /// legacy `free`) at all, and a `free_requested` of a block that is not waiting on another
+    /// stream at the end (`active_pending_free`, what `record_stream` leaves) — what
+    /// `skip_actions=['free_completed']` records. Every reader that ends an allocation at its
+    /// completed free ends it at the request then.
+    pub fn frees_at_request(&self, device: &Device) -> bool {
+        let trace = self.device_trace(device);
+        if trace
+            .iter()
+            .any(|e| matches!(e.action, Action::FreeCompleted | Action::Free))
+        {
+            return false;
+        }
+        let pending: rustc_hash::FxHashSet<u64> = self
+            .live_blocks(device)
+            .filter(|b| b.state == BlockState::ActivePendingFree)
+            .map(|b| b.address)
+            .collect();
+        trace
+            .iter()
+            .any(|e| e.action == Action::FreeRequested && !pending.contains(&e.addr))
     }
 
     /// The device with index `id`.

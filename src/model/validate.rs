@@ -310,7 +310,7 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
     let mut prev_time = NO_TIME;
     let mut allocs = 0u64;
     let mut allocs_without_frames = 0u64;
-    let at_request = frees_at_request(trace);
+    let at_request = snap.frees_at_request(dev);
     for (i, e) in trace.iter().enumerate() {
         match e.action {
             Action::Alloc => {

@@ -201,7 +201,7 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
     let mut reserved_delta = Vec::with_capacity(n);
     let (mut cur, mut cur_r, mut cur_res) = (0i64, 0i64, 0i64);
     // A trace recorded with `skip_actions=['free_completed']` frees at `free_requested`.
-    let requested_ends = crate::model::frees_at_request(trace);
+    let requested_ends = snap.frees_at_request(dev);
     for (i, e) in trace.iter().enumerate() {
         let i = i as i64;
         match e.action {

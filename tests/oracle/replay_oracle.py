@@ -202,13 +202,35 @@ def final_blocks(segments, device):
     return out
 
 
-def replay(trace, blocks):
-    """All allocations of one device with their live intervals, in a list."""
+def pending_addresses(segments, device):
+    """Addresses of the device's active_pending_free blocks (record_stream frees waiting)."""
+    out = set()
+    for s in segments:
+        if s.get("device", 0) != device:
+            continue
+        addr = s.get("address", 0)
+        for b in s.get("blocks") or []:
+            baddr = b["address"] if "address" in b else addr
+            addr = baddr + b.get("size", 0)
+            if b.get("state") in ("active_pending_free", "active_awaiting_free"):
+                out.add(baddr & U64)
+    return out
+
+
+def replay(trace, blocks, pending=frozenset()):
+    """All allocations of one device with their live intervals, in a list. A trace recorded
+    with skip_actions=['free_completed'] (no completed free at all, and a free_requested of a
+    block not still waiting at the end) frees at free_requested."""
     allocs = []
     live = {}  # addr -> Alloc
+    ends = ("free_completed", "free")
+    if not any(e.get("action") in ends for e in trace) and any(
+            e.get("action") == "free_requested" and (e.get("addr", 0) & U64) not in pending
+            for e in trace):
+        ends = ("free_requested",)
     for i, e in enumerate(trace):
         a = e.get("action")
-        if a not in ("alloc", "free_completed", "free"):
+        if a != "alloc" and a not in ends:
             continue  # free_requested: pending, still live (or ignored when unknown)
         addr = e.get("addr", 0) & U64
         if a == "alloc":
@@ -256,7 +278,7 @@ def device_results(snap):
     for d, trace in enumerate(traces):
         if not trace:
             continue
-        allocs = replay(trace, final_blocks(segments, d))
+        allocs = replay(trace, final_blocks(segments, d), pending_addresses(segments, d))
         initial, tl = timeline_of(len(trace), allocs)
         res.append((d, trace, allocs, initial, tl))
     return res

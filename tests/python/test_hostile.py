@@ -151,7 +151,8 @@ def test_unencodable_argument_names_it(no_run: List[List[str]]) -> None:
     "command,args,options,message",
     [
         ("top", [TRAIN], {"by": "bogus"},
-         "error: invalid value 'bogus' for '--by <BY>' [possible values: site, stack, file, function]"),
+         "error: invalid value 'bogus' for '--by <BY>': `bogus`: expected site, stack, file, "
+         "function, metadata or metadata:KEY"),
         ("top", [TRAIN], {"n": "x"},
          "error: invalid value 'x' for '--limit <LIMIT>': invalid digit found in string"),
         ("check", [TRAIN], {"max_peak": True},

@@ -9,7 +9,7 @@ Shapes (torch/csrc/cuda/CUDACachingAllocator.cpp, torch/cuda/memory.py):
   PR #193432 a dict is written as compact JSON (`{"phase":"fwd","model":"a"}`).
 * `internal_metadata` carries allocator tags (`mallocWithAddress`), only when non-empty.
 
-One small training step on device 0 (one 8 MiB segment, blocks placed by hand: no
+One small training step on device 0 (one 20 MiB segment, blocks placed by hand: no
 splitting logic is needed since addresses are written as the allocator would hand them out
 in order). A weight block predates the trace (in `segments`, not allocated in the trace).
 """
@@ -18,7 +18,7 @@ import json
 
 MIB = 1 << 20
 BASE = 0x7F0000000000
-SEG = 8 * MIB
+SEG = 20 * MIB  # a large segment: PyTorch rounds them to 20 MiB (kLargeBuffer)
 TRAIN = "/home/user/project/train.py"
 
 
