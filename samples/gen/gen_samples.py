@@ -83,22 +83,7 @@ def generate_findings(out_dir=SAMPLES_DIR):
 def generate_newer(out_dir=SAMPLES_DIR):
     """What newer PyTorch writes (memgen/newer.py): samples/<name> and their facts in
     samples/truth/newer.json, keyed by file name."""
-    written = []
-    facts = {}
-    for name, kind, fn in newer.NEWER_SAMPLES:
-        obj, f = fn()
-        path = os.path.join(out_dir, name)
-        if kind == "json":
-            writers.write_json(obj, path)
-        else:
-            writers.write_python_pickle(obj, path, protocol=4)
-        facts[name] = f
-        written.append(path)
-    os.makedirs(os.path.join(out_dir, "truth"), exist_ok=True)
-    tp = os.path.join(out_dir, "truth", "newer.json")
-    truth.write_truth(facts, tp)
-    written.append(tp)
-    return written
+    return generate_keyed(out_dir, newer.NEWER_SAMPLES, "newer")
 
 
 def generate_keyed(out_dir, samples, truth_name):
