@@ -90,6 +90,19 @@ pub fn truth(name: &str) -> serde_json::Value {
     .unwrap()
 }
 
+/// memlens's standard output for `args` (run in the repository root), which must exit 0,
+/// parsed as JSON.
+pub fn json_ok(args: &[&str]) -> serde_json::Value {
+    let o = memlens_in_root(args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// `v` as a u64, or a panic naming it.
 pub fn as_u64(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a u64: {v}"))

@@ -11,20 +11,11 @@ use std::collections::BTreeMap;
 const SAMPLE: &str = "samples/annotated.pickle";
 
 fn truth() -> Value {
-    let p = root().join("samples/truth/annotations.json");
-    let all: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-    all["annotated.pickle"].clone()
+    common::truth("annotations")["annotated.pickle"].clone()
 }
 
 fn json(args: &[&str]) -> Value {
-    let o = memlens_in_root(args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    json_ok(args)
 }
 
 /// Short site (`train.py:41:train_step`) of a row's full site path.

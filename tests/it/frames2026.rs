@@ -11,20 +11,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 fn truth(name: &str) -> Value {
-    let p = root().join("samples/truth/frames2026.json");
-    let all: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-    all[name].clone()
+    common::truth("frames2026")[name].clone()
 }
 
 fn json(args: &[&str]) -> Value {
-    let o = memlens_in_root(args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    json_ok(args)
 }
 
 /// `top --at end` rows as `site [context]` → (bytes, count).

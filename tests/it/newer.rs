@@ -9,20 +9,11 @@ use common::*;
 use serde_json::Value;
 
 fn truth(name: &str) -> Value {
-    let p = root().join("samples/truth/newer.json");
-    let all: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-    all[name].clone()
+    common::truth("newer")[name].clone()
 }
 
 fn json(args: &[&str]) -> Value {
-    let o = memlens_in_root(args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    json_ok(args)
 }
 
 fn text(args: &[&str]) -> String {
