@@ -8,28 +8,19 @@ use common::*;
 use serde_json::Value;
 
 fn truth() -> Value {
-    let p = root().join("samples/truth/pools.json");
-    let all: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
-    all["private_pools.pickle"].clone()
+    common::truth("pools")["private_pools.pickle"].clone()
 }
 
 fn report() -> Value {
-    let o = memlens_in_root([
+    json_ok(&[
         "frag",
         "--by",
         "pool",
         "--format",
         "json",
         "samples/private_pools.pickle",
-    ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    v["by_pool"][0].clone()
+    ])["by_pool"][0]
+        .clone()
 }
 
 fn key(p: &Value) -> String {

@@ -178,9 +178,8 @@ def snapshot_parts(snap):
     raise ValueError("not a snapshot: top level %s" % type(snap).__name__)
 
 
-def final_blocks(segments, device):
-    """(address, requested, frames) of active_allocated / active_pending_free blocks of one device."""
-    out = []
+def device_blocks(segments, device):
+    """(address, block dict) of every block of one device's segments, in order."""
     for s in segments:
         if s.get("device", 0) != device:
             continue
@@ -188,33 +187,31 @@ def final_blocks(segments, device):
         for b in s.get("blocks") or []:
             baddr = b["address"] if "address" in b else addr
             addr = baddr + b.get("size", 0)
-            if b.get("state") not in ("active_allocated", "active_pending_free"):
-                continue
-            hist = b.get("history") or []
-            if "requested_size" in b:
-                req = b["requested_size"]
-            elif hist and "real_size" in hist[0]:
-                req = hist[0]["real_size"]
-            else:
-                req = b.get("size", 0)
-            frames = b["frames"] if "frames" in b else (hist[0].get("frames") if hist else None)
-            out.append((baddr & U64, req, frames))
+            yield baddr & U64, b
+
+
+def final_blocks(segments, device):
+    """(address, requested, frames) of active_allocated / active_pending_free blocks of one device."""
+    out = []
+    for baddr, b in device_blocks(segments, device):
+        if b.get("state") not in ("active_allocated", "active_pending_free"):
+            continue
+        hist = b.get("history") or []
+        if "requested_size" in b:
+            req = b["requested_size"]
+        elif hist and "real_size" in hist[0]:
+            req = hist[0]["real_size"]
+        else:
+            req = b.get("size", 0)
+        frames = b["frames"] if "frames" in b else (hist[0].get("frames") if hist else None)
+        out.append((baddr, req, frames))
     return out
 
 
 def pending_addresses(segments, device):
     """Addresses of the device's active_pending_free blocks (record_stream frees waiting)."""
-    out = set()
-    for s in segments:
-        if s.get("device", 0) != device:
-            continue
-        addr = s.get("address", 0)
-        for b in s.get("blocks") or []:
-            baddr = b["address"] if "address" in b else addr
-            addr = baddr + b.get("size", 0)
-            if b.get("state") in ("active_pending_free", "active_awaiting_free"):
-                out.add(baddr & U64)
-    return out
+    return {a for a, b in device_blocks(segments, device)
+            if b.get("state") in ("active_pending_free", "active_awaiting_free")}
 
 
 def replay(trace, blocks, pending=frozenset()):
