@@ -32,7 +32,9 @@ pub enum Origin {
     Trace,
     /// A free whose alloc is not in the trace (the ring buffer wrapped).
     OrphanFree,
-    /// A live block of the final state with no live allocation of the trace at its address.
+    /// A live block of the final state with no live allocation of the trace at its address:
+    /// alive before the trace (`start` -1), or, when its segment was made inside the trace,
+    /// a ghost block (its `alloc` was not recorded) that starts at that `segment_alloc`.
     FinalBlock,
 }
 
@@ -72,7 +74,8 @@ pub struct DeviceReplay {
     pub device: u32,
     /// Number of trace events.
     pub events: usize,
-    /// Every allocation: initial ones first, then in `alloc` order.
+    /// Every allocation: initial ones first, then by start (`alloc` order; a ghost block,
+    /// [`Origin::FinalBlock`] in a segment made inside the trace, at its `segment_alloc`).
     pub allocations: Vec<Allocation>,
     /// Requested bytes alive before the first event.
     pub initial_bytes: u64,
@@ -263,22 +266,14 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
         reserved_delta.push(cur_res);
     }
 
-    // Final live blocks that no live allocation of the trace accounts for were alive before it.
-    let mut unconfirmed = live_by_addr.len();
-    for b in snap.live_blocks(dev) {
-        if live_by_addr.contains_key(&b.address) {
-            unconfirmed -= 1;
-            continue;
-        }
-        initial.push(Allocation {
-            addr: b.address,
-            size: b.requested_size,
-            stack: b.stack,
-            start: -1,
-            free_requested: None,
-            end: NEVER,
-            origin: Origin::FinalBlock,
-        });
+    // Final live blocks that no live allocation of the trace accounts for: alive before the
+    // trace, unless their segment was made inside it ("ghost blocks" of a private pool, whose
+    // allocations were not recorded): those start at their segment's `segment_alloc`, the
+    // earliest they can have been made.
+    let (ghosts, unconfirmed) = final_blocks(snap, dev, trace, &live_by_addr, &mut initial);
+    if !ghosts.is_empty() {
+        add_late(&ghosts, &mut live_delta, &mut rounded_delta);
+        allocations = merge_by_start(allocations, ghosts);
     }
     let initial_bytes: u64 = initial.iter().map(|a| a.size).sum();
     let initial_rounded: u64 = initial.iter().map(|a| round_size(a.size)).sum();
@@ -337,6 +332,111 @@ pub fn replay_device(snap: &Snapshot, dev: &Device) -> DeviceReplay {
         unconfirmed_at_end: unconfirmed,
         reserved_incomplete,
     }
+}
+
+/// The final live blocks of `dev` that no live allocation of the trace (`live_by_addr`)
+/// accounts for: those older than the trace are pushed to `initial`; ghost blocks (their
+/// segment made inside the trace) are returned sorted by start, with the count of live
+/// allocations of the trace that no final block confirms.
+fn final_blocks(
+    snap: &Snapshot,
+    dev: &Device,
+    trace: &[TraceEvent],
+    live_by_addr: &FxHashMap<u64, usize>,
+    initial: &mut Vec<Allocation>,
+) -> (Vec<Allocation>, usize) {
+    let births = final_segment_births(snap, dev, trace);
+    let mut ghosts: Vec<Allocation> = Vec::new();
+    let mut unconfirmed = live_by_addr.len();
+    for s in snap.device_segments(dev) {
+        let born = births.get(&s.address).copied();
+        for b in snap.segment_blocks(s) {
+            if b.state == crate::model::BlockState::Inactive {
+                continue;
+            }
+            if live_by_addr.contains_key(&b.address) {
+                unconfirmed -= 1;
+                continue;
+            }
+            let a = Allocation {
+                addr: b.address,
+                size: b.requested_size,
+                stack: b.stack,
+                start: born.unwrap_or(-1),
+                free_requested: None,
+                end: NEVER,
+                origin: Origin::FinalBlock,
+            };
+            match born {
+                Some(_) => ghosts.push(a),
+                None => initial.push(a),
+            }
+        }
+    }
+    ghosts.sort_by_key(|a| (a.start, a.addr));
+    (ghosts, unconfirmed)
+}
+
+/// Adds allocations that enter the byte counts inside the trace without an `alloc` event
+/// (`late`, sorted by start) to the live and rounded deltas from their start on.
+fn add_late(late: &[Allocation], live_delta: &mut [i64], rounded_delta: &mut [i64]) {
+    let (mut k, mut add, mut add_r) = (0usize, 0i64, 0i64);
+    for (i, (d, dr)) in live_delta
+        .iter_mut()
+        .zip(rounded_delta.iter_mut())
+        .enumerate()
+    {
+        while k < late.len() && late[k].start <= i as i64 {
+            add += late[k].size as i64;
+            add_r += round_size(late[k].size) as i64;
+            k += 1;
+        }
+        *d += add;
+        *dr += add_r;
+    }
+}
+
+/// Per base address of a segment live at the end of `trace`: the index of the
+/// `segment_alloc` (or `segment_map`) that made it, when the trace holds it.
+fn final_segment_births(
+    snap: &Snapshot,
+    dev: &Device,
+    trace: &[TraceEvent],
+) -> FxHashMap<u64, i64> {
+    let mut born: FxHashMap<u64, i64> = FxHashMap::default();
+    for (i, e) in trace.iter().enumerate() {
+        match e.action {
+            Action::SegmentAlloc | Action::SegmentMap => {
+                born.insert(e.addr, i as i64);
+            }
+            Action::SegmentFree | Action::SegmentUnmap => {
+                born.remove(&e.addr);
+            }
+            _ => {}
+        }
+    }
+    let finals: rustc_hash::FxHashSet<u64> = snap
+        .device_segments(dev)
+        .iter()
+        .map(|s| s.address)
+        .collect();
+    born.retain(|a, _| finals.contains(a));
+    born
+}
+
+/// `trace` (allocations in `alloc` order) and `late` (sorted by start) merged by start;
+/// on a tie the trace's allocation comes first.
+fn merge_by_start(trace: Vec<Allocation>, late: Vec<Allocation>) -> Vec<Allocation> {
+    let mut out = Vec::with_capacity(trace.len() + late.len());
+    let mut late = late.into_iter().peekable();
+    for a in trace {
+        while late.peek().is_some_and(|g| g.start < a.start) {
+            out.extend(late.next());
+        }
+        out.push(a);
+    }
+    out.extend(late);
+    out
 }
 
 /// The moment (index and time) of event `at` of `trace`.

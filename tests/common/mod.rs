@@ -33,20 +33,6 @@ pub fn sample(name: &str) -> PathBuf {
     root().join("samples").join(name)
 }
 
-/// Samples whose ghost blocks (live at the dump, their `alloc` never recorded, their segment
-/// made inside the trace: `private_pools.pickle`, issue 39 item 7) the replay dates from
-/// before the trace, which a state rebuilt by undoing the trace cannot: the tests that hold
-/// the replay and the rebuilt states (or a slice's) to each other leave them out until the
-/// replay starts such a block at its segment's `segment_alloc`.
-pub const GHOST_SAMPLES: &[&str] = &["private_pools.pickle"];
-
-/// True for a sample of [`GHOST_SAMPLES`].
-pub fn is_ghost_sample(p: &std::path::Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| GHOST_SAMPLES.contains(&n))
-}
-
 /// All committed sample snapshots (pickles and JSON), sorted.
 pub fn samples() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("samples"))

@@ -36,9 +36,6 @@ fn traced_files() -> Vec<PathBuf> {
     v.extend(require_shared().unwrap_or_default());
     v.into_iter()
         .filter(|f| {
-            if is_ghost_sample(f) {
-                return false;
-            }
             let s = load(f);
             s.devices.iter().any(|d| !d.trace.is_empty())
         })

@@ -315,9 +315,7 @@ fn check_state_consistency(file: &Path) {
 #[test]
 fn rebuilt_states_agree_with_the_replay() {
     for f in samples().into_iter().chain(captured()) {
-        if !is_ghost_sample(&f) {
-            check_state_consistency(&f);
-        }
+        check_state_consistency(&f);
     }
     if let Some(files) = require_shared() {
         for f in &files {

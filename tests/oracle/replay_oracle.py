@@ -19,7 +19,9 @@ Replay rules (per device = index into device_traces; only devices with a non-emp
     address holds no live allocation after the last event is an allocation alive for the whole trace,
     with the block's requested_size and frames (PyTorch 2.0 blocks without `address`: the address is
     the segment address plus the running sum of block sizes; requested_size falls back to
-    history[0].real_size, then size; frames to history[0].frames);
+    history[0].real_size, then size; frames to history[0].frames); when the block's segment was
+    made inside the trace (its last segment_alloc / segment_map at the segment's address, not
+    undone by a segment_free / segment_unmap) the block is a ghost: live from that event on;
   * every other action (segment_*, oom, snapshot, ...) leaves live bytes unchanged;
   * live bytes are requested sizes as recorded (trace `size`, block `requested_size`).
 Addresses are compared as unsigned 64-bit values.
@@ -178,8 +180,9 @@ def snapshot_parts(snap):
     raise ValueError("not a snapshot: top level %s" % type(snap).__name__)
 
 
-def device_blocks(segments, device):
-    """(address, block dict) of every block of one device's segments, in order."""
+def device_blocks(segments, device, with_segment=False):
+    """(address, block dict) of every block of one device's segments, in order (with the
+    segment's address as a third item when with_segment)."""
     for s in segments:
         if s.get("device", 0) != device:
             continue
@@ -187,13 +190,17 @@ def device_blocks(segments, device):
         for b in s.get("blocks") or []:
             baddr = b["address"] if "address" in b else addr
             addr = baddr + b.get("size", 0)
-            yield baddr & U64, b
+            if with_segment:
+                yield baddr & U64, b, s.get("address", 0) & U64
+            else:
+                yield baddr & U64, b
 
 
 def final_blocks(segments, device):
-    """(address, requested, frames) of active_allocated / active_pending_free blocks of one device."""
+    """(address, requested, frames, segment address) of active_allocated / active_pending_free
+    blocks of one device."""
     out = []
-    for baddr, b in device_blocks(segments, device):
+    for baddr, b, seg in device_blocks(segments, device, with_segment=True):
         if b.get("state") not in ("active_allocated", "active_pending_free"):
             continue
         hist = b.get("history") or []
@@ -204,7 +211,7 @@ def final_blocks(segments, device):
         else:
             req = b.get("size", 0)
         frames = b["frames"] if "frames" in b else (hist[0].get("frames") if hist else None)
-        out.append((baddr, req, frames))
+        out.append((baddr, req, frames, seg))
     return out
 
 
@@ -244,9 +251,18 @@ def replay(trace, blocks, pending=frozenset()):
             else:  # orphan free: alive since before the trace, until this event
                 allocs.append(Alloc(e.get("size", 0), e.get("frames"), -1, i,
                                     forward=e.get("forward_frames")))
-    for addr, req, frames in blocks:
+    # A segment made inside the trace and live at the end: its blocks that no allocation of
+    # the trace explains (ghost blocks) start at its segment_alloc, the earliest they can.
+    born = {}
+    for i, e in enumerate(trace):
+        a = e.get("action")
+        if a in ("segment_alloc", "segment_map"):
+            born[e.get("addr", 0) & U64] = i
+        elif a in ("segment_free", "segment_unmap"):
+            born.pop(e.get("addr", 0) & U64, None)
+    for addr, req, frames, seg in blocks:
         if addr not in live:
-            allocs.append(Alloc(req, frames, -1, None))
+            allocs.append(Alloc(req, frames, born.get(seg, -1), None))
     return allocs
 
 

@@ -196,18 +196,6 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, r: &DeviceReplay, series: boo
     let trace = snap.device_trace(dev);
     let (seg, akey) = attribute(snap, dev, r);
     let mut acc: BTreeMap<Key, Acc> = BTreeMap::new();
-    let mut born: BTreeMap<u64, i64> = BTreeMap::new(); // final segment base → its segment_alloc
-    for (i, e) in trace.iter().enumerate() {
-        match e.action {
-            Action::SegmentAlloc => {
-                born.insert(e.addr, i as i64);
-            }
-            Action::SegmentFree => {
-                born.remove(&e.addr);
-            }
-            _ => {}
-        }
-    }
     for s in snap.device_segments(dev) {
         let a = acc.entry((Some(s.pool_id), s.stream)).or_default();
         a.segments += 1;
@@ -229,28 +217,19 @@ pub fn device_pools(snap: &Snapshot, dev: &Device, r: &DeviceReplay, series: boo
     }
     let wrapped =
         r.allocations.iter().any(|a| a.origin == Origin::OrphanFree) || r.reserved_incomplete;
-    let segs = snap.device_segments(dev);
     let mut notes = Vec::new();
     for (k, a) in r.allocations.iter().enumerate() {
         let key = akey[k];
         let p = acc.entry(key).or_default();
-        let mut start = a.start;
-        if a.origin == Origin::FinalBlock {
-            let seg_base = segs
-                .iter()
-                .find(|s| s.address <= a.addr && a.addr < s.address + s.total_size)
-                .map(|s| s.address);
-            let made_in_trace = seg_base.and_then(|b| born.get(&b)).copied();
-            if let Some(i) = made_in_trace {
-                start = i; // the earliest it can have been made
-            }
-            if made_in_trace.is_some() || !wrapped {
-                p.ghosts.push(GhostBlock {
-                    address: a.addr,
-                    size: a.size,
-                    site: site_label(snap, a.stack, SiteOptions::default()),
-                });
-            }
+        let start = a.start;
+        // The replay starts a ghost block (its segment made in the trace) at that segment's
+        // `segment_alloc`; a final block older than the trace starts at -1.
+        if a.origin == Origin::FinalBlock && (start >= 0 || !wrapped) {
+            p.ghosts.push(GhostBlock {
+                address: a.addr,
+                size: a.size,
+                site: site_label(snap, a.stack, SiteOptions::default()),
+            });
         }
         if start < 0 {
             p.initial_active += a.size;
