@@ -2,6 +2,7 @@
 //! `--steps`) and what limited the analysis, then one block per finding.
 
 use super::text::{cell, right, Style};
+use super::visible::visible;
 use crate::analyze::leaks::{DeviceLeaks, Finding, LeaksReport};
 use crate::replay::steps::StepSource;
 use crate::units::{iec, plural};
@@ -148,6 +149,19 @@ fn finding(out: &mut dyn Write, i: usize, f: &Finding, style: &Style) -> std::io
         "     Made by: "
     };
     style.para(out, label, "     ", &style.site(&f.site))?;
+    for a in f.annotations.iter().take(3) {
+        style.para(
+            out,
+            "     Annotated: ",
+            "     ",
+            &format!(
+                "\"{}\" on {} ({})",
+                visible(&a.text),
+                plural(a.count, "tensor"),
+                iec(a.bytes)
+            ),
+        )?;
+    }
     style.para(
         out,
         &format!("     Why {kind}: "),

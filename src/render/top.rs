@@ -3,7 +3,7 @@
 use super::text::{cell, right, Style};
 use super::units::iec;
 use super::visible::visible;
-use crate::analyze::top::{Cost, DeviceTop, TopReport};
+use crate::analyze::top::{Cost, DeviceTop, GroupBy, TopReport};
 use comfy_table::Cell;
 use std::io::Write;
 
@@ -113,7 +113,21 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> s
         )?;
     }
     let mut t = style.table();
-    t.set_header(vec!["#", cost_title(cost), "share", "count", "site"]);
+    let group = match (r.by, &r.metadata_key) {
+        (GroupBy::Site, _) => "site".to_string(),
+        (GroupBy::Stack, _) => "stack".to_string(),
+        (GroupBy::File, _) => "file".to_string(),
+        (GroupBy::Function, _) => "function".to_string(),
+        (GroupBy::Metadata, None) => "user metadata".to_string(),
+        (GroupBy::Metadata, Some(k)) => format!("user metadata: {}", visible(k)),
+    };
+    t.set_header(vec![
+        "#",
+        cost_title(cost),
+        "share",
+        "count",
+        group.as_str(),
+    ]);
     for (i, row) in d.sites.iter().enumerate() {
         let mut site = style.site(&row.site);
         if let Some(c) = &row.context {

@@ -160,3 +160,47 @@ fn a_bad_by_is_a_usage_error() {
     let o = memlens_in_root(["top", SAMPLE, "--by", "metadata:"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `samples/annotated_graph.pickle`: six steps each keep a tensor annotated "packed into
+/// autograd graph" outside any module's forward; an annotate made before its tensor existed
+/// marks nothing. `leaks` names the retained graph on the annotation's evidence and lists the
+/// annotation per finding and per site (JSON), and in words (text).
+#[test]
+fn leaks_use_and_list_the_annotations_of_kept_tensors() {
+    let t = common::truth("annotations")["annotated_graph.pickle"].clone();
+    let want = &t["finding"];
+    // A finding: exit code 1.
+    let run = |args: &[&str]| {
+        let o = memlens_in_root(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        o.stdout
+    };
+    let v: Value = serde_json::from_slice(&run(&[
+        "leaks",
+        "samples/annotated_graph.pickle",
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let f = &v["findings"].as_array().unwrap();
+    assert_eq!(f.len(), 1, "{v}");
+    let f = &f[0];
+    for key in [
+        "kind",
+        "graph_evidence",
+        "bytes_per_step",
+        "live_bytes_at_end",
+        "tensors_at_end",
+    ] {
+        assert_eq!(f[key], want[key], "{key}");
+    }
+    assert_eq!(short(f["site"].as_str().unwrap()), want["site"]);
+    assert_eq!(f["annotations"], t["annotations"]);
+    assert_eq!(f["sites"][0]["annotations"], t["annotations"]);
+    let text = String::from_utf8(run(&["leaks", "samples/annotated_graph.pickle"])).unwrap();
+    assert!(
+        text.contains("Annotated: \"packed into autograd graph\" on 6 tensors (6.00 MiB)"),
+        "{text}"
+    );
+    assert!(!text.contains("not yet made"), "{text}");
+}

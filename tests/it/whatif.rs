@@ -365,7 +365,11 @@ fn name_of(path: &Path) -> String {
 /// simulator (`memgen/annotations.py`: annotations on chosen addresses; `memgen/pools.py`:
 /// private pools laid out by the scenario): no caching allocator would lay them out so, so the
 /// model is not held to them.
-const HAND_PLACED: &[&str] = &["samples/annotated.pickle", "samples/private_pools.pickle"];
+const HAND_PLACED: &[&str] = &[
+    "samples/annotated.pickle",
+    "samples/annotated_graph.pickle",
+    "samples/private_pools.pickle",
+];
 
 fn check_fidelity(files: &[std::path::PathBuf], exact: bool) {
     for path in files {

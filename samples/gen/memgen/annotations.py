@@ -146,6 +146,75 @@ def annotated():
     return obj, facts
 
 
+def annotated_graph():
+    """Six profiler steps; each makes a 1 MiB tensor at train.py:9 that the code annotates as
+    packed into the autograd graph and keeps (a loss accumulated with its graph, made outside
+    any module's forward), and a 512 KiB temporary at train.py:10 that it frees. The first step
+    also annotates a 256 KiB scratch block *before* allocating it at that address: the
+    annotation finds nothing live there and marks nothing. `leaks` must call the kept tensors a
+    retained graph on the annotation's evidence and list it with its tensors and bytes."""
+    trace = []
+    ann = []
+    t = [1000]
+    steps = 6
+    kept = MIB
+    temp = MIB // 2
+
+    def entry(action, addr, size, line, md=""):
+        t[0] += 10
+        e = {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t[0],
+             "frames": _frames(line)}
+        if md:
+            e["user_metadata"] = md
+        trace.append(e)
+
+    entry("segment_alloc", BASE, SEG, 9)
+    kept_addrs = []
+    scratch = BASE + steps * kept + temp
+    for step in range(steps):
+        t[0] += 10
+        ann.append({"name": f"ProfilerStep#{step}", "stage": "START", "device": 0,
+                    "time_us": t[0]})
+        addr = BASE + step * kept
+        entry("alloc", addr, kept, 9)
+        entry("annotate", addr, 0, 9, "packed into autograd graph")
+        kept_addrs.append(addr)
+        tmp = BASE + steps * kept
+        entry("alloc", tmp, temp, 10)
+        if step == 0:
+            entry("annotate", scratch, 0, 11, "scratch, not yet made")
+            entry("alloc", scratch, MIB // 4, 11)
+            entry("free_requested", scratch, MIB // 4, 11)
+            entry("free_completed", scratch, MIB // 4, 11)
+        entry("free_requested", tmp, temp, 10)
+        entry("free_completed", tmp, temp, 10)
+        t[0] += 10
+        ann.append({"name": f"ProfilerStep#{step}", "stage": "END", "device": 0,
+                    "time_us": t[0]})
+    used = steps * kept
+    blocks = [{"address": a, "size": kept, "requested_size": kept, "state": "active_allocated",
+               "frames": _frames(9)} for a in kept_addrs]
+    blocks.append({"address": BASE + used, "size": SEG - used, "requested_size": 0,
+                   "state": "inactive", "frames": []})
+    seg = {"device": 0, "address": BASE, "total_size": SEG, "allocated_size": used,
+           "active_size": used, "requested_size": used, "stream": 0,
+           "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+           "frames": [], "blocks": blocks}
+    obj = {"segments": [seg], "device_traces": [trace],
+           "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": ""},
+           "external_annotations": ann}
+    facts = {
+        "finding": {"kind": "retained_graph", "graph_evidence": "autograd_annotation",
+                    "site": "train.py:9:train_step", "bytes_per_step": kept,
+                    "live_bytes_at_end": steps * kept, "tensors_at_end": steps},
+        "annotations": [{"text": "packed into autograd graph", "count": steps,
+                         "bytes": steps * kept}],
+        "unattached": 1,
+    }
+    return obj, facts
+
+
 ANNOTATION_SAMPLES = [
     ("annotated.pickle", "py4", annotated),
+    ("annotated_graph.pickle", "py4", annotated_graph),
 ]

@@ -1,10 +1,10 @@
 //! Per call site: live bytes and live tensors at every step boundary after the warm-up, the
 //! tensors still alive at the end, and whether the site grows steadily.
 
-use crate::model::{Action, Snapshot, StackId};
-use crate::replay::{DeviceReplay, NEVER};
+use crate::model::{Snapshot, StackId, StrId};
+use crate::replay::{annotations, DeviceReplay, NEVER};
 use crate::vocab::sites::{self, SiteOptions};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 /// One call site over the measured steps.
 #[derive(Clone, Debug)]
@@ -23,6 +23,9 @@ pub(super) struct SiteSeries {
     pub forward: bool,
     /// Some allocation alive at the end is annotated as packed into the autograd graph.
     pub annotated: bool,
+    /// Per `annotate` text attached to allocations alive at the end: how many carry it and
+    /// their requested bytes.
+    pub notes: FxHashMap<StrId, (u64, u64)>,
     /// Indices (into the replay's allocations) of the allocations made in a measured step and
     /// still alive at the end: the tensors the growth consists of.
     pub kept: Vec<usize>,
@@ -94,19 +97,10 @@ pub(super) fn measure(
 ) -> Vec<SiteSeries> {
     let b = bounds.len();
     let end = r.events as i64 - 1;
-    // `annotate` events (2026+) mark allocations packed into the autograd graph.
+    // `annotate` events (2026+), attached to the allocation live at their address: the
+    // texts shown per site, and the mark of an allocation packed into the autograd graph.
     let trace = snap.device_trace(snap.device(r.device).expect("replayed device exists"));
-    let in_graph: FxHashSet<u64> = trace
-        .iter()
-        .filter(|e| {
-            e.action == Action::Annotate
-                && snap
-                    .strings
-                    .get(snap.event_tags(e).user_metadata)
-                    .contains("autograd")
-        })
-        .map(|e| e.addr)
-        .collect();
+    let notes = annotations::attach(r, trace, snap);
     let mut labels: FxHashMap<StackId, (usize, bool)> = FxHashMap::default();
     let mut index: FxHashMap<String, usize> = FxHashMap::default();
     let mut out: Vec<SiteSeries> = Vec::new();
@@ -134,6 +128,7 @@ pub(super) fn measure(
                     end_count: 0,
                     forward: false,
                     annotated: false,
+                    notes: FxHashMap::default(),
                     kept: Vec::new(),
                 });
                 diffs.push((vec![0; b + 1], vec![0; b + 1]));
@@ -153,7 +148,15 @@ pub(super) fn measure(
             s.end_bytes += a.size;
             s.end_count += 1;
             s.forward |= under;
-            s.annotated |= in_graph.contains(&a.addr);
+            s.annotated |= notes.mentions(snap, ai as u32, "autograd");
+            let texts = notes.of(ai as u32);
+            for (k, t) in texts.iter().enumerate() {
+                if !texts[..k].contains(t) {
+                    let e = s.notes.entry(*t).or_default();
+                    e.0 += 1;
+                    e.1 += a.size;
+                }
+            }
             if a.start >= measured_from {
                 s.kept.push(ai);
             }

@@ -22,12 +22,14 @@ mod cause;
 mod growth;
 mod words;
 
-use crate::model::{Snapshot, StackId};
+use crate::analyze::top::AnnotationCount;
+use crate::model::{Snapshot, StackId, StrId};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::DeviceReplay;
 use crate::units::iec;
 use crate::vocab::absence::{self, Absence};
 use crate::vocab::sites::{self, SiteOptions};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 pub use cause::{AUTOGRAD_ANNOTATION, KEPT_INTERMEDIATES, MODULE_FORWARD};
@@ -64,6 +66,43 @@ impl Default for LeaksOptions {
     }
 }
 
+/// `notes` (text → allocations, bytes) as rows, most bytes first.
+fn annotation_counts(
+    snap: &Snapshot,
+    notes: &FxHashMap<StrId, (u64, u64)>,
+) -> Vec<AnnotationCount> {
+    let mut v: Vec<AnnotationCount> = notes
+        .iter()
+        .map(|(t, &(count, bytes))| AnnotationCount {
+            text: snap.strings.get(*t).to_string(),
+            count,
+            bytes,
+        })
+        .collect();
+    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.text.cmp(&b.text)));
+    v
+}
+
+/// The annotation texts of a finding's sites taken together, most bytes first.
+fn merged_annotations(sites: &[GrowingSite]) -> Vec<AnnotationCount> {
+    let mut by_text: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for a in sites.iter().flat_map(|s| &s.annotations) {
+        let e = by_text.entry(&a.text).or_default();
+        e.0 += a.count;
+        e.1 += a.bytes;
+    }
+    let mut v: Vec<AnnotationCount> = by_text
+        .into_iter()
+        .map(|(text, (count, bytes))| AnnotationCount {
+            text: text.to_string(),
+            count,
+            bytes,
+        })
+        .collect();
+    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.text.cmp(&b.text)));
+    v
+}
+
 /// One growing call site of a finding.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 pub struct GrowingSite {
@@ -82,6 +121,10 @@ pub struct GrowingSite {
     pub live_bytes_at_end: u64,
     /// Its live tensors at the end of the trace.
     pub tensors_at_end: u64,
+    /// The `annotate` texts attached to its tensors alive at the end, each with how many
+    /// carry it and their requested bytes; most bytes first. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<AnnotationCount>,
 }
 
 /// One finding: one cause of growth.
@@ -109,6 +152,10 @@ pub struct Finding {
     pub fit_r2: f64,
     /// What to do about it, in words.
     pub fix: String,
+    /// The `annotate` texts of its sites' tensors alive at the end, taken together, most
+    /// bytes first. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<AnnotationCount>,
     /// Live tensors of its sites added per step (slope of the count, two decimals).
     pub tensors_per_step: f64,
     /// Live tensors of its sites at the end of the trace.
@@ -257,6 +304,7 @@ fn finding(
             tensors_per_step: two_decimals(growth::fit(&s.counts).0.max(0.0)),
             live_bytes_at_end: s.end_bytes,
             tensors_at_end: s.end_count,
+            annotations: annotation_counts(snap, &s.notes),
         });
     }
     sites.sort_by(|x, y| {
@@ -292,6 +340,7 @@ fn finding(
         tensors_per_step,
         tensors_at_end: end_count,
         graph_evidence: graph,
+        annotations: merged_annotations(&sites),
         sites,
     }
 }
@@ -665,29 +714,60 @@ mod tests {
     }
 
     /// GIVEN a loop whose per-step tensor is annotated as packed into the autograd graph but
-    /// allocated outside any module forward, WHEN leaks runs, THEN it is a retained graph.
+    /// allocated outside any module forward, WHEN leaks runs, THEN it is a retained graph and
+    /// the finding and its site list the annotation with its tensors and bytes; an annotate
+    /// made before the tensor at that address existed marks nothing (it is attached to the
+    /// allocation live at the address, not to the address).
     #[test]
     fn annotate_events_mark_retained_graphs() {
-        let mut trace = Vec::new();
-        let mut ann = Vec::new();
-        let frames = r#"[{"name": "train_step", "filename": "/home/u/train.py", "line": 9}]"#;
-        for step in 0..6u64 {
-            let t0 = 1000 * step;
-            ann.push(format!(
-                r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
-            ));
-            let addr = 1 << 20 | step << 12;
-            trace.push(format!(r#"{{"action": "alloc", "addr": {addr}, "size": 1048576, "stream": 0, "time_us": {}, "frames": {frames}}}"#, t0 + 1));
-            trace.push(format!(r#"{{"action": "annotate", "addr": {addr}, "size": 0, "stream": 0, "time_us": {}, "user_metadata": "packed into the autograd graph"}}"#, t0 + 2));
-            ann.push(format!(
-                r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
-                t0 + 3
-            ));
-        }
-        let r = leaks_of(&trace, &ann);
+        let leaks = |annotate_first: bool| {
+            let mut trace = Vec::new();
+            let mut ann = Vec::new();
+            let frames = r#"[{"name": "train_step", "filename": "/home/u/train.py", "line": 9}]"#;
+            for step in 0..6u64 {
+                let t0 = 1000 * step;
+                ann.push(format!(
+                    r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
+                ));
+                let addr = 1 << 20 | step << 12;
+                let alloc = format!(
+                    r#"{{"action": "alloc", "addr": {addr}, "size": 1048576, "stream": 0, "time_us": {}, "frames": {frames}}}"#,
+                    t0 + 1
+                );
+                let note = format!(
+                    r#"{{"action": "annotate", "addr": {addr}, "size": 0, "stream": 0, "time_us": {}, "user_metadata": "packed into the autograd graph"}}"#,
+                    t0 + 2
+                );
+                if annotate_first {
+                    trace.extend([note, alloc]);
+                } else {
+                    trace.extend([alloc, note]);
+                }
+                ann.push(format!(
+                    r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
+                    t0 + 3
+                ));
+            }
+            leaks_of(&trace, &ann)
+        };
+        let r = leaks(false);
         assert_eq!(r.findings.len(), 1, "{:?}", r.devices);
-        assert_eq!(r.findings[0].kind, "retained_graph");
-        assert_eq!(r.findings[0].bytes_per_step, 1 << 20);
-        assert_eq!(r.findings[0].site, "/home/u/train.py:9:train_step");
+        let f = &r.findings[0];
+        assert_eq!(f.kind, "retained_graph");
+        assert_eq!(f.graph_evidence, Some(cause::AUTOGRAD_ANNOTATION));
+        assert_eq!(f.bytes_per_step, 1 << 20);
+        assert_eq!(f.site, "/home/u/train.py:9:train_step");
+        let want = vec![AnnotationCount {
+            text: "packed into the autograd graph".into(),
+            count: 6,
+            bytes: 6 << 20,
+        }];
+        assert_eq!(f.annotations, want);
+        assert_eq!(f.sites[0].annotations, want);
+        // annotated before the tensor was made: nothing to attach to, no evidence
+        let r = leaks(true);
+        assert_eq!(r.findings.len(), 1, "{:?}", r.devices);
+        assert_eq!(r.findings[0].kind, "leak");
+        assert!(r.findings[0].annotations.is_empty());
     }
 }

@@ -174,6 +174,9 @@ pub struct TopReport {
     pub schema_version: u32,
     /// Grouping used.
     pub by: GroupBy,
+    /// With `--by metadata:KEY`: the key of the metadata's JSON the rows are labelled by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata_key: Option<String>,
     /// Cost used.
     pub cost: Cost,
     /// The moment asked for, as the user wrote it (`peak`, `end`, `oom`, ...).
@@ -269,6 +272,10 @@ pub fn run(
     Ok(TopReport {
         schema_version: crate::analyze::SCHEMA_VERSION,
         by: opts.by,
+        metadata_key: opts
+            .metadata_key
+            .clone()
+            .filter(|_| opts.by == GroupBy::Metadata),
         cost: opts.cost,
         moment: opts.at.to_string(),
         devices,
