@@ -29,6 +29,14 @@ pub fn text(
             r.distinct_stacks
         ),
     )?;
+    if let Some(t) = &r.device_type {
+        style.para(
+            out,
+            "",
+            "  ",
+            &format!("Accelerator: {} ({})", t.name, t.evidence),
+        )?;
+    }
     if r.devices.is_empty() {
         writeln!(out, "\nNo device has segments or trace entries.")?;
     }

@@ -150,7 +150,7 @@ pub fn answer(state: &State, route: &Route) -> Answer {
         } => match moment(
             &f.snap,
             &f.replays,
-            f.index.kinds(*device),
+            f.index.made(*device),
             *device,
             *at,
             name,

@@ -97,3 +97,95 @@ pub fn imbalance(snap: &Snapshot, replays: &[DeviceReplay]) -> Option<Imbalance>
         loads: loads.clone(),
     })
 }
+
+/// The accelerator a snapshot was taken on, where the file says it. No key names the device
+/// type (CUDA, XPU and torch_npu write the same shape), so it is read from what the file
+/// holds: the allocator's own frames (`c10::cuda::CUDACachingAllocator`,
+/// `c10::xpu::XPUCachingAllocator`, `c10_npu::NPUCachingAllocator`), the Python package a frame
+/// lives in (`torch/cuda/`, `torch/xpu/`, `torch_npu/`, `torch_mlu/`, `torch_musa/`), or the
+/// allocator settings' key set (CUDA writes `PYTORCH_CUDA_ALLOC_CONF`; XPU only
+/// `PYTORCH_ALLOC_CONF` and `expandable_segments`).
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+pub struct DeviceType {
+    /// `cuda`, `xpu`, `npu`, `mlu` or `musa`: the prefix of device names (`xpu:0`).
+    pub name: &'static str,
+    /// What says so, in words.
+    pub evidence: String,
+}
+
+/// Marks of each device type in a frame's function name or file, most specific first.
+const FRAME_MARKS: &[(&str, &[&str], &[&str])] = &[
+    (
+        "npu",
+        &["c10_npu::", "NPUCachingAllocator"],
+        &["torch_npu/"],
+    ),
+    (
+        "mlu",
+        &["torch_mlu::", "MLUCachingAllocator"],
+        &["torch_mlu/"],
+    ),
+    (
+        "musa",
+        &["c10::musa::", "MUSACachingAllocator"],
+        &["torch_musa/"],
+    ),
+    (
+        "xpu",
+        &["c10::xpu::", "XPUCachingAllocator"],
+        &["torch/xpu/"],
+    ),
+    (
+        "cuda",
+        &["c10::cuda::", "CUDACachingAllocator"],
+        &["torch/cuda/"],
+    ),
+];
+
+/// The device type of `snap`, when its frames or settings say it; `None` otherwise (the page
+/// and text then say "device N").
+pub fn device_type(snap: &Snapshot) -> Option<DeviceType> {
+    let mut seen = [false; FRAME_MARKS.len()];
+    let mut example: [Option<String>; FRAME_MARKS.len()] = Default::default();
+    for i in 0..snap.frames.len() {
+        let f = snap.frames.get(crate::model::FrameId(i as u32));
+        let name = snap.strings.get(f.name);
+        let file = snap.strings.get(f.filename).replace('\\', "/");
+        for (k, (_, names, files)) in FRAME_MARKS.iter().enumerate() {
+            if seen[k] {
+                continue;
+            }
+            if names.iter().any(|m| name.contains(m)) {
+                seen[k] = true;
+                example[k] = Some(name.to_string());
+            } else if files.iter().any(|m| file.contains(m)) {
+                seen[k] = true;
+                example[k] = Some(file.clone());
+            }
+        }
+    }
+    if let Some(k) = seen.iter().position(|&s| s) {
+        let what = example[k].take().unwrap_or_default();
+        let what: String = what.chars().take(120).collect();
+        return Some(DeviceType {
+            name: FRAME_MARKS[k].0,
+            evidence: format!("a recorded frame names {what}"),
+        });
+    }
+    let settings = snap.allocator_settings.as_ref()?;
+    let has = |key: &str| settings.iter().any(|(k, _)| k == key);
+    if has("PYTORCH_CUDA_ALLOC_CONF") {
+        return Some(DeviceType {
+            name: "cuda",
+            evidence: "allocator_settings has PYTORCH_CUDA_ALLOC_CONF, which CUDA writes".into(),
+        });
+    }
+    let xpu_keys = ["PYTORCH_ALLOC_CONF", "expandable_segments"];
+    if settings.len() == 2 && xpu_keys.iter().all(|k| has(k)) {
+        return Some(DeviceType {
+            name: "xpu",
+            evidence: "allocator_settings has exactly PYTORCH_ALLOC_CONF and expandable_segments, which XPU writes".into(),
+        });
+    }
+    None
+}

@@ -35,6 +35,7 @@ mod hostile;
 mod leaks;
 mod newer;
 mod oom;
+mod page2026;
 mod paint;
 mod parallel;
 mod pools;

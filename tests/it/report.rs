@@ -804,8 +804,8 @@ fn served_windows_and_moments_label_memory_older_than_the_trace() {
     let peak = &page["devices"][0]["moments"][0];
     let at = peak["at"]["event_index"].as_i64().unwrap();
     let opts = PageOptions::default();
-    for kinds in [index.kinds(0), None] {
-        let m = moment(&snap, &replays, kinds, 0, at, "peak", &opts).unwrap();
+    for made in [index.made(0), None] {
+        let m = moment(&snap, &replays, made, 0, at, "peak", &opts).unwrap();
         let m = serde_json::to_value(&m).unwrap();
         // (`share` is left out: a float read back from text may differ in its last digit.)
         let rows = |v: &Value| -> Vec<Vec<Value>> {

@@ -35,6 +35,7 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/skip_free_completed.pickle", 0, 8, 8, 180355072),
     ("samples/unknown_actions.pickle", 0, 8, 8, 180355072),
     ("samples/alloc_conf_2026.pickle", 0, 8, 8, 180355072),
+    ("samples/xpu_device1.pickle", 1, 8, 8, 180355072),
     ("samples/list_leak.pickle", 0, 10, 10, 1285554176),
     ("samples/loop_freed.pickle", 0, 24, 24, 2451570688),
     ("samples/outside_oom.pickle", 0, 10, 10, 1868562432),

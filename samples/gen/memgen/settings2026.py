@@ -83,10 +83,31 @@ def alloc_conf_2026(seed=1):
                   "device_bytes": capacity, "limit_bytes": int(capacity * FRACTION)}
 
 
+XPU_ENTRY_KEYS = ("action", "addr", "device_free", "size", "stream", "time_us", "frames")
+
+
+def xpu_device1(seed=1):
+    """train_small as `torch.xpu.memory._dump_snapshot` writes it, on device 1: entries keep
+    only XPU's keys (action, addr/device_free, size, stream, time_us, frames), the settings
+    are XPU's two keys (`PYTORCH_ALLOC_CONF`, `expandable_segments`), and device 0 has an empty
+    trace. No key names the device type; the settings' key set is the tell."""
+    snap = train_small(seed)
+    trace = [{k: v for k, v in e.items() if k in XPU_ENTRY_KEYS}
+             for e in snap["device_traces"][0]]
+    for seg in snap["segments"]:
+        seg["device"] = 1
+    snap["device_traces"] = [[], trace]
+    snap["allocator_settings"] = {"PYTORCH_ALLOC_CONF": "", "expandable_segments": False}
+    facts = _live(trace)
+    facts.update({"device": 1, "device_type": "xpu", "device_label": "xpu:1"})
+    return snap, facts
+
+
 # name, writer, scenario
 SETTINGS_SAMPLES = [
     ("skip_free_requested.pickle", "py4", skipped("free_requested")),
     ("skip_free_completed.pickle", "py4", skipped("free_completed")),
     ("unknown_actions.pickle", "py4", unknown_actions),
     ("alloc_conf_2026.pickle", "py4", alloc_conf_2026),
+    ("xpu_device1.pickle", "py4", xpu_device1),
 ]

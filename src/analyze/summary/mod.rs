@@ -30,6 +30,11 @@ pub struct SummaryReport {
     /// `record_pinned_host_memory=True`), a pool of its own that no device's figures include;
     /// `null` when the file records none.
     pub host: Option<HostSummary>,
+    /// The accelerator the snapshot was taken on, where its frames or allocator settings say
+    /// it ([`crate::vocab::devices::device_type`]); absent when nothing says (no key of the
+    /// format names it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_type: Option<crate::vocab::devices::DeviceType>,
     /// Data-quality warnings.
     pub warnings: Vec<Warning>,
     /// Trace entries (every device and pinned host memory) whose action memlens does not know
@@ -319,6 +324,7 @@ pub fn run(snap: &Snapshot) -> SummaryReport {
         distinct_stacks: snap.recorded_distinct.1,
         host: snap.host.as_ref().map(|h| host_summary(snap, h)),
         warnings: snap.warnings.clone(),
+        device_type: crate::vocab::devices::device_type(snap),
         unknown_actions: snap
             .unknown_actions
             .iter()

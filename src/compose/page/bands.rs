@@ -10,6 +10,7 @@
 //! changes.
 
 use super::frames::FrameTable;
+use super::notes::{AllocNote, NoteSource};
 use crate::analyze::pretrace::{self, Kinds};
 use crate::model::{Action, Snapshot, TraceEvent};
 use crate::replay::{DeviceReplay, Origin, Window, NEVER};
@@ -62,6 +63,9 @@ pub struct Band {
     /// Its base where it changes: `[sample, bytes, sample, bytes, ...]`, starting at
     /// `first_sample`; the base holds until the next pair.
     pub base: Vec<u64>,
+    /// Its annotations and metadata ([`AllocNote`]); absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<AllocNote>,
 }
 
 /// One device's band timeline.
@@ -180,6 +184,9 @@ pub struct Known<'a> {
     /// The likely kinds of the memory older than the trace without a stack
     /// ([`Kinds::of`]); made on demand when absent and a band needs them.
     pub kinds: Option<&'a Kinds>,
+    /// The allocations' annotations and metadata ([`NoteSource::of`]); absent: bands carry
+    /// none.
+    pub notes: Option<&'a NoteSource>,
 }
 
 /// The band timeline of replay `r` inside `window`.
@@ -213,6 +220,11 @@ pub fn bands(
     points.sort_unstable();
     points.dedup();
     let mut out = new_bands(snap, r, trace, &kept, known.kinds, table);
+    if let Some(notes) = known.notes.filter(|n| n.any()) {
+        for (b, &i) in out.iter_mut().zip(&kept) {
+            b.note = notes.note(snap, r, trace, i as u32);
+        }
+    }
     let samples = sweep(r, trace, &points, &kept, &mut out);
     Bands {
         samples,
@@ -346,6 +358,7 @@ fn new_bands(
                 first_sample: usize::MAX,
                 last_sample: 0,
                 base: Vec::new(),
+                note: None,
             }
         })
         .collect()

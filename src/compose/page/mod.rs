@@ -6,6 +6,8 @@
 
 pub mod bands;
 pub mod frames;
+pub mod notes;
+pub mod pools;
 pub mod state;
 pub mod tree;
 pub mod window;
@@ -25,6 +27,7 @@ use crate::replay::{
 };
 use bands::{BandOptions, Bands};
 use frames::{FrameInfo, FrameTable};
+use notes::NoteSource;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -124,6 +127,10 @@ pub struct MomentView {
     pub frag: DeviceFrag,
     /// `memlens top` at the moment.
     pub top: TopView,
+    /// `memlens top --by metadata` at the moment (live bytes by the `user_metadata` of their
+    /// `alloc` entries), when some entry of the trace carries user metadata; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_metadata: Option<DeviceTop>,
     /// The flamegraph of the same live set.
     pub flame: FlameTrees,
 }
@@ -163,6 +170,11 @@ pub struct PageReport {
     pub categories: CategoriesReport,
     /// Per device.
     pub devices: Vec<DevicePage>,
+    /// The private-pools panel (`memlens frag --by pool` per replayed device, each series
+    /// thinned to [`pools::POOL_POINTS`] points), when the snapshot has a private pool;
+    /// absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<frag::pools::DevicePools>,
     /// What the page cannot show, and why.
     pub absent: Vec<Absence>,
     /// Frames of every stack shown, each once; `frame` columns of the flamegraphs index it.
@@ -184,6 +196,7 @@ pub fn run(
         || whole_file_reports(snap, replays, opts),
         || device_pages(snap, replays, opts),
     );
+    let pools = pools::panel(snap, replays);
     let (oom, leaks, categories, summary) = reports?;
     let (devices, absent, table) = pages?;
     let (frames, stacks) = table.into_parts();
@@ -197,6 +210,7 @@ pub fn run(
         leaks,
         categories,
         devices,
+        pools,
         absent,
         frames,
         stacks,
@@ -259,23 +273,27 @@ fn device_pages(
                     .iter()
                     .find(|t| t.device == dev.id)
                     .expect("every replay has a timeline");
-                // The likely kinds of pre-trace memory without a stack, once per device.
-                let kinds = Arc::new(Kinds::of(snap, r, trace));
+                // The likely kinds of pre-trace memory without a stack and the allocations'
+                // notes, once per device.
+                let traced = Traced {
+                    replay: r,
+                    kinds: Arc::new(Kinds::of(snap, r, trace)),
+                    notes: Arc::new(NoteSource::of(snap, r, trace)),
+                };
                 let known = bands::Known {
                     index: None,
-                    kinds: Some(&kinds),
+                    kinds: Some(&traced.kinds),
+                    notes: Some(&traced.notes),
                 };
                 let bands = bands::bands(snap, r, trace, t.window, opts.bands, known, &mut table);
                 // The moments' costly parts side by side, then named in order.
                 let parts: Vec<MomentParts> = moments(snap, r, trace, t.window, opts)?
                     .into_par_iter()
-                    .map(|(name, at)| {
-                        moment_parts(snap, Some((r, kinds.clone())), dev, name, at, opts)
-                    })
+                    .map(|(name, at)| moment_parts(snap, Some(traced.clone()), dev, name, at, opts))
                     .collect::<Result<_, _>>()?;
                 let moments = parts
                     .into_iter()
-                    .map(|p| p.view(snap, &mut table))
+                    .map(|p| p.view(snap, &mut table, Some(&traced)))
                     .collect();
                 DevicePage {
                     device: dev.id,
@@ -376,19 +394,32 @@ fn moments(
     Ok(out)
 }
 
+/// A traced device's replay and what the page makes of it once: the likely kinds of its
+/// pre-trace memory without a stack ([`Kinds::of`]) and its allocations' annotations and
+/// metadata ([`NoteSource::of`]).
+#[derive(Clone)]
+pub struct Traced<'a> {
+    /// The device's replay.
+    pub replay: &'a DeviceReplay,
+    /// Its pre-trace kinds.
+    pub kinds: Arc<Kinds>,
+    /// Its notes.
+    pub notes: Arc<NoteSource>,
+}
+
 /// The state, fragmentation, top rows and flame of one moment (`r` absent: the final state
-/// of a device without a trace; with it, the likely kinds of its pre-trace memory without a
-/// stack, [`Kinds::of`]).
+/// of a device without a trace).
 pub(super) fn moment_view(
     snap: &Snapshot,
-    r: Option<(&DeviceReplay, Arc<Kinds>)>,
+    r: Option<Traced<'_>>,
     dev: &crate::model::Device,
     name: String,
     at: i64,
     opts: &PageOptions,
     table: &mut FrameTable,
 ) -> Result<MomentView, String> {
-    Ok(moment_parts(snap, r, dev, name, at, opts)?.view(snap, table))
+    let parts = moment_parts(snap, r.clone(), dev, name, at, opts)?;
+    Ok(parts.view(snap, table, r.as_ref()))
 }
 
 /// What a moment's sections show before its stacks and frames are named in the page's table:
@@ -399,6 +430,7 @@ struct MomentParts {
     st: replay_state::AllocatorState,
     frag: DeviceFrag,
     top: DeviceTop,
+    by_metadata: Option<DeviceTop>,
     weights: FxHashMap<StackId, u64>,
     /// Weights of pre-trace memory without a stack, by its label (a flame node of its own).
     labelled: FxHashMap<String, u64>,
@@ -410,7 +442,7 @@ struct MomentParts {
 /// final state).
 fn moment_parts(
     snap: &Snapshot,
-    r: Option<(&DeviceReplay, Arc<Kinds>)>,
+    r: Option<Traced<'_>>,
     dev: &crate::model::Device,
     name: String,
     at: i64,
@@ -433,8 +465,28 @@ fn moment_parts(
     };
     let mut weights: FxHashMap<StackId, u64> = FxHashMap::default();
     let mut labelled: FxHashMap<String, u64> = FxHashMap::default();
+    let by_metadata = match &r {
+        Some(t) if t.notes.has_user_metadata() => {
+            let md_opts = TopOptions {
+                at: MomentSpec::Index(at),
+                by: top::GroupBy::Metadata,
+                limit: opts.sites,
+                ..TopOptions::default()
+            };
+            Some(top::device_top_with(
+                snap,
+                t.replay,
+                trace,
+                &md_opts,
+                t.kinds.clone(),
+            )?)
+        }
+        _ => None,
+    };
     let (top, live_bytes, reserved_bytes) = match r {
-        Some((r, kinds)) => {
+        Some(Traced {
+            replay: r, kinds, ..
+        }) => {
             let top = top::device_top_with(snap, r, trace, &top_opts, kinds.clone())?;
             for it in top::select_with(snap, r, trace, &top_opts, kinds.clone())?.items {
                 match it.pretrace {
@@ -468,6 +520,7 @@ fn moment_parts(
         st,
         frag,
         top,
+        by_metadata,
         weights,
         labelled,
         live_bytes,
@@ -477,8 +530,17 @@ fn moment_parts(
 
 impl MomentParts {
     /// The moment's view, its stacks and frames named in `table` (in the order a sequential
-    /// pass names them, so the page is the same however the parts were computed).
-    fn view(self, snap: &Snapshot, table: &mut FrameTable) -> MomentView {
+    /// pass names them, so the page is the same however the parts were computed); with
+    /// `traced`, its blocks' notes.
+    fn view(self, snap: &Snapshot, table: &mut FrameTable, traced: Option<&Traced>) -> MomentView {
+        let block_notes = traced.map(|t| state::BlockNotes {
+            replay: t.replay,
+            trace: snap.device_trace(
+                snap.device(t.replay.device)
+                    .expect("a replayed device is a device of the snapshot"),
+            ),
+            notes: &t.notes,
+        });
         let row_stacks = self
             .top
             .sites
@@ -490,12 +552,13 @@ impl MomentParts {
             at: self.moment,
             live_bytes: self.live_bytes,
             reserved_bytes: self.reserved_bytes,
-            state: state::view(snap, &self.st, table),
+            state: state::view(snap, &self.st, table, block_notes),
             frag: self.frag,
             top: TopView {
                 top: self.top,
                 row_stacks,
             },
+            by_metadata: self.by_metadata,
             flame: tree::trees(snap, &self.weights, &self.labelled, table),
         }
     }

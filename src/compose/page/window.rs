@@ -7,7 +7,8 @@
 
 use super::bands::{self, BandOptions, Bands, LiveIndex};
 use super::frames::{FrameInfo, FrameTable};
-use super::{MomentView, PageOptions};
+use super::notes::NoteSource;
+use super::{MomentView, PageOptions, Traced};
 use crate::analyze::pretrace::Kinds;
 use crate::model::{Action, Snapshot};
 use crate::replay::{self, DeviceReplay, Moment, Window};
@@ -78,7 +79,16 @@ pub const MAX_COLUMNS: usize = 16_384;
 /// its allocations and label them without a pass over all of them.
 #[derive(Clone, Debug, Default)]
 pub struct WindowIndex {
-    devices: Vec<(u32, LiveIndex, Arc<Kinds>)>,
+    devices: Vec<IndexedDevice>,
+}
+
+/// What [`WindowIndex`] keeps of one device.
+#[derive(Clone, Debug)]
+struct IndexedDevice {
+    device: u32,
+    live: LiveIndex,
+    kinds: Arc<Kinds>,
+    notes: Arc<NoteSource>,
 }
 
 impl WindowIndex {
@@ -91,29 +101,26 @@ impl WindowIndex {
                     let trace = snap
                         .device(r.device)
                         .map_or(&[][..], |d| snap.device_trace(d));
-                    (
-                        r.device,
-                        LiveIndex::new(r),
-                        Arc::new(Kinds::of(snap, r, trace)),
-                    )
+                    IndexedDevice {
+                        device: r.device,
+                        live: LiveIndex::new(r),
+                        kinds: Arc::new(Kinds::of(snap, r, trace)),
+                        notes: Arc::new(NoteSource::of(snap, r, trace)),
+                    }
                 })
                 .collect(),
         }
     }
 
-    fn device(&self, device: u32) -> Option<(&LiveIndex, &Kinds)> {
-        self.devices
-            .iter()
-            .find(|(d, _, _)| *d == device)
-            .map(|(_, i, k)| (i, &**k))
+    fn device(&self, device: u32) -> Option<&IndexedDevice> {
+        self.devices.iter().find(|d| d.device == device)
     }
 
-    /// The likely kinds of `device`'s pre-trace memory without a stack, when indexed.
-    pub fn kinds(&self, device: u32) -> Option<Arc<Kinds>> {
-        self.devices
-            .iter()
-            .find(|(d, _, _)| *d == device)
-            .map(|(_, _, k)| k.clone())
+    /// The likely kinds of `device`'s pre-trace memory without a stack and its allocations'
+    /// notes, when indexed.
+    pub fn made(&self, device: u32) -> Option<(Arc<Kinds>, Arc<NoteSource>)> {
+        self.device(device)
+            .map(|d| (d.kinds.clone(), d.notes.clone()))
     }
 }
 
@@ -158,9 +165,10 @@ pub fn window(
         ..BandOptions::default()
     };
     let known = match index.device(req.device) {
-        Some((live, kinds)) => bands::Known {
-            index: Some(live),
-            kinds: Some(kinds),
+        Some(d) => bands::Known {
+            index: Some(&d.live),
+            kinds: Some(&d.kinds),
+            notes: Some(&d.notes),
         },
         None => bands::Known::default(),
     };
@@ -216,12 +224,12 @@ pub struct MomentPage {
 }
 
 /// The state after event `at` of `device` (named `name` on the page), or why it cannot be
-/// shown (unknown device, an event outside the trace). `kinds`: the device's pre-trace
-/// verdicts when made already ([`WindowIndex::kinds`]); made here otherwise.
+/// shown (unknown device, an event outside the trace). `made`: the device's pre-trace
+/// verdicts and notes when made already ([`WindowIndex::made`]); made here otherwise.
 pub fn moment(
     snap: &Snapshot,
     replays: &[DeviceReplay],
-    kinds: Option<Arc<Kinds>>,
+    made: Option<(Arc<Kinds>, Arc<NoteSource>)>,
     device: u32,
     at: i64,
     name: &str,
@@ -244,10 +252,20 @@ pub fn moment(
         .find(|d| d.id == device)
         .expect("a replayed device is a device of the snapshot");
     let mut table = FrameTable::default();
-    let kinds = kinds.unwrap_or_else(|| Arc::new(Kinds::of(snap, r, snap.device_trace(dev))));
+    let trace = snap.device_trace(dev);
+    let (kinds, notes) = made.unwrap_or_else(|| {
+        (
+            Arc::new(Kinds::of(snap, r, trace)),
+            Arc::new(NoteSource::of(snap, r, trace)),
+        )
+    });
     let moment = super::moment_view(
         snap,
-        Some((r, kinds)),
+        Some(Traced {
+            replay: r,
+            kinds,
+            notes,
+        }),
         dev,
         name.to_string(),
         at,

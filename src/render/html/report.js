@@ -9,6 +9,7 @@
     view: { first: null, last: null },
     pinned: null,
     bandPoint: function () { return null; },
+    blockPoint: function () { return null; },
     device: null,
     moment: null,
     flameMatch: null,
@@ -173,6 +174,9 @@
   const tooltip = el("div", { id: "tooltip", role: "tooltip", hidden: true });
 
   function devPage() { return DATA.devices[S.dev]; }
+  // A device by the type its file names (summary.device_type: "xpu:1"), else "device 1":
+  // the format has no key for it, so CUDA is never assumed.
+  function devName(d) { const t = DATA.summary && DATA.summary.device_type; return t ? t.name + ":" + d : "device " + d; }
   function devId() { const d = devPage(); return d ? d.device : null; }
   function moment() { const d = devPage(); return d ? d.moments[S.moment] : null; }
   function frameShown(f) {
@@ -225,6 +229,13 @@
 
   // ---------------------------------------------------------------- sections
   const sections = {};
+  // An allocation's annotations and metadata (page notes), as tooltip rows.
+  function noteRows(n) {
+    if (!n) return [];
+    return (n.annotations || []).map((t) => ["annotated", el("span", { class: "note-text", "data-testid": "annotation" }, t)])
+      .concat(n.user_metadata ? [["user metadata", el("span", { class: "mono", "data-testid": "user-metadata" }, n.user_metadata)]] : [])
+      .concat(n.internal_metadata ? [["internal metadata", el("span", { class: "mono", "data-testid": "internal-metadata" }, n.internal_metadata)]] : []);
+  }
   function section(id, title) {
     const s = el("section", { id: id, class: "card" });
     sections[id] = s;
@@ -244,14 +255,14 @@
       .map(([id, t]) => el("a", { href: "#" + id }, t)));
     const devTable = el("table", { class: "grid compact" },
       el("thead", null, el("tr", null, el("th", null, "device"), el("th", { class: "num" }, "reserved"), el("th", { class: "num" }, "allocated"), el("th", { class: "num" }, "segments"), el("th", { class: "num" }, "trace entries"))),
-      el("tbody", null, devs.map((d) => el("tr", null, el("td", null, "cuda:" + d.device), bytesCell(d.reserved_bytes), bytesCell(d.allocated_bytes), el("td", { class: "num" }, fmtInt(d.segments)), el("td", { class: "num" }, fmtInt(d.trace_entries))))));
-    const warnings = (sum.warnings || []).map((w) => el("li", { class: "warn" }, el("span", { class: "tag" }, w.device != null ? "cuda:" + w.device : "file"), " ", el("span", { "data-testid": "warning" }, w.message)));
-    const absent = DATA.absent.map((a) => el("li", { class: "absent" }, el("span", { class: "tag" }, a.device != null ? "cuda:" + a.device : "file"), " ", el("span", { "data-testid": "absent" }, a.message)));
+      el("tbody", null, devs.map((d) => el("tr", null, el("td", null, devName(d.device)), bytesCell(d.reserved_bytes), bytesCell(d.allocated_bytes), el("td", { class: "num" }, fmtInt(d.segments)), el("td", { class: "num" }, fmtInt(d.trace_entries))))));
+    const warnings = (sum.warnings || []).map((w) => el("li", { class: "warn" }, el("span", { class: "tag" }, w.device != null ? devName(w.device) : "file"), " ", el("span", { "data-testid": "warning" }, w.message)));
+    const absent = DATA.absent.map((a) => el("li", { class: "absent" }, el("span", { class: "tag" }, a.device != null ? devName(a.device) : "file"), " ", el("span", { "data-testid": "absent" }, a.message)));
     let select = null;
     if (DATA.devices.length > 1) {
       select = el("label", { class: "devsel" }, "Device ",
         el("select", { id: "device-select", onchange: (e) => selectDevice(DATA.devices.findIndex((d) => String(d.device) === e.target.value)) },
-          DATA.devices.map((d, i) => el("option", { value: d.device, selected: i === S.dev }, "cuda:" + d.device))),
+          DATA.devices.map((d, i) => el("option", { value: d.device, selected: i === S.dev }, devName(d.device)))),
         el("span", { class: "muted" }, " the sections below show this device"));
     }
     fill(s, 
@@ -293,7 +304,7 @@
       const stat = (label, v, hint) => el("div", { class: "stat" }, el("div", { class: "stat-label" }, label), el("div", { class: "stat-value", title: v != null ? fmtInt(v) + " bytes" : "" }, fmtBytes(v)), hint ? el("div", { class: "stat-hint" }, hint) : null);
       const card = el("div", { class: "oom-card" },
         el("div", { class: "oom-title" },
-          el("span", null, "OOM " + (k + 1) + " · cuda:" + o.device + (o.event_index != null ? " · event " + fmtInt(o.event_index) : "") + (o.backend ? " · " + o.backend : "")),
+          el("span", null, "OOM " + (k + 1) + " · " + devName(o.device) + (o.event_index != null ? " · event " + fmtInt(o.event_index) : "") + (o.backend ? " · " + o.backend : "")),
           mIdx >= 0 ? el("button", { class: "link", onclick: () => { if (dIdx !== S.dev) { selectDevice(dIdx); syncDeviceSelect(); } S.moment = mIdx; renderMoment(); sections.state.scrollIntoView({ behavior: "smooth" }); } }, "show the allocator state at this OOM") : null),
         el("div", { class: "verdict", "data-testid": "oom-verdict" },
           el("span", { class: "badge v-" + o.verdict }, o.verdict), " ", el("span", { class: "headline" }, o.headline)),
@@ -437,7 +448,7 @@
       T.phases.length ? el("span", null, el("i", { class: "sw sw-phase" }), "phases / steps") : null,
       el("span", null, el("i", { class: "sw sw-moment" }), "moment shown below"));
     fill(s,
-      heading("Active memory timeline", "cuda:" + dp.device + " · " + fmtInt(tl.events) + (tl.events === 1 ? " event" : " events") + " · window " + tl.window.first + "…" + tl.window.last),
+      heading("Active memory timeline", devName(dp.device) + " · " + fmtInt(tl.events) + (tl.events === 1 ? " event" : " events") + " · window " + tl.window.first + "…" + tl.window.last),
       el("div", { class: "figures" },
         el("span", null, "Peak ", peak, " at event " + fmtInt(tl.peak.event_index)),
         el("span", null, "max reserved ", el("b", null, fmtBytes(tl.max_reserved_bytes))),
@@ -805,7 +816,7 @@
         ["freed", b.free_event != null ? when(b.free_event, b.free_time_us) : "not freed in the trace"],
         b.origin !== "trace" ? ["origin", b.origin.replace(/_/g, " ")] : null,
         full ? ["band", "#" + i + " of " + T.bands.length] : null,
-      ]),
+      ].concat(noteRows(b.note))),
       stackList(b.stack));
   }
   function stratumDetails(h) { // a run of bands under a pixel tall, by site
@@ -1108,7 +1119,7 @@
     for (const t of m.frag.notes || []) if (!notes.includes(t)) notes.push(t);
     const noSeg = absentFor(dp.device).filter((a) => a.code === "no_segments");
     fill(s, 
-      heading("Allocator state", "cuda:" + dp.device),
+      heading("Allocator state", devName(dp.device)),
       el("div", { class: "toolbar" }, renderMomentSelect()),
       el("div", { class: "st-grid" },
         el("div", { class: "st-main" },
@@ -1201,6 +1212,17 @@
     }
     ML.drawn.state_blocks = drawn;
   }
+  // Where block k of segment row r is on screen (scrolled into view), for the browser tests.
+  ML.blockPoint = function (r, k) {
+    if (!ST || !ST.segs[r] || !ST.segs[r].blocks[k]) return null;
+    const sg = ST.segs[r], bl = sg.blocks[k];
+    ST.scroll.scrollTop = Math.max(0, r * ST.rowH - ST.rowH);
+    drawState();
+    ST.canvas.scrollIntoView({ block: "center" });
+    const rect = ST.canvas.getBoundingClientRect();
+    const scale = ST.fit ? ST.pw / sg.size : ST.pw / ST.maxSeg;
+    return { x: rect.left + ST.gut + (bl[0] + bl[1] / 2) * scale, y: rect.top + r * ST.rowH - ST.scroll.scrollTop + ST.rowH / 2, width: bl[1] * scale };
+  };
   function stMove(e) {
     if (!ST) return;
     const r = ST.canvas.getBoundingClientRect();
@@ -1219,12 +1241,14 @@
     const bl = k >= 0 ? sg.blocks[k] : null;
     if (!bl || off >= bl[0] + bl[1]) { showTip(el("div", { class: "tip" }, kv(segInfo)), e.clientX, e.clientY); return; }
     const STATES = ["allocated", "pending free (freed, waiting for other streams)", "cached free"];
+    const bn = (sg.block_notes || []).find((x) => x[0] === k);
+    const note = bn ? ST.m.state.notes[bn[1]] : null;
     showTip(el("div", { class: "tip" },
       el("div", { class: "tip-title" }, el("i", { class: "sw " + ["st-alloc", "st-pending", "st-free"][bl[3]] }), el("b", null, fmtBytes(bl[1])), " ", STATES[bl[3]]),
       kv([["address", el("span", { class: "mono" }, hex(sg.address + bl[0]))],
         ["size", fmtBytes(bl[1]) + " (" + fmtInt(bl[1]) + " bytes)"],
         bl[3] !== 2 ? ["requested", fmtBytes(bl[2])] : null,
-        ["segment", el("span", { class: "mono" }, hex(sg.address) + " · " + fmtBytes(sg.size) + " · " + sg.pool)]]),
+        ["segment", el("span", { class: "mono" }, hex(sg.address) + " · " + fmtBytes(sg.size) + " · " + sg.pool)]].concat(noteRows(note))),
       bl[3] !== 2 ? stackList(bl[4] >= 0 ? bl[4] : null) : null), e.clientX, e.clientY);
   }
   function renderFrag(m) {
@@ -1272,6 +1296,12 @@
         el("label", { class: "check" }, torch, " PyTorch-internal frames"),
         el("span", { class: "muted", id: "view-name" }, "stacks and flamegraph: " + VIEW_NAMES[flameView()])),
       el("div", { class: "table-wrap top-scroll" }, el("table", { class: "grid top-table" }, el("thead", null, TOP.head), TOP.tbody)),
+      m.by_metadata ? el("div", { id: "by-metadata" }, el("h3", null, "Live bytes by user metadata"),
+        el("p", { class: "muted small" }, "Grouped by the user_metadata of each allocation's alloc entry (torch.cuda.memory._set_memory_metadata); memlens top --by metadata[:KEY] groups by one key of it."),
+        el("div", { class: "table-wrap" }, el("table", { class: "grid compact md-table" },
+          el("thead", null, el("tr", null, el("th", null, "user metadata"), el("th", { class: "num" }, "bytes"), el("th", { class: "num" }, "share"), el("th", { class: "num" }, "allocations"))),
+          el("tbody", null, m.by_metadata.sites.map((r) => el("tr", { "data-metadata": r.site }, el("td", { class: "mono" }, r.site), bytesCell(r.bytes), shareCell(r.share), el("td", { class: "num" }, fmtInt(r.count)))),
+            m.by_metadata.other ? el("tr", { class: "other-row" }, el("td", null, m.by_metadata.other.site), bytesCell(m.by_metadata.other.bytes), shareCell(m.by_metadata.other.share), el("td", { class: "num" }, fmtInt(m.by_metadata.other.count))) : null)))) : null,
       t.notes && t.notes.length ? el("ul", { class: "plain muted" }, t.notes.map((x) => el("li", null, x))) : null);
     fillTop();
   }
@@ -1303,7 +1333,8 @@
       const open = TOP.open.has(i);
       const tr = el("tr", { class: "row", "data-site": r.site, onclick: () => { if (TOP.open.has(i)) TOP.open.delete(i); else TOP.open.add(i); fillTop(); } },
         el("td", { class: "exp" }, open ? "▾" : "▸"),
-        el("td", { class: "mono site", title: r.evidence ? r.site + "\n" + r.evidence : r.site }, path(r.site)),
+        el("td", { class: "mono site", title: r.evidence ? r.site + "\n" + r.evidence : r.site }, path(r.site),
+          (r.annotations || []).slice(0, 3).map((a) => el("div", { class: "row-note", "data-testid": "row-annotation" }, "annotated \u201c" + a.text + "\u201d on " + fmtInt(a.count) + " (" + fmtBytes(a.bytes) + ")"))),
         bytesCell(r.bytes),
         shareCell(r.share),
         el("td", { class: "num" }, fmtInt(r.count)));
@@ -1539,7 +1570,7 @@
     const dl = (DATA.leaks.devices || []).find((x) => x.device === d);
     const notes = dl ? dl.notes : [];
     const steps = dl && dl.steps ? dl.steps : [];
-    fill(s, heading("Leaks and retained graphs", "cuda:" + d + (dl && dl.source ? " · steps from " + dl.source + (dl.marker ? " (" + dl.marker + ")" : "") + ", " + steps.length + " found" : "")),
+    fill(s, heading("Leaks and retained graphs", devName(d) + (dl && dl.source ? " · steps from " + dl.source + (dl.marker ? " (" + dl.marker + ")" : "") + ", " + steps.length + " found" : "")),
       found.length ? el("div", { class: "table-wrap" }, el("table", { class: "grid" },
         el("thead", null, el("tr", null, el("th", null, "kind"), el("th", null, "site"), el("th", { class: "num" }, "growth per step"), el("th", { class: "num" }, "steps"), el("th", { class: "num" }, "live at end"), el("th", { class: "num" }, "fit R²"))),
         el("tbody", null, found.map((f) => [
@@ -1548,6 +1579,60 @@
         el("p", null, "No leak or retained graph found on this device."),
       notes.length ? el("ul", { class: "plain muted" }, notes.map((t) => el("li", null, rich(t)))) : null,
       !dl ? el("p", { class: "muted" }, "No leak search: this device has no trace.") : null);
+  }
+  // 6b. private pools: reserved (line) and active (area) bytes over the trace per (pool, stream)
+  const POOL_ACTIVE = "#59a14f", POOL_RESERVED = "#1f2937", POOL_W = 360, POOL_H = 84;
+  function renderPools() {
+    const s = sections.pools;
+    if (!s) return;
+    const d = devId();
+    const dp = (DATA.pools || []).find((x) => x.device === d);
+    ML.drawn.pools = [];
+    if (!dp) { fill(s, heading("Private pools"), el("p", { class: "muted" }, "No trace of this device: its pools are in the summary's final state.")); return; }
+    const tl = devPage().timeline;
+    const events = tl ? tl.events : 0;
+    const top = Math.max(1, ...dp.pools.map((p) => Math.max(p.peak_reserved_bytes, p.peak_active_bytes)));
+    const kindText = { default: "default pool", mempool: "MemPool", graph: "CUDA graph pool", unknown: "unknown pool" };
+    const rows = dp.pools.map((p, i) => {
+      const canvas = el("canvas", { class: "pool-canvas", "data-pool": String(i) });
+      return { p: p, canvas: canvas, tr: el("tr", { "data-pool": String(i) },
+        el("td", null, el("b", null, kindText[p.kind] || p.kind), el("div", { class: "muted small mono" }, (p.pool_id ? "pool " + p.pool_id.join(",") : "pool ?") + " · stream " + hex(p.stream))),
+        el("td", { class: "num" }, fmtInt(p.segments)),
+        bytesCell(p.reserved_bytes), bytesCell(p.peak_reserved_bytes), bytesCell(p.active_bytes), bytesCell(p.peak_active_bytes),
+        el("td", { class: "num", title: p.ghosts && p.ghosts.length ? p.ghosts.map((g) => hex(g.address) + " " + fmtBytes(g.size) + " " + g.site).join("\n") : null }, p.ghost_blocks ? fmtInt(p.ghost_blocks) + " (" + fmtBytes(p.ghost_bytes) + ")" : "–"),
+        el("td", { class: "pool-chart" }, canvas)) };
+    });
+    fill(s, heading("Private pools", devName(d) + " · " + fmtInt(dp.pools.length) + " (pool, stream) pairs · " + (dp.ghost_blocks ? fmtInt(dp.ghost_blocks) + " ghost blocks (" + fmtBytes(dp.ghost_bytes) + ")" : "no ghost block")),
+      el("div", { class: "table-wrap" }, el("table", { class: "grid pools-table" },
+        el("thead", null, el("tr", null, ["pool", "segments", "reserved at end", "peak reserved", "active at end", "peak active", "ghost blocks", "over the trace (scale " + fmtBytes(top) + ")"].map((h, i) => el("th", { class: i > 0 && i < 7 ? "num" : null }, h)))),
+        el("tbody", null, rows.map((r) => r.tr)))),
+      el("div", { class: "legend" }, el("span", null, el("i", { class: "sw", style: "background:" + POOL_ACTIVE }), "active (allocated, requested)"), el("span", null, el("i", { class: "sw", style: "background:" + POOL_RESERVED }), "reserved"),
+        el("span", { class: "muted" }, "ghost blocks: live at the dump, their allocation never recorded (a graph replay's or a pool's older memory)")),
+      (dp.notes || []).length ? el("ul", { class: "plain muted" }, dp.notes.map((t) => el("li", null, rich(t)))) : null);
+    for (const r of rows) ML.drawn.pools.push(drawPool(r.canvas, r.p.series, events, top));
+  }
+  function drawPool(canvas, series, events, top) {
+    const W = POOL_W, H = POOL_H;
+    const ctx = setupCanvas(canvas, W, H);
+    ctx.clearRect(0, 0, W, H);
+    const n = events + 1; // the states before the first event and after each, each a column run
+    const x = (ev) => Math.round((ev + 1) / n * W);
+    const y = (v) => H - Math.round(v / top * (H - 2));
+    let drawn = 0;
+    ctx.fillStyle = POOL_ACTIVE;
+    for (let i = 0; i < series.length; i++) {
+      const p = series[i], x0 = x(p[0]), x1 = i + 1 < series.length ? x(series[i + 1][0]) : W;
+      if (p[2] > 0 && x1 > x0) { ctx.fillRect(x0, y(p[2]), x1 - x0, H - y(p[2])); drawn++; }
+    }
+    ctx.strokeStyle = POOL_RESERVED; ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let i = 0; i < series.length; i++) {
+      const p = series[i], x0 = x(p[0]), x1 = i + 1 < series.length ? x(series[i + 1][0]) : W, yy = y(p[1]) + 0.5;
+      if (i === 0) ctx.moveTo(x0, yy); else ctx.lineTo(x0, yy);
+      ctx.lineTo(x1, yy);
+    }
+    ctx.stroke();
+    return { width: W, height: H, scale_bytes: top, steps: drawn };
   }
   function renderCategories() {
     const s = sections.categories;
@@ -1578,13 +1663,13 @@
     fill(s, heading("Summary", fmtInt(sum.distinct_frames) + " distinct frames · " + fmtInt(sum.distinct_stacks) + " stacks · " + fmtInt(sum.annotations) + " annotations"),
       el("div", { class: "table-wrap" }, el("table", { class: "grid" },
         el("thead", null, el("tr", null, el("th", null, "device"), cols.map(([l]) => el("th", { class: "num" }, l)))),
-        el("tbody", null, (sum.devices || []).map((x) => el("tr", { class: x.device === d ? "current" : null }, el("td", null, "cuda:" + x.device), cols.map(([, k, f]) => el("td", { class: "num" }, f(x[k])))))))),
-      dev && dev.pools && dev.pools.length ? el("div", null, el("h3", null, "Pools of cuda:" + d + " (final state)"),
+        el("tbody", null, (sum.devices || []).map((x) => el("tr", { class: x.device === d ? "current" : null }, el("td", null, devName(x.device)), cols.map(([, k, f]) => el("td", { class: "num" }, f(x[k])))))))),
+      dev && dev.pools && dev.pools.length ? el("div", null, el("h3", null, "Pools of " + devName(d) + " (final state)"),
         el("table", { class: "grid compact" },
           el("thead", null, el("tr", null, ["pool", "private pool", "stream", "segments", "reserved", "allocated", "inactive", "largest inactive"].map((h, i) => el("th", { class: i > 2 ? "num" : null }, h)))),
           el("tbody", null, dev.pools.map((p) => el("tr", null, el("td", null, p.pool), el("td", null, p.pool_id[0] || p.pool_id[1] ? p.pool_id.join(",") : "–"), el("td", { class: "mono" }, hex(p.stream)),
             el("td", { class: "num" }, fmtInt(p.segments)), bytesCell(p.reserved_bytes), bytesCell(p.allocated_bytes), bytesCell(p.inactive_bytes), bytesCell(p.largest_inactive_block_bytes)))))) : null,
-      dev && dev.trace ? el("p", { class: "muted" }, "Trace of cuda:" + d + ": " + Object.entries(dev.trace.by_action || {}).map(([k, v]) => k + " " + fmtInt(v)).join(" · ")) : null,
+      dev && dev.trace ? el("p", { class: "muted" }, "Trace of " + devName(d) + ": " + Object.entries(dev.trace.by_action || {}).map(([k, v]) => k + " " + fmtInt(v)).join(" · ")) : null,
       sum.host ? el("div", { id: "host-memory" }, el("h3", null, "Pinned host memory (its own pool; no device's figures include it)"),
         el("table", { class: "grid compact" },
           el("thead", null, el("tr", null, ["segments", "blocks", "reserved", "allocated", "requested", "pending free", "inactive", "largest inactive", "trace entries", "peak live"].map((h) => el("th", { class: "num" }, h)))),
@@ -1614,13 +1699,15 @@
     renderTimeline();
     renderMoment();
     renderLeaks();
+    try { renderPools(); } catch (e) { recordError(e); }
     renderCategories();
     renderSummary();
   }
 
   function main() {
     const app = document.getElementById("app");
-    const ids = ["header", "oom", "timeline", "state", "top", "flame", "leaks", "categories", "summary"].filter((id) => id !== "oom" || DATA.oom);
+    const ids = ["header", "oom", "timeline", "state", "top", "flame", "leaks", "pools", "categories", "summary"]
+      .filter((id) => (id !== "oom" || DATA.oom) && (id !== "pools" || (DATA.pools || []).length));
     fill(app, ...ids.map((id) => section(id)));
     document.body.appendChild(tooltip);
     ML.device = devId();
