@@ -89,11 +89,29 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         categories: true,
     };
     let (base, cand) = rayon::join(
-        || profile_file(&args.base, g, args.device, &popts),
-        || profile_file(&args.cand, g, args.device, &popts),
+        || Loaded::open(&args.base, g, args.device),
+        || Loaded::open(&args.cand, g, args.device),
+    );
+    let (base, cand) = (base?, cand?);
+    let (pb, pc) = rayon::join(
+        || profile::profile(&base.snap, base.replays(), &popts).map_err(|m| base.failed(m)),
+        || profile::profile(&cand.snap, cand.replays(), &popts).map_err(|m| cand.failed(m)),
+    );
+    let mut report = diff::run(&pb?, &pc?, popts.key, popts.ignore_lines, &opts);
+    diff::runs::explain(
+        &mut report,
+        diff::runs::Run {
+            snap: &base.snap,
+            replays: base.replays(),
+        },
+        diff::runs::Run {
+            snap: &cand.snap,
+            replays: cand.replays(),
+        },
+        &popts,
     );
     let view = DiffView {
-        report: diff::run(&base?, &cand?, popts.key, popts.ignore_lines, &opts),
+        report,
         base: args.base.display().to_string(),
         cand: args.cand.display().to_string(),
         limit: args.limit,

@@ -121,12 +121,20 @@ pub fn text(
         "",
         "  ",
         &format!(
-            "Sites: {} new, {} removed, {} grown, {} shrunk, {} unchanged{}",
+            "Sites: {} new, {} removed, {} grown, {} shrunk, {} unchanged{}{}",
             c.new,
             c.removed,
             c.grown,
             c.shrunk,
             c.unchanged,
+            if c.moved > 0 {
+                format!(
+                    "; {} only moved to another line of the same function (matched, not new)",
+                    c.moved
+                )
+            } else {
+                String::new()
+            },
             if c.unchanged > 0 && !r.sites.iter().any(|s| s.delta_bytes == 0) {
                 " (not listed; --all lists them)"
             } else {
@@ -147,7 +155,98 @@ pub fn text(
             )?;
         }
     }
+    runs_sections(out, r, limit, style)?;
     gate_and_notes(out, r, style)
+}
+
+/// The runs' settings, steps, the step where they part and the observations.
+fn runs_sections(
+    out: &mut dyn Write,
+    r: &DiffReport,
+    limit: usize,
+    style: &Style,
+) -> std::io::Result<()> {
+    if !r.settings.is_empty() {
+        writeln!(out, "\nAllocator settings that differ")?;
+        for s in &r.settings {
+            style.para(
+                out,
+                &format!("  {}: ", s.key),
+                "    ",
+                &format!(
+                    "{} → {}",
+                    s.base.as_deref().unwrap_or("(unset)"),
+                    s.cand.as_deref().unwrap_or("(unset)")
+                ),
+            )?;
+        }
+    }
+    if let Some(st) = &r.steps {
+        writeln!(out, "\nSteps of device {} side by side", st.device)?;
+        let mut t = style.table();
+        t.set_header(vec![
+            "step",
+            "base peak",
+            "candidate peak",
+            "change",
+            "allocations",
+            "duration",
+        ]);
+        let ms = |f: Option<&crate::analyze::diff::runs::StepFigures>| {
+            f.and_then(|f| f.duration_us)
+                .map_or("–".to_string(), |d| format!("{:.1} ms", d as f64 / 1e3))
+        };
+        for row in st.rows.iter().take(limit) {
+            let (b, c) = (row.base.as_ref(), row.cand.as_ref());
+            let mark = if st.divergence.as_ref().is_some_and(|d| d.step == row.step) {
+                " ◀ parts most"
+            } else {
+                ""
+            };
+            t.add_row(vec![
+                Cell::new(format!(
+                    "{} {}{mark}",
+                    row.step,
+                    b.or(c).map_or("", |f| f.name.as_str())
+                )),
+                right(b.map_or("–".into(), |f| iec(f.peak_bytes))),
+                right(c.map_or("–".into(), |f| iec(f.peak_bytes))),
+                right(row.delta_bytes.map_or("–".into(), signed_iec)),
+                right(format!(
+                    "{} → {}",
+                    b.map_or("–".into(), |f| f.allocations.to_string()),
+                    c.map_or("–".into(), |f| f.allocations.to_string())
+                )),
+                right(format!("{} → {}", ms(b), ms(c))),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+        if st.rows.len() > limit {
+            writeln!(
+                out,
+                "... {} (-n shows more)",
+                plural((st.rows.len() - limit) as u64, "more step")
+            )?;
+        }
+        if let Some(d) = &st.divergence {
+            writeln!(
+                out,
+                "\nWhere the runs part most: step {} (peak {})",
+                d.step,
+                signed_iec(d.delta_bytes)
+            )?;
+            if !d.sites.is_empty() {
+                writeln!(out, "{}", sites_table(&d.sites, limit.min(10), style))?;
+            }
+        }
+    }
+    if !r.observations.is_empty() {
+        writeln!(out, "\nObservations")?;
+        for o in &r.observations {
+            style.para(out, "  - ", "    ", &style.sites_in(o))?;
+        }
+    }
+    Ok(())
 }
 
 fn gate_and_notes(out: &mut dyn Write, r: &DiffReport, style: &Style) -> std::io::Result<()> {
@@ -191,7 +290,10 @@ pub fn sites_table(sites: &[SiteDelta], limit: usize, style: &Style) -> Table {
             right(iec(s.cand_bytes)),
             right(signed_iec(s.delta_bytes)),
             right(format!("{} → {}", s.base_count, s.cand_count)),
-            cell(&s.site),
+            match &s.moved_from {
+                Some(m) => cell(&format!("{} (moved from {m})", s.site)),
+                None => cell(&s.site),
+            },
         ]);
     }
     t

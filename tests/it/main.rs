@@ -23,6 +23,7 @@ mod cli_details;
 mod corruption;
 mod dataset;
 mod diff;
+mod diff_runs;
 mod explain;
 mod export;
 mod fit;

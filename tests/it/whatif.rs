@@ -17,6 +17,7 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/compile_context.pickle", 0, 3, 3, 39845888),
     ("samples/cpp_proto2.pickle", 0, 5, 5, 138412032),
     ("samples/diff_base.pickle", 0, 19, 19, 1042284544),
+    ("samples/diff_shifted.pickle", 0, 19, 19, 1042284544),
     ("samples/diff_cand.pickle", 0, 20, 20, 1377828864),
     ("samples/dominant_stack.pickle", 0, 23, 23, 1258291200),
     ("samples/expandable_multi.pickle", 0, 11, 11, 278921216),

@@ -728,8 +728,40 @@ def diff_pair(seed=30):
         "peak_delta_bytes": pc["peak_bytes"] - pb["peak_bytes"],
         "end_delta_bytes": pc["end_bytes"] - pb["end_bytes"],
     }
-    return ({"diff_base.pickle": layout.modern_snapshot(rb.alloc, rb.ft),
-             "diff_cand.pickle": layout.modern_snapshot(rc.alloc, rc.ft)}, truth)
+    base = layout.modern_snapshot(rb.alloc, rb.ft)
+    truth["shifted"] = {"sample": "diff_shifted.pickle", "file": TRAIN, "shift": SHIFT,
+                        "changes": 0}
+    return ({"diff_base.pickle": base,
+             "diff_cand.pickle": layout.modern_snapshot(rc.alloc, rc.ft),
+             "diff_shifted.pickle": _shift_lines(base, TRAIN, SHIFT)}, truth)
+
+
+SHIFT = 7  # lines a commit added at the top of train.py, where every site of this run is
+
+
+def _shift_lines(snap, filename, shift):
+    """A copy of `snap` whose frames in `filename` are `shift` lines lower: the same run after
+    a commit that added lines above every function of that file."""
+    import copy
+    out = copy.deepcopy(snap)
+
+    def fix(frames):
+        return [dict(f, line=f["line"] + shift) if f.get("filename") == filename else f
+                for f in frames or []]
+
+    for seg in out.get("segments", []):
+        seg["frames"] = fix(seg.get("frames"))
+        for b in seg.get("blocks", []):
+            if "frames" in b:
+                b["frames"] = fix(b["frames"])
+            for h in b.get("history", []) or []:
+                if "frames" in h:
+                    h["frames"] = fix(h["frames"])
+    for trace in out.get("device_traces", []):
+        for e in trace:
+            if "frames" in e:
+                e["frames"] = fix(e["frames"])
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -17,6 +17,9 @@
 //! were categorised from the same data (both from traces, or both from final blocks); a
 //! device without a trace is measured at its final state.
 
+pub mod moved;
+pub mod runs;
+
 use crate::analyze::profile::{Profile, SiteTotal};
 use crate::replay::Moment;
 use crate::vocab::absence::{self, Absence};
@@ -119,6 +122,10 @@ pub struct SiteDelta {
     /// (`predates_trace`, `likely_kind`, `kind_confidence`, `evidence` in the JSON).
     #[serde(flatten)]
     pub pretrace: Option<crate::analyze::pretrace::Pretrace>,
+    /// When the site only moved (same file and function, another line; [`moved`]): the
+    /// base's line, as `:84`. The row is the candidate's site with the base's totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
 }
 
 /// One side of a device.
@@ -207,6 +214,18 @@ pub struct DiffReport {
     pub sites_compared: bool,
     /// What a side lacks for the comparison, with stable codes (see [`absence`]).
     pub absent: Vec<Absence>,
+    /// Allocator settings that differ ([`runs::settings_changes`]); absent when none does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<runs::SettingChange>,
+    /// Each run's steps side by side and the step where they part most
+    /// ([`runs::steps_compared`]); absent when neither run has steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "runs::StepsCompared")]
+    pub steps: Option<runs::StepsCompared>,
+    /// What the two runs show, in words ([`runs::observations`]); absent when nothing stands
+    /// out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observations: Vec<String>,
 }
 
 /// One category on both sides.
@@ -277,6 +296,9 @@ pub struct StatusCounts {
     pub shrunk: usize,
     /// Unchanged sites.
     pub unchanged: usize,
+    /// Of all those, sites that moved to another line of the same file and function
+    /// (counted under their status as well).
+    pub moved: usize,
 }
 
 /// The status of a site with these totals.
@@ -327,7 +349,8 @@ pub fn run(
     ignore_lines: bool,
     opts: &DiffOptions,
 ) -> DiffReport {
-    let (sites, counts) = site_deltas(base, cand, opts.all);
+    let by_site = key == crate::analyze::profile::SiteKey::Site;
+    let (sites, counts) = site_deltas(SideSites::of(base), SideSites::of(cand), opts.all, by_site);
     let devices = device_deltas(base, cand);
     let peak = Pair::new(base.live_bytes(), cand.live_bytes());
     let gate = (opts.fail_on_growth.is_some() || opts.min_abs_bytes.is_some()).then(|| {
@@ -365,17 +388,68 @@ pub fn run(
         notes,
         sites_compared,
         absent,
+        settings: Vec::new(),
+        steps: None,
+        observations: Vec::new(),
     }
 }
 
-/// Every site's change, largest first (unchanged ones only with `all`), and the sites per
-/// status.
-fn site_deltas(base: &Profile, cand: &Profile, all: bool) -> (Vec<SiteDelta>, StatusCounts) {
-    let keys: BTreeSet<&String> = base.sites.keys().chain(cand.sites.keys()).collect();
+/// The sites and pre-trace verdicts of one side.
+pub struct SideSites<'a> {
+    /// Live bytes per key.
+    pub sites: &'a std::collections::BTreeMap<String, SiteTotal>,
+    /// What the category rules say of memory older than the trace without a stack.
+    pub pretrace: &'a std::collections::BTreeMap<String, crate::analyze::pretrace::Pretrace>,
+}
+
+impl<'a> SideSites<'a> {
+    /// The sites of a whole profile.
+    pub fn of(p: &'a Profile) -> Self {
+        SideSites {
+            sites: &p.sites,
+            pretrace: &p.pretrace,
+        }
+    }
+}
+
+/// Every site's change, largest first (unchanged ones only with `all`; `by_site`: keys are
+/// sites, so sites that only moved are matched), and the sites per status.
+pub fn site_deltas(
+    base: SideSites,
+    cand: SideSites,
+    all: bool,
+    by_site: bool,
+) -> (Vec<SiteDelta>, StatusCounts) {
+    // Sites that only moved (sites only, not whole stacks): the candidate's key stands for
+    // the pair.
+    let mut moved: std::collections::BTreeMap<&str, &str> = moved::pairs(
+        base.sites
+            .keys()
+            .filter(|k| !cand.sites.contains_key(*k))
+            .map(|k| k.as_str()),
+        cand.sites
+            .keys()
+            .filter(|k| !base.sites.contains_key(*k))
+            .map(|k| k.as_str()),
+    )
+    .into_iter()
+    .map(|(b, c)| (c, b))
+    .collect();
+    if !by_site {
+        moved.clear();
+    }
+    let paired_base: BTreeSet<&str> = moved.values().copied().collect();
+    let keys: BTreeSet<&String> = base
+        .sites
+        .keys()
+        .filter(|k| !paired_base.contains(k.as_str()))
+        .chain(cand.sites.keys())
+        .collect();
     let mut counts = StatusCounts::default();
     let mut sites = Vec::new();
     for k in keys {
-        let b = base.sites.get(k).copied().unwrap_or_default();
+        let base_key = moved.get(k.as_str()).copied().unwrap_or(k.as_str());
+        let b = base.sites.get(base_key).copied().unwrap_or_default();
         let c = cand.sites.get(k).copied().unwrap_or_default();
         let st = status(b, c);
         match st {
@@ -384,6 +458,9 @@ fn site_deltas(base: &Profile, cand: &Profile, all: bool) -> (Vec<SiteDelta>, St
             Status::Grown => counts.grown += 1,
             Status::Shrunk => counts.shrunk += 1,
             Status::Unchanged => counts.unchanged += 1,
+        }
+        if base_key != k.as_str() {
+            counts.moved += 1;
         }
         if st == Status::Unchanged && !all {
             continue;
@@ -398,9 +475,12 @@ fn site_deltas(base: &Profile, cand: &Profile, all: bool) -> (Vec<SiteDelta>, St
             status: st,
             pretrace: base
                 .pretrace
-                .get(k)
+                .get(base_key)
                 .or_else(|| cand.pretrace.get(k))
                 .cloned(),
+            moved_from: (base_key != k.as_str())
+                .then(|| moved::parts(base_key).map(|(_, line, _)| format!(":{line}")))
+                .flatten(),
         });
     }
     sites.sort_by(|a, b| {

@@ -547,6 +547,21 @@ pub fn profile(
     })
 }
 
+/// Traced device `dev` measured after event `at` of its replay `r`, keyed as `opts` says:
+/// what `diff` compares at the step where two runs part most.
+pub fn device_at(
+    snap: &Snapshot,
+    dev: &crate::model::Device,
+    r: &DeviceReplay,
+    at: i64,
+    opts: &ProfileOptions,
+) -> DeviceProfile {
+    let keyer = Keyer::new(snap, *opts);
+    let mut held = Held::default();
+    let d = traced_device(snap, dev, r, at, opts, &mut held);
+    held.into_device(d, &keyer)
+}
+
 /// A traced device measured after event `at` of its replay `r`; its live allocations go to
 /// `held`.
 fn traced_device(

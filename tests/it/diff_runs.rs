@@ -1,0 +1,161 @@
+//! Issue 40 item 1 (part): `diff` that explains — sites that only moved are matched, the
+//! allocator settings that differ, each run's steps side by side with the step where they
+//! part most, and observations in words.
+
+use crate::common;
+use common::*;
+use serde_json::Value;
+
+/// `memlens diff BASE CAND --format json ARGS`, exit 0 (no gate given).
+fn diff(base: &str, cand: &str, args: &[&str]) -> Value {
+    let mut a = vec!["diff", base, cand, "--format", "json"];
+    a.extend_from_slice(args);
+    json_ok(&a)
+}
+
+/// GIVEN a run and its copy with every line of its user file moved down SHIFT lines WHEN
+/// diffed THEN nothing changed, and every site of that file is matched to its old line.
+#[test]
+fn a_run_with_shifted_lines_has_no_changes() {
+    let t = common::truth("diff")["shifted"].clone();
+    let shift = t["shift"].as_i64().unwrap();
+    let file = t["file"].as_str().unwrap();
+    let shifted = format!("samples/{}", t["sample"].as_str().unwrap());
+    let r = diff("samples/diff_base.pickle", &shifted, &[]);
+    let c = &r["counts"];
+    for k in ["new", "removed", "grown", "shrunk"] {
+        assert_eq!(c[k], 0, "{k}: {r}");
+    }
+    assert_eq!(r["sites"], serde_json::json!([]));
+    assert_eq!(r["peak"]["delta_bytes"], 0);
+    assert!(as_u64(&c["moved"]) > 0);
+    // --all lists them: each site of the file moved by exactly SHIFT lines.
+    let r = diff("samples/diff_base.pickle", &shifted, &["--all"]);
+    let short = file.rsplit('/').next().unwrap();
+    let mut moved = 0;
+    for s in r["sites"].as_array().unwrap() {
+        let site = s["site"].as_str().unwrap();
+        if !site.starts_with(short) {
+            assert!(s.get("moved_from").is_none(), "{s}");
+            continue;
+        }
+        let line: i64 = site.split(':').nth(1).unwrap().parse().unwrap();
+        assert_eq!(s["moved_from"], format!(":{}", line - shift), "{s}");
+        assert_eq!(s["status"], "unchanged");
+        moved += 1;
+    }
+    assert_eq!(moved, as_u64(&r["counts"]["moved"]));
+    // A real change next to moved lines is still one: the known pair has its two changes.
+    let r = diff("samples/diff_cand.pickle", &shifted, &[]);
+    assert_eq!(
+        as_u64(&r["counts"]["new"]) + as_u64(&r["counts"]["removed"]),
+        1,
+        "{r}"
+    );
+    assert_eq!(as_u64(&r["counts"]["shrunk"]), 1, "{r}");
+}
+
+/// GIVEN train_small and the same run recorded under 2026 settings WHEN diffed THEN the
+/// settings that differ are listed with both values, and said in words.
+#[test]
+fn settings_that_differ_are_listed() {
+    let t = common::truth("settings2026")["alloc_conf_2026.pickle"].clone();
+    let r = diff(
+        "samples/train_small.pickle",
+        "samples/alloc_conf_2026.pickle",
+        &[],
+    );
+    let keys: Vec<&str> = r["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            t["conf_key"].as_str().unwrap(),
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "graph_capture_record_stream_reuse"
+        ]
+    );
+    let conf = &r["settings"][0];
+    assert_eq!(conf["base"], Value::Null);
+    assert!(conf["cand"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("per_process_memory_fraction:{}", t["fraction"])));
+    assert_eq!(r["settings"][2]["base"], "false");
+    assert_eq!(r["settings"][2]["cand"], "true");
+    assert!(r["observations"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("allocator settings differ: "));
+    // The same file: no settings differ, no observation.
+    let r = diff(
+        "samples/train_small.pickle",
+        "samples/train_small.pickle",
+        &[],
+    );
+    assert!(
+        r.get("settings").is_none() && r.get("observations").is_none(),
+        "{r}"
+    );
+}
+
+/// GIVEN a retained graph and its fix WHEN diffed THEN each run's steps are the steps `leaks`
+/// finds (same peaks), the step where they part most is the one with the largest peak
+/// change, and its sites are the retained graph's.
+#[test]
+fn steps_side_by_side_and_where_runs_part() {
+    let (base, cand) = (
+        "samples/retained_graph.pickle",
+        "samples/retained_graph_fixed.pickle",
+    );
+    let r = diff(base, cand, &[]);
+    let steps = &r["steps"];
+    let rows = steps["rows"].as_array().unwrap();
+    let leaks = |f: &str| -> Vec<u64> {
+        let o = memlens_in_root(["leaks", f, "--format", "json"]);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["devices"][0]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| as_u64(&s["peak_bytes"]))
+            .collect()
+    };
+    let (pb, pc) = (leaks(base), leaks(cand));
+    assert_eq!(rows.len(), pb.len().max(pc.len()));
+    let mut best = (0usize, 0i64);
+    for (k, row) in rows.iter().enumerate() {
+        assert_eq!(as_u64(&row["base"]["peak_bytes"]), pb[k]);
+        assert_eq!(as_u64(&row["cand"]["peak_bytes"]), pc[k]);
+        let d = pc[k] as i64 - pb[k] as i64;
+        assert_eq!(row["delta_bytes"], d);
+        if d.unsigned_abs() > best.1.unsigned_abs() {
+            best = (k + 1, d);
+        }
+    }
+    let div = &steps["divergence"];
+    assert_eq!(as_u64(&div["step"]) as usize, best.0);
+    assert_eq!(div["delta_bytes"], best.1);
+    let truth = common::truth("retained_graph");
+    let site = truth["finding"]["site"].as_str().unwrap();
+    let first = &div["sites"][0];
+    assert!(
+        site.ends_with(first["site"].as_str().unwrap()),
+        "{site} vs {div}"
+    );
+    // The sites at the step peaks account for the whole peak change there.
+    let sum: i64 = div["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["delta_bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(sum, best.1);
+    let text = String::from_utf8(memlens_in_root(["diff", base, cand]).stdout).unwrap();
+    assert!(text.contains("◀ parts most"), "{text}");
+    assert!(text.contains("Where the runs part most: step 6"), "{text}");
+}
