@@ -89,8 +89,9 @@ impl MomentKind for AtCompared {
 
 /// The help of `--at`, the same for every command.
 pub const AT_HELP: &str = "Moment: peak (each device's highest live bytes), end, start, oom (the \
-first OOM), oom:K (the K-th), an event index, or a time_us (indices and times only where one \
-file is read: not in diff or check)";
+first OOM), oom:K (the K-th), step:N (the peak of step N), time:12.5s (time since the first \
+event), an event index, or a time_us (indices and time_us only where one file is read: not in \
+diff or check)";
 
 /// `--at MOMENT`, parsed by [`parse_moment`].
 #[derive(clap::Args, Debug)]
@@ -107,11 +108,16 @@ pub fn parse_moment<K: MomentKind>(s: &str) -> Result<MomentSpec, String> {
     let m = s.parse::<MomentSpec>()?;
     let named = matches!(
         m,
-        MomentSpec::Peak | MomentSpec::End | MomentSpec::Start | MomentSpec::Oom(_)
+        MomentSpec::Peak
+            | MomentSpec::End
+            | MomentSpec::Start
+            | MomentSpec::Oom(_)
+            | MomentSpec::Step(_)
+            | MomentSpec::Since(_)
     );
     if K::ACROSS_FILES && !named {
         return Err(format!(
-            "moment {s:?}: expected peak, end, start, oom or oom:K"
+            "moment {s:?}: expected peak, end, start, oom, oom:K, step:N or time:SECONDSs (time since the first event, e.g. time:12.5s)"
         ));
     }
     Ok(m)

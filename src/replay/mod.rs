@@ -18,7 +18,7 @@ pub mod state;
 pub mod steps;
 
 pub use moment::{
-    resolve, resolve_window, resolve_window_in, Moment, MomentSpec, Window, WindowSpec,
+    resolve, resolve_in, resolve_window, resolve_window_in, Moment, MomentSpec, Window, WindowSpec,
 };
 
 use crate::model::{Action, Device, Snapshot, StackId, TraceEvent};

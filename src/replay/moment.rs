@@ -32,6 +32,12 @@ pub enum MomentSpec {
     Index(i64),
     /// After the last event at or before this `time_us`.
     Time(i64),
+    /// At the peak of live bytes inside step N (1-based) of the device's steps
+    /// ([`super::steps::find`]): the same moment of two runs of one loop (`step:N`).
+    Step(usize),
+    /// After the last event at most this many µs after the trace's first event (`time:12.5s`,
+    /// `time:300ms`): the same moment of two runs by time since start.
+    Since(i64),
 }
 
 impl std::fmt::Display for MomentSpec {
@@ -44,6 +50,8 @@ impl std::fmt::Display for MomentSpec {
             MomentSpec::Oom(k) => write!(f, "oom:{k}"),
             MomentSpec::Index(i) => write!(f, "index:{i}"),
             MomentSpec::Time(t) => write!(f, "time:{t}"),
+            MomentSpec::Step(k) => write!(f, "step:{k}"),
+            MomentSpec::Since(us) => write!(f, "time:{}s", *us as f64 / 1e6),
         }
     }
 }
@@ -54,7 +62,7 @@ impl std::str::FromStr for MomentSpec {
         let s = s.trim();
         let bad = || {
             format!(
-                "moment {s:?}: expected peak, end, start, oom, oom:K, an event index, a time_us, index:N or time:T"
+                "moment {s:?}: expected peak, end, start, oom, oom:K, step:N, an event index, a time_us, index:N, time:T (time_us) or time:SECONDSs (since the first event, e.g. time:12.5s, time:300ms)"
             )
         };
         match s {
@@ -73,7 +81,30 @@ impl std::str::FromStr for MomentSpec {
         if let Some(v) = s.strip_prefix("index:").or_else(|| s.strip_prefix("i:")) {
             return v.parse().map(MomentSpec::Index).map_err(|_| bad());
         }
+        if let Some(k) = s.strip_prefix("step:") {
+            return match k.parse::<usize>() {
+                Ok(k) if k >= 1 => Ok(MomentSpec::Step(k)),
+                _ => Err(bad()),
+            };
+        }
         if let Some(v) = s.strip_prefix("time:").or_else(|| s.strip_prefix("t:")) {
+            let since = |num: &str, scale: f64| -> Result<MomentSpec, String> {
+                match num.parse::<f64>() {
+                    Ok(x) if x.is_finite() && x >= 0.0 && x * scale < 9e18 => {
+                        Ok(MomentSpec::Since((x * scale).round() as i64))
+                    }
+                    _ => Err(bad()),
+                }
+            };
+            if let Some(ms) = v.strip_suffix("ms") {
+                return since(ms, 1e3);
+            }
+            if let Some(us) = v.strip_suffix("us") {
+                return since(us, 1.0);
+            }
+            if let Some(sec) = v.strip_suffix('s') {
+                return since(sec, 1e6);
+            }
             return v.parse().map(MomentSpec::Time).map_err(|_| bad());
         }
         match s.parse::<i64>() {
@@ -140,7 +171,31 @@ impl std::str::FromStr for WindowSpec {
     }
 }
 
-/// Resolves `spec` to an event index of a device's trace.
+/// Resolves `spec` to an event index of a device's trace, `snap` giving the steps of
+/// `step:N`.
+pub fn resolve_in(
+    snap: &crate::model::Snapshot,
+    spec: MomentSpec,
+    replay: &DeviceReplay,
+    trace: &[TraceEvent],
+) -> Result<i64, String> {
+    match spec {
+        MomentSpec::Step(k) => {
+            let steps = super::steps::find(snap, replay);
+            steps.steps.get(k - 1).map(|s| s.peak_event).ok_or_else(|| {
+                format!(
+                    "device {}: step {k} does not exist ({} steps found)",
+                    replay.device,
+                    steps.steps.len()
+                )
+            })
+        }
+        spec => resolve(spec, replay, trace),
+    }
+}
+
+/// Resolves `spec` to an event index of a device's trace (`step:N` needs the snapshot's
+/// steps: [`resolve_in`]).
 pub fn resolve(
     spec: MomentSpec,
     replay: &DeviceReplay,
@@ -170,6 +225,19 @@ pub fn resolve(
             replay.device,
             n - 1
         )),
+        MomentSpec::Step(k) => Err(format!(
+            "device {}: step:{k} is resolved with the snapshot's steps (resolve_in)",
+            replay.device
+        )),
+        MomentSpec::Since(us) => {
+            let Some(t0) = trace.iter().find_map(|e| e.time()) else {
+                return Err(format!(
+                    "device {}: the trace records no time_us",
+                    replay.device
+                ));
+            };
+            resolve(MomentSpec::Time(t0.saturating_add(us)), replay, trace)
+        }
         MomentSpec::Time(t) => {
             if trace.iter().all(|e| e.time().is_none()) {
                 return Err(format!(

@@ -228,3 +228,22 @@ fn a_loop_that_frees_nothing_or_runs_inside_a_forward_is_not_a_step() {
         assert!(st.steps.is_empty());
     }
 }
+
+/// `step:N` and times since the first event parse to their own moments; bad ones are errors.
+#[test]
+fn step_and_time_since_start_moments_parse() {
+    let p = |s: &str| s.parse::<MomentSpec>();
+    assert_eq!(p("step:2"), Ok(MomentSpec::Step(2)));
+    assert_eq!(p("time:12.5s"), Ok(MomentSpec::Since(12_500_000)));
+    assert_eq!(p("time:300ms"), Ok(MomentSpec::Since(300_000)));
+    assert_eq!(p("time:7us"), Ok(MomentSpec::Since(7)));
+    assert_eq!(
+        p("time:1732950000000133"),
+        Ok(MomentSpec::Time(1732950000000133))
+    );
+    for bad in ["step:0", "step:x", "time:-1s", "time:nans", "time:1e30s"] {
+        assert!(p(bad).is_err(), "{bad}");
+    }
+    assert_eq!(MomentSpec::Since(12_500_000).to_string(), "time:12.5s");
+    assert_eq!(MomentSpec::Step(3).to_string(), "step:3");
+}

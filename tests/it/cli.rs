@@ -296,7 +296,9 @@ fn diff_and_check_refuse_event_indices_for_at() {
         let o = run_on(&args, &sample("train_small.pickle"));
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(
-            stderr(&o).contains("moment \"5\": expected peak, end, start, oom or oom:K"),
+            stderr(&o).contains(
+                "moment \"5\": expected peak, end, start, oom, oom:K, step:N or time:SECONDSs"
+            ),
             "{args:?}: {}",
             stderr(&o)
         );

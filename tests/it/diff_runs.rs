@@ -159,3 +159,61 @@ fn steps_side_by_side_and_where_runs_part() {
     assert!(text.contains("◀ parts most"), "{text}");
     assert!(text.contains("Where the runs part most: step 6"), "{text}");
 }
+
+/// GIVEN two runs of one loop WHEN diffed `--at step:N` THEN each side is measured at its own
+/// step N's peak (the steps table's peaks); `--at time:5ms` measures each side after its last
+/// event at most 5 ms after its first; a step either run lacks is one line and exit 2.
+#[test]
+fn moments_by_step_and_time_since_start() {
+    let (base, cand) = (
+        "samples/retained_graph.pickle",
+        "samples/retained_graph_fixed.pickle",
+    );
+    let rows = diff(base, cand, &[])["steps"]["rows"].clone();
+    for k in [1usize, 3, 6] {
+        let r = diff(base, cand, &["--at", &format!("step:{k}")]);
+        assert_eq!(r["moment"], format!("step:{k}"));
+        assert_eq!(
+            r["peak"]["base"],
+            rows[k - 1]["base"]["peak_bytes"],
+            "step {k}"
+        );
+        assert_eq!(
+            r["peak"]["cand"],
+            rows[k - 1]["cand"]["peak_bytes"],
+            "step {k}"
+        );
+    }
+    let r = diff(base, cand, &["--at", "time:5ms"]);
+    for (side, file) in [("base", base), ("cand", cand)] {
+        let csv = String::from_utf8(
+            memlens_in_root(["timeline", file, "--points", "0", "--format", "csv"]).stdout,
+        )
+        .unwrap();
+        // device,event_index,time_us,...: the first event's time, and each event's.
+        let times: Vec<(i64, i64)> = csv
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                Some((f[1].parse().ok()?, f[2].parse().ok()?))
+            })
+            .collect();
+        let t0 = times.iter().find(|(i, _)| *i >= 0).unwrap().1;
+        let want = times
+            .iter()
+            .filter(|(i, t)| *i >= 0 && *t <= t0 + 5000)
+            .map(|(i, _)| *i)
+            .max()
+            .unwrap();
+        assert_eq!(r["devices"][0][side]["at"]["event_index"], want, "{side}");
+    }
+    let o = memlens_in_root(["diff", base, cand, "--at", "step:30"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("step 30 does not exist (6 steps found)"),
+        "{err}"
+    );
+}

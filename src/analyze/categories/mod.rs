@@ -200,7 +200,7 @@ pub fn run(
         let at = if final_state {
             r.events as i64 - 1
         } else {
-            replay::resolve(opts.at, r, trace)?
+            replay::resolve_in(snap, opts.at, r, trace)?
         };
         let st = if final_state {
             DeviceSteps::none(dev.id)

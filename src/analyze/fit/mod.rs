@@ -328,7 +328,7 @@ pub fn run_with(
             ));
             r.events as i64 - 1
         } else {
-            replay::resolve(spec, r, trace)?
+            replay::resolve_in(snap, spec, r, trace)?
         };
         let st = if final_state {
             DeviceSteps::none(dev.id)

@@ -393,7 +393,7 @@ pub fn run(
         let trace = snap.device_trace(dev);
         let (at, moment) = match replays.iter().find(|r| r.device == dev.id) {
             Some(r) => {
-                let at = replay::resolve(opts.at, r, trace)?;
+                let at = replay::resolve_in(snap, opts.at, r, trace)?;
                 (at, replay::moment(trace, at))
             }
             None => (

@@ -508,7 +508,7 @@ pub fn profile(
         let mut held = Held::default();
         let d = match replays.iter().find(|r| r.device == dev.id) {
             Some(r) => {
-                let at = match replay::resolve(opts.at, r, trace) {
+                let at = match replay::resolve_in(snap, opts.at, r, trace) {
                     Ok(at) => at,
                     Err(m) if matches!(opts.at, MomentSpec::Oom(_)) => {
                         missing.push(m);

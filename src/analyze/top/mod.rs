@@ -307,7 +307,7 @@ pub fn select_with(
     let window = replay::resolve_window_in(snap, &opts.window, r, trace)?;
     let at = match opts.at {
         MomentSpec::Peak => r.peak_in(window),
-        spec => replay::resolve(spec, r, trace)?,
+        spec => replay::resolve_in(snap, spec, r, trace)?,
     };
     if opts.cost == Cost::Live && !window.contains(at) {
         return Err(format!(

@@ -386,7 +386,7 @@ fn moments(
     }
     out.push(("end".to_string(), trace.len() as i64 - 1));
     if let Some(spec) = opts.at {
-        let at = replay::resolve(spec, r, trace)?;
+        let at = replay::resolve_in(snap, spec, r, trace)?;
         if !out.iter().any(|(_, i)| *i == at) {
             out.push(("at".to_string(), at));
         }
