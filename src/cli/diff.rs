@@ -25,6 +25,10 @@ pub struct Args {
     /// Drop line numbers from sites (functions that merely moved are not changes).
     #[arg(long)]
     ignore_lines: bool,
+    /// Key each site with this many of its callers too (`model.py:48:forward <
+    /// train.py:39:main`): the same line reached from two places is two rows.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    frame_depth: usize,
     /// List unchanged sites too.
     #[arg(long)]
     all: bool,
@@ -87,6 +91,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             ..SiteOptions::default()
         },
         categories: true,
+        frame_depth: args.frame_depth,
     };
     let (base, cand) = rayon::join(
         || Loaded::open(&args.base, g, args.device),

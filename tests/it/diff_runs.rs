@@ -217,3 +217,50 @@ fn moments_by_step_and_time_since_start() {
         "{err}"
     );
 }
+
+/// GIVEN the known pair WHEN diffed with `--frame-depth 2` THEN each site carries its two
+/// callers (the new buffer is made under `main`, called from `<module>`), the totals are
+/// those of the plain diff, and the shifted copy still has no change (callers' lines moved
+/// too).
+#[test]
+fn frame_depth_keys_sites_with_their_callers() {
+    let t = common::truth("diff");
+    let plain = diff("samples/diff_base.pickle", "samples/diff_cand.pickle", &[]);
+    let deep = diff(
+        "samples/diff_base.pickle",
+        "samples/diff_cand.pickle",
+        &["--frame-depth", "2"],
+    );
+    let new_site = t["new_site"]["site"].as_str().unwrap();
+    let short = new_site.rsplit('/').next().unwrap();
+    let row = deep["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["status"] == "new")
+        .unwrap();
+    let frames: Vec<&str> = row["site"].as_str().unwrap().split(" < ").collect();
+    assert_eq!(frames.len(), 3, "{row}");
+    assert_eq!(frames[0], short);
+    assert!(
+        frames[1].ends_with(":main") && frames[2].ends_with(":<module>"),
+        "{row}"
+    );
+    assert_eq!(row["cand_bytes"], t["new_site"]["bytes"]);
+    assert_eq!(deep["peak"], plain["peak"]);
+    let sum = |r: &Value| -> i64 {
+        r["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["delta_bytes"].as_i64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum(&deep), sum(&plain));
+    let shifted = diff(
+        "samples/diff_base.pickle",
+        "samples/diff_shifted.pickle",
+        &["--frame-depth", "2"],
+    );
+    assert_eq!(shifted["sites"], serde_json::json!([]), "{shifted}");
+}

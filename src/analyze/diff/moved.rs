@@ -1,7 +1,8 @@
 //! Sites that only moved: the same file and function on both sides at another line (a commit
 //! that edited lines above them). `diff` pairs a site only in the base with one only in the
-//! candidate when their file and function match, in line order within that function, so a
-//! shifted file shows no change where nothing changed.
+//! candidate when their keys match but for line numbers (file and function, and those of the
+//! callers a `--frame-depth` key holds), in line order, so a shifted file shows no change
+//! where nothing changed.
 
 use std::collections::BTreeMap;
 
@@ -22,23 +23,45 @@ pub fn parts(key: &str) -> Option<(&str, i64, &str)> {
     None
 }
 
-/// Pairs of (base key, candidate key) of sites present on one side only whose file and
-/// function match: within one (file, function), the k-th lowest line of the base with the
-/// k-th lowest of the candidate.
+/// A key without its line numbers, and those lines in order: the frames of a key
+/// (`site < caller < ...`) split at ` < `, each at its line. `None` when no frame has a line.
+pub fn shape(key: &str) -> Option<(String, Vec<i64>)> {
+    let mut out = String::new();
+    let mut lines = Vec::new();
+    for (i, frame) in key.split(" < ").enumerate() {
+        if i > 0 {
+            out.push_str(" < ");
+        }
+        match parts(frame) {
+            Some((file, line, name)) => {
+                out.push_str(file);
+                out.push_str("::");
+                out.push_str(name);
+                lines.push(line);
+            }
+            None => out.push_str(frame),
+        }
+    }
+    (!lines.is_empty()).then_some((out, lines))
+}
+
+/// Pairs of (base key, candidate key) of sites present on one side only whose keys match but
+/// for line numbers ([`shape`]): within one shape, the k-th in line order of the base with
+/// the k-th of the candidate.
 pub fn pairs<'a>(
     only_base: impl IntoIterator<Item = &'a str>,
     only_cand: impl IntoIterator<Item = &'a str>,
 ) -> Vec<(&'a str, &'a str)> {
-    type Group<'a> = (Vec<(i64, &'a str)>, Vec<(i64, &'a str)>);
-    let mut groups: BTreeMap<(&str, &str), Group<'a>> = BTreeMap::new();
+    type Group<'a> = (Vec<(Vec<i64>, &'a str)>, Vec<(Vec<i64>, &'a str)>);
+    let mut groups: BTreeMap<String, Group<'a>> = BTreeMap::new();
     for k in only_base {
-        if let Some((file, line, name)) = parts(k) {
-            groups.entry((file, name)).or_default().0.push((line, k));
+        if let Some((sh, lines)) = shape(k) {
+            groups.entry(sh).or_default().0.push((lines, k));
         }
     }
     for k in only_cand {
-        if let Some((file, line, name)) = parts(k) {
-            groups.entry((file, name)).or_default().1.push((line, k));
+        if let Some((sh, lines)) = shape(k) {
+            groups.entry(sh).or_default().1.push((lines, k));
         }
     }
     let mut out = Vec::new();

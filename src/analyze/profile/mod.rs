@@ -53,6 +53,9 @@ pub struct ProfileOptions {
     pub sites: SiteOptions,
     /// Also split the live bytes by category ([`crate::analyze::categories`]; costs a steps pass).
     pub categories: bool,
+    /// With site keys: this many of the site's callers (the next Python frames outward, not
+    /// native ones) join the key, `site < caller < caller` (`diff --frame-depth N`).
+    pub frame_depth: usize,
 }
 
 impl Default for ProfileOptions {
@@ -63,6 +66,7 @@ impl Default for ProfileOptions {
             ignore_lines: false,
             sites: SiteOptions::default(),
             categories: false,
+            frame_depth: 0,
         }
     }
 }
@@ -385,7 +389,25 @@ impl<'a> Keyer<'a> {
                 // an operator) names no path and is kept as is.
                 let site = sites::site_of(snap, stack, opts.sites);
                 match site.python_frame() {
-                    Some(f) => normalize_frame(snap, snap.frames.get(f), root, opts.ignore_lines),
+                    Some(f) => {
+                        let mut key =
+                            normalize_frame(snap, snap.frames.get(f), root, opts.ignore_lines);
+                        if opts.frame_depth > 0 {
+                            let frames = sites::filtered_frames(snap, stack);
+                            let callers = frames
+                                .iter()
+                                .skip_while(|&&x| x != f)
+                                .skip(1)
+                                .map(|&x| snap.frames.get(x))
+                                .filter(|fr| !sites::is_native(snap.strings.get(fr.filename)))
+                                .take(opts.frame_depth);
+                            for fr in callers {
+                                key.push_str(" < ");
+                                key.push_str(&normalize_frame(snap, fr, root, opts.ignore_lines));
+                            }
+                        }
+                        key
+                    }
                     None => site.label,
                 }
             }
