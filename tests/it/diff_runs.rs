@@ -264,3 +264,55 @@ fn frame_depth_keys_sites_with_their_callers() {
     );
     assert_eq!(shifted["sites"], serde_json::json!([]), "{shifted}");
 }
+
+/// Real pair (`../shared/samples/real`): one model trained at sequence length 128 and 256
+/// (Wedsonlin/assignment2-systems). What an engineer concludes: the longer run peaks higher,
+/// in its forward pass, and the growth is the model's activations (`cs336_basics/model.py`),
+/// not a new buffer. memlens must say so: a higher peak, the step where they part grows, and
+/// the site that grows most there is in the model's code.
+#[test]
+fn real_pair_longer_sequences_grow_the_models_activations() {
+    let (Some(base), Some(cand)) = (
+        require_real(
+            "Wedsonlin__assignment2-systems__results_medium_128_training_memory_snapshot.pickle",
+        ),
+        require_real(
+            "Wedsonlin__assignment2-systems__results_medium_256_training_memory_snapshot.pickle",
+        ),
+    ) else {
+        return;
+    };
+    let r = diff(base.to_str().unwrap(), cand.to_str().unwrap(), &[]);
+    assert!(
+        r["peak"]["delta_bytes"].as_i64().unwrap() > 0,
+        "{}",
+        r["peak"]
+    );
+    let d = &r["steps"]["divergence"];
+    assert!(d["delta_bytes"].as_i64().unwrap() > 0, "{d}");
+    let grown = d["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["delta_bytes"].as_i64().unwrap() > 0)
+        .max_by_key(|s| s["delta_bytes"].as_i64().unwrap())
+        .unwrap();
+    assert!(
+        grown["site"]
+            .as_str()
+            .unwrap()
+            .contains("cs336_basics/model.py"),
+        "{grown}"
+    );
+    let last = r["observations"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .as_str()
+        .unwrap();
+    assert!(
+        last.contains("higher in the candidate, most at") && last.contains("model.py"),
+        "{last}"
+    );
+}

@@ -308,9 +308,12 @@ pub fn observations(base: Run, cand: Run, report: &super::DiffReport) -> Vec<Str
     }
     if let Some(s) = &report.steps {
         if let Some(d) = &s.divergence {
+            // The site that moved the step's peak the way it went.
             let top = d
                 .sites
-                .first()
+                .iter()
+                .filter(|x| x.delta_bytes.signum() == d.delta_bytes.signum())
+                .max_by_key(|x| x.delta_bytes.unsigned_abs())
                 .map(|x| {
                     format!(
                         ", most at {} ({})",
