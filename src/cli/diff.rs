@@ -2,7 +2,7 @@
 
 use super::args::{growth_arg, size_arg, AtCompared, DeviceArg, MomentArgs, OutputArgs};
 use super::pipeline::{GlobalOptions, Loaded};
-use super::report::DiffView;
+use super::report::{DiffFormat, DiffView};
 use super::{output, Outcome};
 use memlens::analyze::diff::{self, DiffOptions};
 use memlens::analyze::profile::{self, ProfileOptions, SiteKey};
@@ -47,7 +47,7 @@ pub struct Args {
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
-    out: OutputArgs,
+    out: OutputArgs<DiffFormat>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]

@@ -163,6 +163,28 @@ impl Text for DiffView {
     }
 }
 
+/// `diff --format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DiffFormat {
+    /// Tables for people.
+    #[default]
+    Text,
+    /// JSON for machines (has `schema_version`).
+    Json,
+    /// Markdown for a pull-request comment.
+    Md,
+}
+
+impl Formats<DiffView> for DiffFormat {
+    fn write(self, v: &DiffView, out: &mut dyn Write, title: &str, style: &Style) -> Result<()> {
+        match self {
+            DiffFormat::Text => v.text(out, title, style),
+            DiffFormat::Json => render::json::write(out, &v.report),
+            DiffFormat::Md => render::diff_md::markdown(out, &v.base, &v.cand, &v.report, v.limit),
+        }
+    }
+}
+
 /// A leaks report with what its text shows: every step, or a summary of them.
 pub struct LeaksView {
     /// The report.

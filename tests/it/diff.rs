@@ -219,6 +219,36 @@ fn golden_text() {
     golden("diff_pair.txt", &o.stdout);
 }
 
+/// `--format md`: the PR comment, golden; its heading carries the gate's verdict, and every
+/// site row of the JSON (within `-n`) is one table row with its change.
+#[test]
+fn golden_markdown() {
+    let args = ["diff", BASE, CAND, "--fail-on-growth", "5%"];
+    let o = memlens_in_root([&args[..], &["--format", "md"]].concat());
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the gate fails: exit 1 in every format"
+    );
+    golden("diff_pair.md", &o.stdout);
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        md.starts_with("## ❌ memlens diff: peak +320.00 MiB (+32.3%)"),
+        "{md}"
+    );
+    let j = memlens_in_root([&args[..], &["--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    for s in v["sites"].as_array().unwrap() {
+        let name = s["site"].as_str().unwrap();
+        let row = md
+            .lines()
+            .find(|l| l.ends_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{md}"));
+        let delta = memlens::units::signed_iec(s["delta_bytes"].as_i64().unwrap());
+        assert!(row.contains(&format!("| {delta} |")), "{row}");
+    }
+}
+
 /// 200,000 entries that share one 1,000-frame stack: the keys, categories and steps of
 /// `diff` cost per distinct stack, not per entry (issue #16; it took minutes when each
 /// allocation walked its frames). Totals checked against arithmetic on the inputs.
