@@ -139,6 +139,11 @@ pub struct ScopeArgs {
 
 impl ScopeArgs {
     /// The three flags as one window.
+    /// Whether any of `--window`, `--step`, `--phase` was given.
+    pub fn is_set(&self) -> bool {
+        self.window.is_some() || self.step.is_some() || self.phase.is_some()
+    }
+
     pub fn window(&self) -> WindowSpec {
         WindowSpec {
             step: self.step,

@@ -24,6 +24,7 @@ use memlens::compose::batch::BatchReport;
 use memlens::compose::check::CheckReport;
 use memlens::compose::oom::OomReport;
 use memlens::compose::page::PageReport;
+use memlens::compose::runs::RunsPage;
 use memlens::render;
 use memlens::render::text::Style;
 use serde::{Serialize, Serializer};
@@ -340,6 +341,15 @@ impl Formats<PageReport> for ReportFormat {
                     report: r,
                 },
             ),
+        }
+    }
+}
+
+impl Formats<RunsPage> for ReportFormat {
+    fn write(self, r: &RunsPage, out: &mut dyn Write, title: &str, _: &Style) -> Result<()> {
+        match self {
+            ReportFormat::Html => render::html::write_runs(out, title, r, None),
+            ReportFormat::Json => render::json::write(out, r),
         }
     }
 }

@@ -7,6 +7,7 @@ use super::pipeline::{GlobalOptions, Loaded};
 use super::Outcome;
 use memlens::compose::page;
 use memlens::compose::page::window::WindowIndex;
+use memlens::compose::runs::{self, RunInput, RunsOptions};
 use memlens::replay::WindowSpec;
 use memlens::serve::{self, ServedFile, Server, State};
 use memlens::Error;
@@ -18,7 +19,8 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Snapshot files (pickle, gzip, zstd or JSON; `-` reads standard input), each served as
-    /// a page of its own (`?file=K`, K from 0 in this order).
+    /// a page of its own (`?file=K`, K from 0 in this order); with several, `/runs` serves
+    /// the page of all of them together (the compare page of two, the first the base).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Port to listen on (0: one the system picks; the URL line names it).
@@ -42,17 +44,39 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let addr = SocketAddr::new(args.bind, args.port);
     let server =
         Server::bind(addr).map_err(|e| Error::Usage(format!("cannot bind {addr}: {e}")))?;
-    let mut files = Vec::with_capacity(args.files.len());
-    for path in &args.files {
-        let loaded = Loaded::open(path, g, args.device)?;
+    let loaded = args
+        .files
+        .iter()
+        .map(|path| Loaded::open(path, g, args.device))
+        .collect::<Result<Vec<Loaded>, Error>>()?;
+    let mut pages = Vec::with_capacity(loaded.len());
+    for l in &loaded {
         // The page and the windows' index side by side: the server waits for both.
         let (report, index) = rayon::join(
-            || page::run(&loaded.snap, loaded.replays(), &opts),
-            || WindowIndex::new(&loaded.snap, loaded.replays()),
+            || page::run(&l.snap, l.replays(), &opts),
+            || WindowIndex::new(&l.snap, l.replays()),
         );
-        let report = report.map_err(|m| loaded.failed(m))?;
-        let name = loaded.title();
-        let (snap, replays) = loaded.into_parts();
+        pages.push((report.map_err(|m| l.failed(m))?, index));
+    }
+    // Several files: the page of all of them together too (`/runs`).
+    let names: Vec<String> = loaded.iter().map(Loaded::title).collect();
+    let runs_page = if loaded.len() > 1 {
+        let inputs: Vec<RunInput> = loaded
+            .iter()
+            .zip(&names)
+            .map(|(l, file)| RunInput {
+                file,
+                snap: &l.snap,
+                replays: l.replays(),
+            })
+            .collect();
+        Some(runs::run(&inputs, &RunsOptions::default()).map_err(Error::Usage)?)
+    } else {
+        None
+    };
+    let mut files = Vec::with_capacity(loaded.len());
+    for ((l, (report, index)), name) in loaded.into_iter().zip(pages).zip(names) {
+        let (snap, replays) = l.into_parts();
         files.push(ServedFile {
             name,
             snap,
@@ -73,9 +97,17 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let stdout_error = |e: std::io::Error| Error::io(Path::new("standard output"), &e);
     let mut out = std::io::stdout().lock();
     writeln!(out, "memlens serving {}", server.url()).map_err(stdout_error)?;
+    if runs_page.is_some() {
+        let url = server.url();
+        let runs_url = url.replacen("/?", "/runs?", 1);
+        writeln!(out, "memlens the files together: {runs_url}").map_err(stdout_error)?;
+    }
     out.flush().map_err(stdout_error)?;
     drop(out);
-    let state = State::new(files, opts);
+    let mut state = State::new(files, opts);
+    if let Some(r) = runs_page {
+        state = state.with_runs(r);
+    }
     let bound = server.addr();
     server
         .serve(&state, stop, serve::WORKERS)

@@ -227,26 +227,52 @@ fn median(v: &mut [u64]) -> u64 {
 /// The imbalance of the ranked files among `files` (row and profile of each file analyzed);
 /// `None` with fewer than two.
 pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance> {
-    let mut ranked: Vec<(u32, &FileRow, &Profile)> = files
+    let ranked = files
         .iter()
-        .filter_map(|(r, p)| r.rank.filter(|_| r.ok).map(|k| (k, *r, *p)))
+        .filter_map(|(r, p)| {
+            r.rank.filter(|_| r.ok).map(|rank| Ranked {
+                rank,
+                file: &r.file,
+                peak_bytes: r.peak_bytes,
+                profile: p,
+            })
+        })
         .collect();
+    imbalance_of(ranked, top)
+}
+
+/// One run in an imbalance: its rank (or place), file, peak and profile.
+#[derive(Clone, Copy, Debug)]
+pub struct Ranked<'a> {
+    /// The rank its name carries, or its place among the runs.
+    pub rank: u32,
+    /// The file, as given.
+    pub file: &'a str,
+    /// Live requested bytes at its peak (its biggest device).
+    pub peak_bytes: u64,
+    /// Its profile at the peak: the sites that explain an outlier.
+    pub profile: &'a Profile,
+}
+
+/// The imbalance of `ranked` runs: the highest peak against the median, and the sites where
+/// the outlier holds more than the median run (at most `top`); `None` with fewer than two.
+pub fn imbalance_of(mut ranked: Vec<Ranked>, top: usize) -> Option<Imbalance> {
     if ranked.len() < 2 {
         return None;
     }
-    ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.file.cmp(&b.1.file)));
+    ranked.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.file.cmp(b.file)));
     let mut notes = Vec::new();
     for w in ranked.windows(2) {
-        if w[0].0 == w[1].0 {
-            notes.push(format!("rank {} appears in several files", w[0].0));
+        if w[0].rank == w[1].rank {
+            notes.push(format!("rank {} appears in several files", w[0].rank));
         }
     }
     notes.dedup();
     let ranks: Vec<RankPeak> = ranked
         .iter()
-        .map(|(k, r, _)| RankPeak {
-            rank: *k,
-            file: r.file.clone(),
+        .map(|r| RankPeak {
+            rank: r.rank,
+            file: r.file.to_string(),
             peak_bytes: r.peak_bytes,
         })
         .collect();
@@ -256,18 +282,18 @@ pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance
     let outlier = ranked
         .iter()
         .rev()
-        .max_by_key(|(_, r, _)| r.peak_bytes)
+        .max_by_key(|r| r.peak_bytes)
         .expect("two ranks");
-    let keys: BTreeSet<&String> = ranked.iter().flat_map(|(_, _, p)| p.sites.keys()).collect();
+    let keys: BTreeSet<&String> = ranked.iter().flat_map(|r| r.profile.sites.keys()).collect();
     let mut sites: Vec<ExplainingSite> = keys
         .into_iter()
         .filter_map(|k| {
             let mut v: Vec<u64> = ranked
                 .iter()
-                .map(|(_, _, p)| p.sites.get(k).map_or(0, |t: &SiteTotal| t.bytes))
+                .map(|r| r.profile.sites.get(k).map_or(0, |t: &SiteTotal| t.bytes))
                 .collect();
             let m = median(&mut v);
-            let o = outlier.2.sites.get(k).map_or(0, |t| t.bytes);
+            let o = outlier.profile.sites.get(k).map_or(0, |t| t.bytes);
             (o > m).then(|| ExplainingSite {
                 site: k.clone(),
                 outlier_bytes: o,
@@ -282,7 +308,7 @@ pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance
             .then_with(|| a.site.cmp(&b.site))
     });
     sites.truncate(top);
-    let max = outlier.1.peak_bytes;
+    let max = outlier.peak_bytes;
     Some(Imbalance {
         schema_version: crate::analyze::SCHEMA_VERSION,
         kind: "imbalance",
@@ -294,8 +320,8 @@ pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance
         } else {
             max as f64 / med as f64
         },
-        outlier_rank: outlier.0,
-        outlier_file: outlier.1.file.clone(),
+        outlier_rank: outlier.rank,
+        outlier_file: outlier.file.to_string(),
         sites,
         notes,
     })

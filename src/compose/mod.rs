@@ -9,3 +9,4 @@ pub mod check;
 pub mod dataset;
 pub mod oom;
 pub mod page;
+pub mod runs;

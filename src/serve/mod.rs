@@ -17,7 +17,7 @@ mod request;
 mod routes;
 
 pub use request::{admit, parse_query, parse_route, Head, Refusal, Route};
-pub use routes::{Answer, ServedFile, State};
+pub use routes::{runs_title, Answer, ServedFile, State};
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};

@@ -13,6 +13,9 @@ pub enum Route {
         /// Index of the file on the command line.
         file: usize,
     },
+    /// `GET /runs`: the page of every file served together (the compare page of two, the
+    /// runs page of more); not found with one file.
+    Runs,
     /// `GET /api/window?file=K&device=D&first=A&last=B&columns=C`: the timeline of a window.
     Window {
         /// Index of the file on the command line.
@@ -34,10 +37,11 @@ pub enum Route {
 }
 
 impl Route {
-    /// The file the route is about.
+    /// The file the route is about (the first for `/runs`).
     pub fn file(&self) -> usize {
         match self {
             Route::Page { file } | Route::Window { file, .. } | Route::Moment { file, .. } => *file,
+            Route::Runs => 0,
         }
     }
 }
@@ -178,6 +182,7 @@ pub fn parse_route(
 ) -> Result<Route, Refusal> {
     let allowed: &[&str] = match path {
         "/" => &["token", "file"],
+        "/runs" if files > 1 => &["token"],
         "/api/window" => &["token", "file", "device", "first", "last", "columns"],
         "/api/moment" => &["token", "file", "device", "at", "name"],
         _ => return Err(Refusal::new(404, "not found")),
@@ -203,6 +208,7 @@ pub fn parse_route(
     }
     Ok(match path {
         "/" => Route::Page { file },
+        "/runs" => Route::Runs,
         "/api/window" => Route::Window {
             file,
             request: WindowRequest {

@@ -5,6 +5,7 @@
 use super::Route;
 use crate::compose::page::window::{moment, window, WindowIndex};
 use crate::compose::page::{PageOptions, PageReport};
+use crate::compose::runs::RunsPage;
 use crate::model::Snapshot;
 use crate::render::html::{self, Served};
 use crate::replay::DeviceReplay;
@@ -32,13 +33,25 @@ pub struct State {
     files: Vec<ServedFile>,
     names: Vec<String>,
     page: PageOptions,
+    runs: Option<RunsPage>,
 }
 
 impl State {
     /// The state of a server of `files`, reported with `page`.
     pub fn new(files: Vec<ServedFile>, page: PageOptions) -> State {
         let names = files.iter().map(|f| f.name.clone()).collect();
-        State { files, names, page }
+        State {
+            files,
+            names,
+            page,
+            runs: None,
+        }
+    }
+
+    /// The state with the page of all its files together (`/runs`), made at start.
+    pub fn with_runs(mut self, runs: RunsPage) -> State {
+        self.runs = Some(runs);
+        self
     }
 
     /// Number of files served.
@@ -121,6 +134,9 @@ impl Answer {
 
 /// The answer to an admitted `route` (whose file index is below `state.len()`).
 pub fn answer(state: &State, route: &Route) -> Answer {
+    if *route == Route::Runs {
+        return runs_page(state);
+    }
     let Some(f) = state.files.get(route.file()) else {
         return Answer::error(404, "no such file");
     };
@@ -141,6 +157,7 @@ pub fn answer(state: &State, route: &Route) -> Answer {
                 Err(e) => Answer::error(500, &format!("cannot write the page: {e}")),
             }
         }
+        Route::Runs => runs_page(state),
         Route::Window { request, .. } => match window(&f.snap, &f.replays, &f.index, request) {
             Ok(v) => Answer::json(&v),
             Err(m) => Answer::error(400, &m),
@@ -159,5 +176,38 @@ pub fn answer(state: &State, route: &Route) -> Answer {
             Ok(v) => Answer::json(&v),
             Err(m) => Answer::error(400, &m),
         },
+    }
+}
+
+/// The page of every file together, linking each run to its own page.
+fn runs_page(state: &State) -> Answer {
+    let Some(runs) = &state.runs else {
+        return Answer::error(404, "one file is served: there is no page of several runs");
+    };
+    let mut body = Vec::new();
+    let served = Served {
+        files: &state.names,
+        file: 0,
+    };
+    match html::write_runs(&mut body, &runs_title(&state.names), runs, Some(&served)) {
+        Ok(()) => Answer {
+            status: 200,
+            content_type: HTML,
+            body,
+            allow: false,
+        },
+        Err(e) => Answer::error(500, &format!("cannot write the page: {e}")),
+    }
+}
+
+/// The title of the page of several runs: `BASE vs CAND`, or `N runs: FIRST ...`.
+pub fn runs_title(names: &[String]) -> String {
+    match names {
+        [b, c] => format!("{b} vs {c}"),
+        _ => format!(
+            "{} runs: {} ...",
+            names.len(),
+            names.first().map_or("", |s| s)
+        ),
     }
 }

@@ -316,3 +316,75 @@ fn real_pair_longer_sequences_grow_the_models_activations() {
         "{last}"
     );
 }
+
+/// The same request sequence run on a GPU under five allocator settings (the captures
+/// `alloc_settings_*`, one fresh process each, under one fraction cap). Comparing the default
+/// run with each other one, `diff` names the setting that differs, and `whatif` on the default
+/// run alone, given that setting, predicts what the other run recorded: the same peak of
+/// reserved bytes and whether it runs out; the diff's observations say which run hit an OOM.
+#[test]
+fn settings_diff_and_whatif_agree_with_the_runs_under_each_setting() {
+    let dir = root().join("samples/captured");
+    let all = truth_file(&dir.join("alloc_settings.truth.json"));
+    let base = dir.join("alloc_settings_default.pickle");
+    let cap = all["facts"]["runs"][0]["memory_cap"]["cap_bytes"]
+        .as_u64()
+        .or_else(|| {
+            truth_file(&dir.join("alloc_settings_default.truth.json"))["facts"]["memory_cap"]
+                ["cap_bytes"]
+                .as_u64()
+        })
+        .unwrap();
+    let runs = all["facts"]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 5);
+    assert_eq!(runs[0]["setting"], "default");
+    assert_eq!(runs[0]["oomed"], true, "the default run ran out");
+    for run in &runs[1..] {
+        let conf = run["alloc_conf"].as_str().unwrap();
+        let cand = dir.join(run["snapshot"].as_str().unwrap());
+        let d = diff(base.to_str().unwrap(), cand.to_str().unwrap(), &[]);
+        let conf_row = d["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == "PYTORCH_CUDA_ALLOC_CONF")
+            .unwrap_or_else(|| panic!("{conf}: {}", d["settings"]));
+        let named: String = serde_json::from_str(conf_row["cand"].as_str().unwrap()).unwrap();
+        assert_eq!(named, conf, "the settings diff names the candidate's setting");
+        let w = json_ok(&[
+            "whatif",
+            base.to_str().unwrap(),
+            "--capacity",
+            &cap.to_string(),
+            "--set",
+            &named,
+            "--format",
+            "json",
+        ]);
+        let s = w["devices"][0]["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["set"] == named.as_str())
+            .unwrap();
+        assert_eq!(
+            s["peak_reserved_bytes"], run["peak_reserved_bytes"],
+            "{conf}: predicted from the default run vs recorded"
+        );
+        assert_eq!(
+            s["ooms"].as_u64().unwrap() > 0,
+            run["oomed"].as_bool().unwrap(),
+            "{conf}: runs out"
+        );
+        let said_oom = d["observations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o.as_str().unwrap().starts_with("the base hits 1 OOM and the candidate no OOM"));
+        assert_eq!(said_oom, !run["oomed"].as_bool().unwrap(), "{conf}: {}", d["observations"]);
+    }
+}
+
+fn truth_file(p: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}

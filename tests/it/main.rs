@@ -20,6 +20,7 @@ mod categories;
 mod check;
 mod cli;
 mod cli_details;
+mod compare_page;
 mod corruption;
 mod dataset;
 mod diff;

@@ -571,6 +571,18 @@ fn runs() -> &'static [Run] {
         let mut multi = strings(&["check", "--format", "json", "--max-peak", "1GiB"]);
         multi.extend(files.iter().cloned());
         jobs.push(("check", multi, &[0, 1], false));
+        // The page of several runs: every sample against the generated base, and a rank set.
+        for f in &files {
+            jobs.push((
+                "report_runs",
+                strings(&["report", "--format", "json", "samples/diff_base.pickle", f]),
+                &[0],
+                false,
+            ));
+        }
+        let mut ranks = strings(&["report", "--format", "json"]);
+        ranks.extend((0..4).map(|r| format!("samples/ranks/rank{r}.pickle")));
+        jobs.push(("report_runs", ranks, &[0], false));
         // Batch: a rank set, every sample, and a file that is not a snapshot.
         for (fmt, jsonl) in [("json", false), ("jsonl", true)] {
             jobs.push((

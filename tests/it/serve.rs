@@ -524,6 +524,36 @@ fn two_files_are_served_by_index() {
     assert_eq!(w.status, 200, "{}", w.text());
 }
 
+/// With two files, `/runs` serves the compare page (the same report as `memlens report A B`,
+/// under the runs page's policy); with one it is not found; it takes no parameter but the
+/// token, and wants the token.
+#[test]
+fn two_files_are_compared_at_runs() {
+    let (base, cand) = ("samples/diff_base.pickle", "samples/diff_cand.pickle");
+    let srv = Serving::start(&[base, cand]);
+    let page = srv.api("/runs", "");
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    assert!(
+        html.contains(&format!("<title>memlens: {base} vs {cand}</title>")),
+        "not the compare page"
+    );
+    let policy = memlens::render::html::runs_csp(true);
+    assert!(html.contains(&policy), "the runs page's policy");
+    let start = html.find(r#"id="memlens-data">"#).unwrap() + r#"id="memlens-data">"#.len();
+    let data: Value =
+        serde_json::from_str(&html[start..start + html[start..].find("</script>").unwrap()])
+            .unwrap();
+    let report = json_report(&["report", base], std::path::Path::new(cand));
+    assert_eq!(data["pair"]["diff"], report["pair"]["diff"]);
+    assert_eq!(data["runs"], report["runs"]);
+    srv.api("/runs", "file=1")
+        .assert_error(400, "a parameter /runs does not take");
+    assert_eq!(srv.get("/runs").status, 403, "no token");
+    let single = Serving::start(&[base]);
+    single.api("/runs", "").assert_error(404, "one file");
+}
+
 #[test]
 fn bound_to_every_address_it_warns_and_still_wants_the_token() {
     let srv = Serving::start(&[TRAIN, "--bind", "0.0.0.0"]);

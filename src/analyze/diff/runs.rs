@@ -225,6 +225,11 @@ pub fn steps_compared(
     })
 }
 
+/// `oom` entries of every device's trace.
+fn ooms(s: &Snapshot) -> u64 {
+    s.events.iter().filter(|e| e.action == Action::Oom).count() as u64
+}
+
 /// `alloc` entries of every device's trace.
 fn allocations(s: &Snapshot) -> u64 {
     s.events
@@ -234,8 +239,8 @@ fn allocations(s: &Snapshot) -> u64 {
 }
 
 /// What an engineer reading the two runs would note first, in words: a change in the number
-/// of allocations, settings, private pools appearing or going, fragmentation, categories
-/// only one side has, and the step where they part.
+/// of allocations, settings, private pools appearing or going, OOMs one side hits more,
+/// fragmentation, categories only one side has, and the step where they part.
 pub fn observations(base: Run, cand: Run, report: &super::DiffReport) -> Vec<String> {
     let mut out = Vec::new();
     let peak = report.peak.delta_bytes;
@@ -281,6 +286,24 @@ pub fn observations(base: Run, cand: Run, report: &super::DiffReport) -> Vec<Str
         ),
         (true, false) => out.push("the base uses private pools (CUDA graphs or MemPool) and the candidate none".into()),
         _ => {}
+    }
+    let (ob, oc) = (ooms(base.snap), ooms(cand.snap));
+    if ob != oc {
+        let n = |k: u64| match k {
+            0 => "no OOM".to_string(),
+            1 => "1 OOM".to_string(),
+            k => format!("{k} OOMs"),
+        };
+        out.push(format!(
+            "the base hits {} and the candidate {}{}",
+            n(ob),
+            n(oc),
+            if report.settings.is_empty() {
+                String::new()
+            } else {
+                " under its allocator settings (`memlens whatif BASE --set ...` predicts each setting's outcome from the base alone)".into()
+            }
+        ));
     }
     let f = report.fragmentation;
     if f.delta.abs() >= 0.1 {

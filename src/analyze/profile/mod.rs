@@ -22,6 +22,7 @@
 
 use crate::analyze::frag::{self, FragOptions};
 mod keyer;
+pub mod moments;
 
 pub use keyer::Keyer;
 

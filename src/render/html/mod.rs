@@ -5,12 +5,14 @@
 //! anywhere but this file.
 
 use crate::compose::page::PageReport;
+use crate::compose::runs::RunsPage;
 use serde::Serialize;
 use std::io::{Result, Write};
 
 const TEMPLATE: &str = include_str!("report.html");
 const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
+const RUNS_SCRIPT: &str = include_str!("runs.js");
 
 /// The data of the HTML page of `memlens report`: the file name, the summary, OOM, leak and
 /// category reports, then per device the timeline (stacked bands) and, at each moment (peak,
@@ -31,9 +33,14 @@ pub struct Embedded<'a> {
 /// CSSOM, `element.style`). The static page may request nothing at all; the served page
 /// (`served`) only the server that served it.
 pub fn csp(served: bool) -> String {
+    csp_for(SCRIPT, served)
+}
+
+/// The policy of a page whose script is `script` (the one-file page's or the runs page's).
+fn csp_for(script: &str, served: bool) -> String {
     format!(
         "default-src 'none'; script-src '{}'; style-src '{}'; img-src data:{}",
-        inline_hash("<script>", "{{SCRIPT}}", SCRIPT),
+        inline_hash("<script>", "{{SCRIPT}}", script),
         inline_hash("<style>", "{{STYLE}}", STYLE),
         if served { "; connect-src 'self'" } else { "" }
     )
@@ -113,15 +120,39 @@ fn write_page(
         report,
     })?;
     let serve = serde_json::to_string(&served)?;
-    let csp = csp(served.is_some());
+    fill(out, title, &data, &serve, SCRIPT)
+}
+
+/// The page of several runs ([`RunsPage`]): the one-file page's template and style with the
+/// runs page's script, as self-contained. `served`: the page `memlens serve` serves, which
+/// links each run to its own page there.
+pub fn write_runs(
+    out: &mut dyn Write,
+    title: &str,
+    report: &RunsPage,
+    served: Option<&Served>,
+) -> Result<()> {
+    let data = serde_json::to_string(report)?;
+    let serve = serde_json::to_string(&served)?;
+    fill(out, title, &data, &serve, RUNS_SCRIPT)
+}
+
+/// The policy of the runs page (see [`csp`]).
+pub fn runs_csp(served: bool) -> String {
+    csp_for(RUNS_SCRIPT, served)
+}
+
+/// The template with its markers filled: `data` and `serve` are JSON, `script` the page's.
+fn fill(out: &mut dyn Write, title: &str, data: &str, serve: &str, script: &str) -> Result<()> {
+    let csp = csp_for(script, serve != "null");
     let mut rest = TEMPLATE;
     for (marker, what) in [
         ("{{CSP}}", Part::Raw(&csp)),
         ("{{TITLE}}", Part::Text(title)),
         ("{{STYLE}}", Part::Raw(STYLE)),
-        ("{{DATA}}", Part::Json(&data)),
-        ("{{SERVE}}", Part::Json(&serve)),
-        ("{{SCRIPT}}", Part::Raw(SCRIPT)),
+        ("{{DATA}}", Part::Json(data)),
+        ("{{SERVE}}", Part::Json(serve)),
+        ("{{SCRIPT}}", Part::Raw(script)),
     ] {
         let (before, after) = rest
             .split_once(marker)

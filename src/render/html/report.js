@@ -278,7 +278,16 @@
       warnings.length ? el("div", { class: "notes-block" }, el("h3", null, "Data quality"), el("ul", { class: "flags" }, warnings)) : null,
       absent.length ? el("div", { class: "notes-block" }, el("h3", null, "Not shown"), el("ul", { class: "flags" }, absent)) : null,
       nav,
+      servedFiles(),
       select);
+  }
+  // Served with other files: a link to each file's page and to the page of all of them.
+  function servedFiles() {
+    if (!SERVE || !SERVE.files || SERVE.files.length < 2) return null;
+    const href = (path, q) => path + "?" + new URLSearchParams(Object.assign({ token: TOKEN || "" }, q)).toString();
+    return el("nav", { class: "toc", id: "served-files" }, el("span", { class: "muted" }, "files served: "),
+      SERVE.files.map((f, i) => i === SERVE.file ? el("b", { class: "mono" }, f) : el("a", { class: "mono", href: href("/", { file: String(i) }) }, f)),
+      el("a", { href: href("/runs", {}), "data-testid": "runs-link" }, SERVE.files.length === 2 ? "compare the two" : "all runs together"));
   }
 
   function selectDevice(i) {

@@ -107,6 +107,10 @@ pub fn all() -> Vec<(&'static str, Value)> {
             "report",
             derive::<memlens::render::html::Embedded<'static>>("report"),
         ),
+        (
+            "report_runs",
+            derive::<memlens::compose::runs::RunsPage>("report_runs"),
+        ),
         ("slice", derive::<export::slice::SliceReport>("slice")),
         ("whatif", derive::<whatif::WhatifReport>("whatif")),
     ]
