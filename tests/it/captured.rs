@@ -282,7 +282,9 @@ fn top_at_the_peak_and_at_the_end_match_the_truth() {
         // steps between powers of two: up to a quarter (N = 4) of it above the request.
         let divisions = o["allocator_settings"]["roundup_power2_divisions"]
             .as_object()
-            .map_or(0, |m| m.values().filter_map(Value::as_u64).max().unwrap_or(0));
+            .map_or(0, |m| {
+                m.values().filter_map(Value::as_u64).max().unwrap_or(0)
+            });
         for w in &want {
             let r = row(&d["sites"], text(&w["site"]));
             let (ours, theirs, n) = (u(&r["bytes"]), u(&w["bytes"]), u(&w["count"]));

@@ -428,3 +428,35 @@ fn strs(v: &Value) -> Vec<String> {
         .map(|x| x.as_str().unwrap().to_string())
         .collect()
 }
+
+/// A real sweep (`../shared/samples/real`: one model trained at sequence lengths 128, 256,
+/// 512 and 1024). What an engineer reads from it: memory grows with the sequence length, the
+/// longest run stands out. The page says so: peaks in that order, the 1024 run the outlier
+/// (named by its place: the names carry no rank), each line holding against its timeline.
+#[test]
+fn a_sweep_of_sequence_lengths_grows_and_its_longest_run_stands_out() {
+    let files: Option<Vec<PathBuf>> = [128, 256, 512, 1024]
+        .iter()
+        .map(|n| {
+            require_real(&format!(
+                "Wedsonlin__assignment2-systems__results_medium_{n}_training_memory_snapshot.pickle"
+            ))
+        })
+        .collect();
+    let Some(files) = files else {
+        return;
+    };
+    let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let report = runs_json(&refs);
+    check_against_timelines(&refs, &report);
+    let peaks: Vec<u64> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| as_u64(&r["peak_bytes"]))
+        .collect();
+    assert!(peaks.windows(2).all(|w| w[0] < w[1]), "{peaks:?}");
+    assert_eq!(report["outlier"], 3);
+    assert_eq!(report["imbalance"]["outlier_rank"], 3);
+    assert!(report["runs"][3]["rank"].is_null());
+}

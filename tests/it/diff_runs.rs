@@ -350,7 +350,10 @@ fn settings_diff_and_whatif_agree_with_the_runs_under_each_setting() {
             .find(|s| s["key"] == "PYTORCH_CUDA_ALLOC_CONF")
             .unwrap_or_else(|| panic!("{conf}: {}", d["settings"]));
         let named: String = serde_json::from_str(conf_row["cand"].as_str().unwrap()).unwrap();
-        assert_eq!(named, conf, "the settings diff names the candidate's setting");
+        assert_eq!(
+            named, conf,
+            "the settings diff names the candidate's setting"
+        );
         let w = json_ok(&[
             "whatif",
             base.to_str().unwrap(),
@@ -376,12 +379,17 @@ fn settings_diff_and_whatif_agree_with_the_runs_under_each_setting() {
             run["oomed"].as_bool().unwrap(),
             "{conf}: runs out"
         );
-        let said_oom = d["observations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|o| o.as_str().unwrap().starts_with("the base hits 1 OOM and the candidate no OOM"));
-        assert_eq!(said_oom, !run["oomed"].as_bool().unwrap(), "{conf}: {}", d["observations"]);
+        let said_oom = d["observations"].as_array().unwrap().iter().any(|o| {
+            o.as_str()
+                .unwrap()
+                .starts_with("the base hits 1 OOM and the candidate no OOM")
+        });
+        assert_eq!(
+            said_oom,
+            !run["oomed"].as_bool().unwrap(),
+            "{conf}: {}",
+            d["observations"]
+        );
     }
 }
 

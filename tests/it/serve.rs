@@ -506,7 +506,7 @@ fn a_server_answers_its_routes_and_nothing_else() {
 fn two_files_are_served_by_index() {
     let srv = Serving::start(&[TRAIN, "samples/frag_oom.pickle"]);
     let first = srv.api("/", "");
-    assert_eq!(first.status, 200);
+    assert_eq!(first.status, 200, "{}", first.text());
     assert!(first.text().contains(r#""file":0"#));
     let second = srv.api("/", "file=1");
     assert_eq!(second.status, 200);

@@ -152,8 +152,9 @@ pub fn steps_compared(
     device: u32,
     opts: &ProfileOptions,
 ) -> Option<StepsCompared> {
-    let (b, base_source) = step_figures(base, device)?;
-    let (c, cand_source) = step_figures(cand, device)?;
+    // Each run's steps, then each run's live set at the parting step, side by side.
+    let (b, c) = rayon::join(|| step_figures(base, device), || step_figures(cand, device));
+    let ((b, base_source), (c, cand_source)) = (b?, c?);
     if b.is_empty() && c.is_empty() {
         return None;
     }
@@ -188,9 +189,9 @@ pub fn steps_compared(
                     opts,
                 ))
             };
-            let (pb, pc) = (
-                row.base.as_ref().and_then(|f| at(base, f)),
-                row.cand.as_ref().and_then(|f| at(cand, f)),
+            let (pb, pc) = rayon::join(
+                || row.base.as_ref().and_then(|f| at(base, f)),
+                || row.cand.as_ref().and_then(|f| at(cand, f)),
             );
             let sites = match (&pb, &pc) {
                 (Some(x), Some(y)) => {

@@ -7,7 +7,6 @@ use crate::analyze::pretrace::{Kinds, Pretrace};
 use crate::analyze::profile::SiteTotal;
 use crate::model::{Device, Snapshot};
 use crate::replay::DeviceReplay;
-use rayon::prelude::*;
 use std::collections::BTreeMap;
 
 /// The live set after one event, keyed.
@@ -30,28 +29,38 @@ pub fn sites_at(
 ) -> Vec<SitesAt> {
     let keyer = Keyer::new(snap, *opts);
     let kinds = Kinds::of(snap, r, snap.device_trace(dev));
-    // The live sets side by side; the keyer (one cache, not shared across threads) keys them
-    // after, per distinct stack.
-    let held: Vec<Held> = ats
-        .par_iter()
-        .map(|&at| {
-            let mut held = Held::default();
-            for a in r.live_allocations(at) {
-                match kinds.of_alloc(snap, a) {
-                    Some(p) => {
-                        let key = p.label();
-                        let e = held.older.entry(key.clone()).or_default();
-                        e.bytes += a.size;
-                        e.count += 1;
-                        held.pretrace.entry(key).or_insert_with(|| p.clone());
-                    }
-                    None => held.add(a.stack, a.size),
+    // One pass over the allocations: each is added to the moments inside its lifetime
+    // (`start <= at < end`), found by binary search among the moments sorted, so the cost is
+    // the allocations plus the live sets, not their product.
+    let mut sorted: Vec<i64> = ats.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut held: Vec<Held> = (0..sorted.len()).map(|_| Held::default()).collect();
+    for a in &r.allocations {
+        let first = sorted.partition_point(|&x| x < a.start);
+        let last = sorted.partition_point(|&x| x < a.end);
+        if first >= last {
+            continue;
+        }
+        match kinds.of_alloc(snap, a) {
+            Some(p) => {
+                let key = p.label();
+                for h in &mut held[first..last] {
+                    let e = h.older.entry(key.clone()).or_default();
+                    e.bytes += a.size;
+                    e.count += 1;
+                    h.pretrace.entry(key.clone()).or_insert_with(|| p.clone());
                 }
             }
-            held
-        })
-        .collect();
-    held.into_iter()
+            None => {
+                for h in &mut held[first..last] {
+                    h.add(a.stack, a.size);
+                }
+            }
+        }
+    }
+    let keyed: Vec<SitesAt> = held
+        .into_iter()
         .map(|held| {
             let mut sites = keyer.by_key(held.per_stack);
             for (k, t) in held.older {
@@ -64,5 +73,8 @@ pub fn sites_at(
                 pretrace: held.pretrace,
             }
         })
+        .collect();
+    ats.iter()
+        .map(|at| keyed[sorted.partition_point(|&x| x < *at)].clone())
         .collect()
 }

@@ -361,7 +361,7 @@ fn pair(b: &Measured, c: &Measured, axes: &[Axis], opts: &RunsOptions) -> PairVi
         (Some((bd, br)), Some((cd, cr))) => {
             let (bs, cs) = (as_side(b, bd, br), as_side(c, cd, cr));
             let difference = axes
-                .iter()
+                .par_iter()
                 .map(|&a| series::difference((br, &b.coords), (cr, &c.coords), a))
                 .collect();
             let limits = (opts.sites, opts.step_moments, opts.even_moments);

@@ -9,6 +9,7 @@ use crate::analyze::profile::{ProfileOptions, SiteKey};
 use crate::model::Snapshot;
 use crate::replay::steps::Step;
 use crate::replay::{self, DeviceReplay, Moment};
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// One run as the moments need it: its snapshot, device, replay, steps and coordinates.
@@ -176,8 +177,8 @@ pub fn pairs(
         || sites_at(cand.snap, cand.device, cand.replay, &c_ats, opts),
     );
     places
-        .into_iter()
-        .zip(b_sets.iter().zip(&c_sets))
+        .into_par_iter()
+        .zip(b_sets.par_iter().zip(&c_sets))
         .map(|(p, (b, c))| pair(p, (base, b), (cand, c), opts, rows))
         .collect()
 }
@@ -196,19 +197,21 @@ fn pair(
     opts: &ProfileOptions,
     rows: usize,
 ) -> MomentPair {
-    let (all, counts) = site_deltas(side(base.1), side(cand.1), true, opts.key == SiteKey::Site);
-    let (mut only_base, mut only_cand, mut common_base, mut common_cand) = (0, 0, 0, 0);
-    for s in &all {
+    // The changed sites only (a site only one side holds always changed); what both hold is
+    // each side's total less what it alone holds.
+    let (mut sites, counts) =
+        site_deltas(side(base.1), side(cand.1), false, opts.key == SiteKey::Site);
+    let (mut only_base, mut only_cand) = (0, 0);
+    for s in &sites {
         match s.status {
             Status::Removed => only_base += s.base_bytes,
             Status::New => only_cand += s.cand_bytes,
-            _ => {
-                common_base += s.base_bytes;
-                common_cand += s.cand_bytes;
-            }
+            _ => {}
         }
     }
-    let mut sites: Vec<SiteDelta> = all.into_iter().filter(|s| s.delta_bytes != 0).collect();
+    let total = |s: &SitesAt| s.sites.values().map(|t| t.bytes).sum::<u64>();
+    let (common_base, common_cand) = (total(base.1) - only_base, total(cand.1) - only_cand);
+    sites.retain(|s| s.delta_bytes != 0);
     let more_sites = sites.len().saturating_sub(rows);
     sites.truncate(rows);
     let at = |s: Side, e: i64| SideMoment {
