@@ -38,12 +38,16 @@ try {
     observations: [...document.querySelectorAll("#observations li")].map((li) => li.innerText),
   })));
   // The stacked layout: each run on its canvas, the live area in its colour, reserved a line.
-  await page.click("button[data-layout=stacked]");
-  await page.click("button[data-axis=event]");
+  const drawn = await page.evaluate(() => !!window.memlens.plot);
+  if (drawn) {
+    await page.click("button[data-layout=stacked]");
+    await page.click("button[data-axis=event]");
+  }
   const stacked = await page.evaluate(() => {
     const hexRgb = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
     const near = (d, j, c) => Math.abs(d[j] - c[0]) < 8 && Math.abs(d[j + 1] - c[1]) < 8 && Math.abs(d[j + 2] - c[2]) < 8 && d[j + 3] > 200;
     const reserved = hexRgb("#1f2937");
+    if (!window.memlens.plot) return { scale: null, rows: [] };
     return {
       scale: window.memlens.plot.scale_bytes,
       rows: [...document.querySelectorAll("canvas.runs-canvas[data-run]")].map((c) => {
@@ -62,7 +66,9 @@ try {
   out.stacked = stacked.rows;
   out.scale_bytes = stacked.scale;
   const pair = await page.evaluate(() => !!document.getElementById("moment"));
-  if (pair) {
+  out.no_moments = await page.evaluate(() => !!document.getElementById("no-moments"));
+  out.no_timeline = await page.evaluate(() => !!document.getElementById("no-timeline"));
+  if (pair && drawn && !out.no_moments) {
     // A click on the plot at an event moment: both live sets there.
     await page.click("button[data-layout=overlaid]");
     const k = await page.evaluate(() => {
@@ -85,7 +91,7 @@ try {
     }
     await page.click("button[data-mode=difference]");
     out.difference_bars = await page.evaluate(() => window.memlens.plot.canvases[0].bars);
-  } else {
+  } else if (!pair) {
     const first = await page.evaluate(() => Number(document.querySelector("#runs tr[data-run]:not(.outlier)").getAttribute("data-run")));
     await page.click("#runs tr[data-run='" + first + "']");
     out.run_view = await page.evaluate(() => ({

@@ -68,6 +68,11 @@ fn check_against_timelines(files: &[&Path], page: &Value) {
     assert_eq!(runs.len(), files.len());
     let mut lines = Vec::new();
     for (r, file) in runs.iter().zip(files) {
+        if r["events"] == 0 {
+            assert_eq!(r["points"], serde_json::json!([]), "{}", file.display());
+            lines.push(BTreeMap::new());
+            continue;
+        }
         let t = timeline(file, as_u64(&r["device"]));
         let peak = t.values().map(|v| v.0).max().unwrap();
         let reserved = t.values().map(|v| v.1).max().unwrap();
@@ -93,6 +98,10 @@ fn check_against_timelines(files: &[&Path], page: &Value) {
         return;
     };
     let moments = pair["moments"].as_array().unwrap();
+    if runs.iter().any(|r| r["events"] == 0) {
+        assert!(moments.is_empty(), "a run without a trace has no moment");
+        return;
+    }
     assert!(moments.len() > 3, "{}", moments.len());
     assert_eq!(moments[0]["kind"], "peak");
     for m in moments {
@@ -179,6 +188,11 @@ fn check_paint(report: &Value, page: &Value) {
     );
     for d in stacked {
         let r = &runs[d["run"].as_u64().unwrap() as usize];
+        if r["points"].as_array().unwrap().is_empty() {
+            // A run without a trace has no line: its canvas stays empty.
+            assert_eq!(d["live_top"], 0, "{}", r["file"]);
+            continue;
+        }
         let h = as_u64(&d["height"]) as f64 / d["dpr"].as_f64().unwrap();
         let rows = |bytes: u64| (bytes as f64 / scale * (h - 2.0)).round() as i64;
         let (live, res) = (
@@ -459,4 +473,90 @@ fn a_sweep_of_sequence_lengths_grows_and_its_longest_run_stands_out() {
     assert_eq!(report["outlier"], 3);
     assert_eq!(report["imbalance"]["outlier_rank"], 3);
     assert!(report["runs"][3]["rank"].is_null());
+}
+
+/// Real pairs of one project each (`../shared/samples/real`), and what an engineer reading
+/// them concludes, which the page must say:
+/// - silmont2000, a forward in fp32 and under bf16 autocast: autocast keeps the fp32
+///   parameters and adds low-precision copies and activations, so the bf16 run peaks higher,
+///   all of it activations, the parameters unchanged; the page paints both and answers a click.
+/// - ZijianDu, two commits, final states only: the later commit holds more parameter memory,
+///   all of the change; there is no line and no moment, and the page says so instead of
+///   failing.
+/// - Maphsge4, two commits run on different devices, the later one without a trace: only the
+///   first has a line, the page says the other has no trace, and no moment is compared.
+#[test]
+fn real_pairs_say_what_an_engineer_reads_from_them() {
+    let real = |n: &str| require_real(n);
+    let (Some(fp32), Some(bf16)) = (
+        real("silmont2000__assignment2-systems__memory_forward_fp32_128.pickle"),
+        real("silmont2000__assignment2-systems__memory_forward_bf16_128.pickle"),
+    ) else {
+        return;
+    };
+    let report = runs_json(&[&fp32, &bf16]);
+    check_against_timelines(&[&fp32, &bf16], &report);
+    let d = &report["pair"]["diff"];
+    let peak = d["peak"]["delta_bytes"].as_i64().unwrap();
+    assert!(peak > 0, "autocast peaks higher: {}", d["peak"]);
+    let cat = |name: &str| {
+        d["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["category"] == name)
+            .map(|c| c["delta_bytes"].as_i64().unwrap())
+    };
+    assert_eq!(cat("parameters"), Some(0), "fp32 parameters kept");
+    assert_eq!(cat("activations"), Some(peak), "the growth is activations");
+    if let Some(page) = browse(&[&fp32, &bf16], None) {
+        check_paint(&report, &page);
+        check_click(&report, &page);
+    }
+
+    let (Some(a), Some(b)) = (
+        real("ZijianDu__Attention__7e5ba32__memory.pickle"),
+        real("ZijianDu__Attention__c3bcd01__memory.pickle"),
+    ) else {
+        return;
+    };
+    let report = runs_json(&[&a, &b]);
+    assert_eq!(report["axes"], serde_json::json!([]));
+    assert_eq!(report["pair"]["moments"], serde_json::json!([]));
+    assert_eq!(report["notes"].as_array().unwrap().len(), 2);
+    let d = &report["pair"]["diff"];
+    let params = d["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == "parameters")
+        .unwrap();
+    assert!(params["delta_bytes"].as_i64().unwrap() > 0);
+    assert_eq!(params["delta_bytes"], d["peak"]["delta_bytes"]);
+    if let Some(page) = browse(&[&a, &b], None) {
+        assert_eq!(page["no_timeline"], true);
+        assert_eq!(page["no_moments"], true);
+    }
+
+    let (Some(a), Some(b)) = (
+        real("Maphsge4__select_n__04d383c__snapshot.pickle"),
+        real("Maphsge4__select_n__dec166a__snapshot.pickle"),
+    ) else {
+        return;
+    };
+    let report = runs_json(&[&a, &b]);
+    check_against_timelines(&[&a, &b], &report);
+    assert!(report["runs"][0]["events"].as_u64().unwrap() > 0);
+    assert_eq!(report["runs"][1]["events"], 0);
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.len() == 1 && notes[0].as_str().unwrap().contains("dec166a"),
+        "{notes:?}"
+    );
+    assert_eq!(report["pair"]["moments"], serde_json::json!([]));
+    assert_eq!(report["pair"]["diff"]["sites_compared"], false);
+    if let Some(page) = browse(&[&a, &b], None) {
+        check_paint(&report, &page);
+        assert_eq!(page["no_moments"], true);
+    }
 }

@@ -163,7 +163,7 @@
   }
 
   function renderRuns() {
-    const rows = RUNS.map((r, i) => el("tr", { class: "row" + (i === DATA.outlier && !PAIR ? " outlier" : "") + (ML.run === i ? " current" : ""), "data-run": String(i), onclick: () => showRun(i) },
+    const rows = RUNS.map((r, i) => el("tr", { class: "row" + (i === DATA.outlier && !PAIR ? " outlier" : "") + (ML.run === i ? " current" : ""), "data-run": String(i), onclick: PAIR ? null : () => showRun(i) },
       el("td", null, el("i", { class: "sw", style: "background:" + color(i) }), runName(i)),
       el("td", { class: "mono" }, r.file),
       el("td", { class: "num" }, fmtInt(r.device)),
@@ -191,6 +191,11 @@
   }
   function renderTimeline() {
     if (S.mode === "difference" && !PAIR) S.mode = "absolute";
+    if (!DATA.axes.length) {
+      fill(sections.timeline, heading("Timeline"), el("p", { class: "muted", id: "no-timeline" }, "No run has a trace (memory history): there is no line to draw. The tables compare each run's final state."));
+      ML.plot = null;
+      return;
+    }
     const canvases = [];
     const X = xMax();
     let top = 1;
@@ -204,7 +209,7 @@
       body = RUNS.map((r, i) => {
         const c = el("canvas", { class: "runs-canvas", "data-run": String(i) });
         canvases.push({ canvas: c, runs: [i], height: H_STACK });
-        return el("div", { class: "stack-row" }, el("div", { class: "stack-label" }, el("i", { class: "sw", style: "background:" + color(i) }), runName(i)), c);
+        return el("div", { class: "stack-row" }, el("div", { class: "stack-label" }, el("i", { class: "sw", style: "background:" + color(i) }), runName(i), r.points.length ? null : el("div", { class: "muted small" }, "no trace")), c);
       });
     } else {
       const c = el("canvas", { class: "runs-canvas", "data-run": "all" });
@@ -345,8 +350,12 @@
   }
   const SITE_HEAD = [["status"], ["base", 1], ["candidate", 1], ["change", 1], ["count", 1], ["site"]];
   function showMoment(k) {
-    ML.moment = k;
     const m = PAIR.moments[k];
+    if (!m) {
+      fill(sections.moment, heading("At a moment"), el("p", { class: "muted", id: "no-moments" }, "A run has no trace: there is no moment to compare both live sets at, only the final states below."));
+      return;
+    }
+    ML.moment = k;
     const side = (name, s) => el("tr", null, el("td", null, name), el("td", { class: "num" }, fmtInt(s.at.event_index)), bytesCell(s.live_bytes), bytesCell(s.reserved_bytes));
     const choices = PAIR.moments.map((x, j) => ({ x: x, j: j })).filter((o) => o.x.kind === "peak" || o.x.kind === "step");
     fill(sections.moment, heading("At a moment: " + m.label, m.kind === "peak" ? "each run at its own peak" : m.kind === "step" ? "each run at the peak of " + m.label : m.kind === "event" ? "both runs after the same event" : "both runs at the same time since their first event"),
