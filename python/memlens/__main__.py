@@ -9,7 +9,10 @@ Python process being measured::
                              [--] SCRIPT [ARGS...]
     python -m memlens record [options] -m MODULE [ARGS...]
 
-It runs SCRIPT (or MODULE) as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]`` under
+``python -m memlens mcp [--allow DIR]...`` serves memlens's analyses to coding agents over
+the Model Context Protocol (stdio; :mod:`memlens.mcp_server`).
+
+``record`` runs SCRIPT (or MODULE) as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]`` under
 :class:`memlens.record`, like ``python SCRIPT ARGS`` would, and writes the snapshot to FILE
 (default ``memlens-<name>.pickle``), also at the moment of an OOM.
 """
@@ -142,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "record":
         return record_main(args[1:])
+    if args and args[0] == "mcp":
+        from .mcp_server import main as mcp_main
+
+        return mcp_main(args[1:])
     try:
         binary = find_memlens_bin()
     except MemlensError as e:

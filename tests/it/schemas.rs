@@ -69,18 +69,51 @@ fn derived() -> &'static [(&'static str, Value)] {
     ALL.get_or_init(derive::all)
 }
 
-/// `docs/schemas/` holds the derived schemas, byte for byte; `MEMLENS_BLESS=1` rewrites them.
+/// The commands the MCP server (`python/memlens/mcp_server.py`) offers as tools: their
+/// schemas ship in the Python package too (`python/memlens/schemas/`), as its tools' output
+/// schemas.
+const MCP_TOOLS: &[&str] = &[
+    "summary",
+    "top",
+    "oom",
+    "explain",
+    "fit",
+    "whatif",
+    "diff",
+    "check",
+    "leaks",
+    "categories",
+];
+
+/// `docs/schemas/` (and, for the MCP tools, `python/memlens/schemas/`) holds the derived
+/// schemas, byte for byte; `MEMLENS_BLESS=1` rewrites them.
 #[test]
 fn schema_files_are_derived_from_the_report_types() {
     let mut stale = Vec::new();
     for (name, schema) in derived() {
-        let path = schema_path(name);
         let want = derive::text(schema);
-        if bless() {
-            std::fs::write(&path, &want).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
-            stale.push(rel(&path));
+        let mut paths = vec![schema_path(name)];
+        if MCP_TOOLS.contains(name) {
+            paths.push(
+                root()
+                    .join("python/memlens/schemas")
+                    .join(format!("{name}.schema.json")),
+            );
         }
+        for path in paths {
+            if bless() {
+                std::fs::write(&path, &want)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
+                stale.push(rel(&path));
+            }
+        }
+    }
+    for name in MCP_TOOLS {
+        assert!(
+            derived().iter().any(|(n, _)| n == name),
+            "{name}: an MCP tool without a schema"
+        );
     }
     // No schema file that no command derives.
     for e in std::fs::read_dir(root().join("docs/schemas")).unwrap() {
