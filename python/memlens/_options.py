@@ -31,6 +31,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "export": frozenset(["base_ns", "device", "largest", "phase", "points", "salvage", "step", "threads", "width", "window"]),
     "slice": frozenset(["device", "from", "phase", "salvage", "step", "threads", "to", "width", "window"]),
     "whatif": frozenset(["capacity", "device", "gpu", "salvage", "set", "suggest", "threads", "width"]),
+    "mcp": frozenset(["allow", "salvage", "threads"]),
 }
 # END GENERATED
 

@@ -17,6 +17,7 @@ mod flame;
 mod frag;
 mod html_report;
 mod leaks;
+mod mcp;
 mod oom;
 mod output;
 mod pipeline;
@@ -91,6 +92,9 @@ enum Command {
     /// Replay the recorded requests through the caching allocator under other settings
     /// (expandable segments, max_split_size_mb, ...): peak reserved, OOMs avoided.
     Whatif(whatif::Args),
+    /// Serve the analyses to coding agents over the Model Context Protocol (stdio; the Python
+    /// package's server: pip install 'memlens[mcp]').
+    Mcp(mcp::Args),
 }
 
 /// What a command ended with.
@@ -137,6 +141,7 @@ pub fn main() -> i32 {
         Command::Categories(a) => categories::run(a, &g),
         Command::Fit(a) => fit::run(a, &g),
         Command::Whatif(a) => whatif::run(a, &g),
+        Command::Mcp(a) => mcp::run(a),
     };
     let code = exit_code(result);
     // Tests and benchmarks read this process's own peak memory here (a child's rusage also

@@ -102,8 +102,7 @@ fn schema_files_are_derived_from_the_report_types() {
         }
         for path in paths {
             if bless() {
-                std::fs::write(&path, &want)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                std::fs::write(&path, &want).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
                 stale.push(rel(&path));
             }

@@ -158,3 +158,28 @@ def test_the_server_reads_only_inside_allow(tmp_path: Path) -> None:
     ok = mcp_server.run_tool("summary", {"path": str(link)}, [os.path.realpath(SAMPLES)])
     assert ok["schema_version"] == 1
     assert json.dumps(ok)
+
+
+def test_the_binary_starts_the_same_server() -> None:
+    """``memlens mcp`` (the binary) starts this package's server: the same tools, one answer."""
+    _need_mcp()
+    binary = memlens.find_memlens_bin()
+
+    async def go() -> Tuple[Any, Any]:
+        params = StdioServerParameters(
+            command=str(binary),
+            args=["mcp", "--allow", str(ROOT)],
+            env=subprocess_env(),
+            cwd=str(ROOT),
+        )
+        async with stdio_client(params) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                tools = await s.list_tools()
+                res = await s.call_tool("summary", {"path": "samples/train_small.pickle"})
+                return tools, res
+
+    tools, res = asyncio.run(go())
+    assert sorted(t.name for t in tools.tools) == sorted(mcp_server.TOOLS)
+    assert not res.is_error
+    assert res.structured_content == memlens.analyze("summary", SAMPLES / "train_small.pickle")
