@@ -3,6 +3,9 @@
 The Python package runs the ``memlens`` binary installed with it (nothing is re-computed in
 Python) and records snapshots:
 
+- :func:`open` gives a :class:`Snapshot` for notebooks: ``top()``, ``timeline()``,
+  ``categories()``, ``leaks()``, ``oom()``, ``fit()``, ``diff(other)`` return typed results
+  with ``.to_pandas()`` and an HTML table; the handle itself shows the report page inline;
 - :func:`analyze` runs any command with ``--format json`` and returns the report;
 - :func:`check` checks budgets and returns a :class:`CheckResult`;
 - :class:`record` records the CUDA allocator's history around a block or a function and
@@ -26,6 +29,19 @@ from ._api import (
 )
 from ._binary import find_memlens_bin
 from ._errors import BinaryNotFoundError, MemlensError, RecordingUnavailableError
+from ._notebook import (
+    CategoriesResult,
+    DiffResult,
+    FitResult,
+    LeaksResult,
+    OomResult,
+    Result,
+    Snapshot,
+    SummaryResult,
+    TimelineResult,
+    TopResult,
+    open,
+)
 from ._record import record, recording_unavailable_reason
 
 try:
@@ -42,16 +58,27 @@ except ImportError:  # pragma: no cover (Python < 3.8)
 __all__ = [
     "BinaryNotFoundError",
     "BudgetResult",
+    "CategoriesResult",
     "CheckResult",
+    "DiffResult",
+    "FitResult",
+    "LeaksResult",
     "MemlensError",
+    "OomResult",
     "RecordingUnavailableError",
+    "Result",
     "SiteLine",
+    "Snapshot",
+    "SummaryResult",
+    "TimelineResult",
+    "TopResult",
     "__version__",
     "analyze",
     "check",
     "command_line",
     "find_memlens_bin",
     "format_size",
+    "open",
     "record",
     "recording_unavailable_reason",
 ]

@@ -1,0 +1,288 @@
+"""The notebook API: ``memlens.open(path)`` gives a :class:`Snapshot` whose methods mirror the
+commands and return typed results that render as compact tables in Jupyter and turn into
+pandas DataFrames (``pip install 'memlens[pandas]'``).
+
+Each result holds exactly the command's ``--format json`` report (``.data``) and a table of
+its main rows (``.rows``, ``.to_pandas()``, ``_repr_html_``). A handle runs the binary once
+per distinct analysis and keeps the answer: calling ``top()`` twice decodes the file once.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterator
+
+from ._api import StrPath, analyze, format_size
+from ._binary import find_memlens_bin
+
+__all__ = [
+    "CategoriesResult",
+    "DiffResult",
+    "FitResult",
+    "LeaksResult",
+    "OomResult",
+    "Result",
+    "Snapshot",
+    "SummaryResult",
+    "TimelineResult",
+    "TopResult",
+    "open",
+]
+
+# Rows shown by ``_repr_html_`` (``to_pandas`` has them all).
+HTML_ROWS = 20
+
+
+class Result:
+    """One command's report: ``data`` is its JSON as the binary printed it; ``rows`` its main
+    table, one dict per row with the keys ``columns`` names."""
+
+    command: ClassVar[str] = ""
+    columns: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The main table, one dict per row."""
+        return [{c: r.get(c) for c in self.columns} for r in self._rows()]
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def to_pandas(self) -> Any:
+        """The main table as a pandas DataFrame (needs ``pip install 'memlens[pandas]'``)."""
+        try:
+            pd = importlib.import_module("pandas")
+        except ImportError as e:
+            raise ImportError("to_pandas needs pandas: pip install 'memlens[pandas]'") from e
+        return pd.DataFrame(self.rows, columns=list(self.columns))
+
+    def _repr_html_(self) -> str:
+        rows = self.rows
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{_cell(c, r.get(c))}</td>" for c in self.columns) + "</tr>"
+            for r in rows[:HTML_ROWS]
+        )
+        more = (
+            f"<p>… {len(rows) - HTML_ROWS} more rows (<code>.to_pandas()</code> has them all)</p>"
+            if len(rows) > HTML_ROWS
+            else ""
+        )
+        title = f"<b>memlens {html.escape(self.command)}</b>: {len(rows)} rows"
+        return f"<div>{title}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}</div>"
+
+    def __repr__(self) -> str:
+        return f"<memlens {self.command}: {len(self.rows)} rows>"
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, int) and column.endswith("bytes"):
+        return f'<span title="{value} bytes">{html.escape(format_size(value))}</span>'
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return html.escape(str(value))
+
+
+class SummaryResult(Result):
+    """``memlens summary``: one row per device."""
+
+    command = "summary"
+    columns = ("device", "reserved_bytes", "allocated_bytes", "requested_bytes", "rounding_waste_bytes",
+               "inactive_bytes", "largest_inactive_block_bytes", "segments", "blocks", "trace_entries")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        return iter(self.data.get("devices", []))
+
+
+class TopResult(Result):
+    """``memlens top``: one row per (device, site) at the moment."""
+
+    command = "top"
+    columns = ("device", "site", "bytes", "count", "share")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        for d in self.data.get("devices", []):
+            for s in d.get("sites", []):
+                yield dict(s, device=d["device"])
+
+
+class TimelineResult(Result):
+    """``memlens timeline``: one row per (device, point)."""
+
+    command = "timeline"
+    columns = ("device", "event_index", "time_us", "live_requested_bytes", "allocated_bytes", "reserved_bytes")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        for d in self.data.get("devices", []):
+            for p in d.get("points", []):
+                yield dict(p, device=d["device"])
+
+
+class CategoriesResult(Result):
+    """``memlens categories``: one row per (device, category)."""
+
+    command = "categories"
+    columns = ("device", "category", "bytes", "count", "share", "confidence")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        for d in self.data.get("devices", []):
+            for c in d.get("categories", []):
+                yield dict(c, device=d["device"])
+
+
+class LeaksResult(Result):
+    """``memlens leaks``: one row per finding."""
+
+    command = "leaks"
+    columns = ("device", "kind", "site", "bytes_per_step", "steps", "live_bytes_at_end", "fix")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        return iter(self.data.get("findings", []))
+
+
+class OomResult(Result):
+    """``memlens oom``: one row per OOM event."""
+
+    command = "oom"
+    columns = ("device", "event_index", "verdict", "requested_bytes", "device_free_bytes", "allocated_bytes",
+               "reserved_unallocated_bytes", "headline")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        return iter(self.data.get("ooms", []))
+
+
+class FitResult(Result):
+    """``memlens fit``: one row per (device, fix), cheapest first."""
+
+    command = "fit"
+    columns = ("device", "id", "action", "cost", "confidence", "saves_bytes", "peak_after_bytes")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        for d in self.data.get("devices", []):
+            for f in d.get("fixes", []):
+                yield dict(f, device=d["device"])
+
+
+class DiffResult(Result):
+    """``memlens diff``: one row per changed site."""
+
+    command = "diff"
+    columns = ("status", "site", "base_bytes", "cand_bytes", "delta_bytes", "base_count", "cand_count")
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        return iter(self.data.get("sites", []))
+
+
+class Snapshot:
+    """A snapshot file opened for analysis. Methods mirror the commands (their keyword
+    arguments are the commands' flags, as :func:`memlens.analyze` maps them) and return typed
+    results; each distinct call runs the binary once and is kept."""
+
+    def __init__(self, path: StrPath) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            from ._errors import MemlensError
+
+            raise MemlensError(f"memlens: {self.path}: not a regular file")
+        self._cache: dict[tuple[Any, ...], Any] = {}
+
+    def _run(self, kind: Callable[[dict[str, Any]], Result], command: str, *paths: StrPath, **options: Any) -> Any:
+        key = (command, tuple(str(p) for p in paths), tuple(sorted((k, repr(v)) for k, v in options.items())))
+        if key not in self._cache:
+            self._cache[key] = kind(analyze(command, self.path, *paths, **options))
+        return self._cache[key]
+
+    def summary(self) -> SummaryResult:
+        """Per-device totals, pools, trace statistics, settings."""
+        result: SummaryResult = self._run(SummaryResult, "summary")
+        return result
+
+    def top(self, at: str | None = None, by: str | None = None, **options: Any) -> TopResult:
+        """What was live at the peak (or ``at``), by site (or ``by``)."""
+        result: TopResult = self._run(TopResult, "top", **_given(at=at, by=by, **options))
+        return result
+
+    def timeline(self, points: int | None = None, **options: Any) -> TimelineResult:
+        """Live, allocated and reserved bytes over the trace (``points=0``: every event)."""
+        result: TimelineResult = self._run(TimelineResult, "timeline", **_given(points=points, **options))
+        return result
+
+    def categories(self, at: str | None = None, **options: Any) -> CategoriesResult:
+        """Live bytes by kind at the peak (or ``at``)."""
+        result: CategoriesResult = self._run(CategoriesResult, "categories", **_given(at=at, **options))
+        return result
+
+    def leaks(self, **options: Any) -> LeaksResult:
+        """Memory that grows step after step."""
+        result: LeaksResult = self._run(LeaksResult, "leaks", **options)
+        return result
+
+    def oom(self, **options: Any) -> OomResult:
+        """Every OOM: its numbers, cause and fixes."""
+        result: OomResult = self._run(OomResult, "oom", **options)
+        return result
+
+    def fit(self, at: str | None = None, **options: Any) -> FitResult:
+        """What the memory is made of and the fixes that make it fit."""
+        result: FitResult = self._run(FitResult, "fit", **_given(at=at, **options))
+        return result
+
+    def diff(self, other: Snapshot | StrPath, **options: Any) -> DiffResult:
+        """This snapshot (the base) against ``other`` (the candidate)."""
+        path = other.path if isinstance(other, Snapshot) else Path(other)
+        result: DiffResult = self._run(DiffResult, "diff", path, **options)
+        return result
+
+    def report_html(self) -> str:
+        """The self-contained page of ``memlens report`` (kept once made)."""
+        key = ("report-html",)
+        if key not in self._cache:
+            import subprocess
+
+            with tempfile.TemporaryDirectory() as d:
+                out = os.path.join(d, "page.html")
+                p = subprocess.run(
+                    [str(find_memlens_bin()), "report", str(self.path), "-o", out],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if p.returncode != 0:
+                    from ._errors import MemlensError
+
+                    raise MemlensError(p.stderr.strip().splitlines()[0] if p.stderr.strip() else "memlens report failed")
+                self._cache[key] = Path(out).read_text("utf-8")
+        page: str = self._cache[key]
+        return page
+
+    def _repr_html_(self) -> str:
+        """The page inline, in an iframe sandboxed to its own script (no same-origin access)."""
+        page = html.escape(self.report_html(), quote=True)
+        return (
+            f'<iframe sandbox="allow-scripts" srcdoc="{page}" '
+            'style="width:100%;height:720px;border:1px solid #ddd"></iframe>'
+        )
+
+    def __repr__(self) -> str:
+        return f"<memlens.Snapshot {str(self.path)!r}>"
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def open(path: StrPath) -> Snapshot:
+    """Opens a snapshot for analysis in a notebook: ``memlens.open("snap.pickle").top()``."""
+    return Snapshot(path)

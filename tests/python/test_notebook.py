@@ -1,0 +1,137 @@
+"""The notebook API (``memlens.open``): every method's result is the command's JSON, its rows
+and DataFrame hold that JSON's numbers, its HTML table is escaped and bounded, results are kept
+per handle, the handle renders the report page in a sandboxed iframe, and the example notebook
+(``examples/notebook.py``) runs. ``to_pandas`` needs pandas: required under CI.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT, SAMPLES, require, run_python, subprocess_env
+
+import memlens
+
+try:
+    import pandas  # noqa: F401  (only whether it is there)
+
+    HAVE_PANDAS = True
+except ImportError:  # pragma: no cover
+    HAVE_PANDAS = False
+
+FRAG = SAMPLES / "frag_oom.pickle"
+
+# (method, its arguments, the command and flags it must equal, the JSON rows' path)
+METHODS = [
+    ("summary", {}, ("summary", {}), lambda d: d["devices"]),
+    ("top", {"at": "end"}, ("top", {"at": "end"}), lambda d: [s for x in d["devices"] for s in x["sites"]]),
+    ("timeline", {"points": 0}, ("timeline", {"points": 0}), lambda d: [p for x in d["devices"] for p in x["points"]]),
+    ("categories", {}, ("categories", {}), lambda d: [c for x in d["devices"] for c in x["categories"]]),
+    ("leaks", {}, ("leaks", {}), lambda d: d["findings"]),
+    ("oom", {}, ("oom", {}), lambda d: d["ooms"]),
+    ("fit", {}, ("fit", {}), lambda d: [f for x in d["devices"] for f in x["fixes"]]),
+]
+
+
+def test_every_method_is_its_command() -> None:
+    snap = memlens.open(FRAG)
+    for name, args, (cmd, flags), rows_of in METHODS:
+        r = getattr(snap, name)(**args)
+        want = memlens.analyze(cmd, FRAG, **flags)
+        assert r.data == want, name
+        assert len(r.rows) == len(rows_of(want)), name
+        assert set(r.rows[0]) == set(r.columns) if r.rows else True
+        assert repr(r) == f"<memlens {cmd}: {len(r.rows)} rows>"
+    base, cand = memlens.open(SAMPLES / "diff_base.pickle"), memlens.open(SAMPLES / "diff_cand.pickle")
+    d = base.diff(cand)
+    assert d.data == memlens.analyze("diff", SAMPLES / "diff_base.pickle", SAMPLES / "diff_cand.pickle")
+    assert sum(r["delta_bytes"] for r in d.rows) == sum(s["delta_bytes"] for s in d["sites"])
+    assert base.diff(SAMPLES / "diff_cand.pickle") is d, "a path and a handle of it are one call"
+
+
+def test_results_are_kept_per_handle(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = memlens._notebook.analyze
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls.append(a[0])
+        return real(*a, **k)
+
+    monkeypatch.setattr(memlens._notebook, "analyze", counting)
+    snap = memlens.open(FRAG)
+    assert snap.top() is snap.top()
+    assert snap.top(at="end") is not snap.top()
+    snap.oom()
+    snap.oom()
+    assert calls == ["top", "top", "oom"]
+
+
+def test_to_pandas_holds_the_numbers() -> None:
+    require(HAVE_PANDAS, "pandas (pip install 'memlens[pandas]') is not installed")
+    snap = memlens.open(FRAG)
+    top = snap.top()
+    df = top.to_pandas()
+    assert list(df.columns) == list(top.columns)
+    assert len(df) == len(top.rows)
+    assert int(df["bytes"].sum()) == sum(s["bytes"] for d in top["devices"] for s in d["sites"])
+    tl = snap.timeline().to_pandas()
+    assert int(tl["live_requested_bytes"].max()) == snap.timeline()["devices"][0]["peak_bytes"]
+
+
+def test_to_pandas_without_pandas_says_how(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.import_module
+
+    def no_pandas(name: str, *a: Any) -> Any:
+        if name == "pandas":
+            raise ImportError("No module named 'pandas'")
+        return real(name, *a)
+
+    monkeypatch.setattr(importlib, "import_module", no_pandas)
+    with pytest.raises(ImportError, match=r"pip install 'memlens\[pandas\]'"):
+        memlens.open(FRAG).top().to_pandas()
+
+
+def test_html_tables_are_escaped_and_bounded() -> None:
+    snap = memlens.open(SAMPLES / "diff_cand.pickle")
+    tl = snap.timeline(points=0)
+    assert len(tl.rows) > memlens._notebook.HTML_ROWS
+    out = tl._repr_html_()
+    assert out.count("<tr>") == memlens._notebook.HTML_ROWS + 1, "header and 20 rows"
+    assert f"… {len(tl.rows) - memlens._notebook.HTML_ROWS} more rows" in out
+    r = memlens._notebook.TopResult({"devices": [{"device": 0, "sites": [{"site": "<img src=x onerror=alert(1)>", "bytes": 2048, "count": 1, "share": 1.0}]}]})
+    out = r._repr_html_()
+    assert "<img" not in out and "&lt;img src=x onerror=alert(1)&gt;" in out
+    assert "2.00 KiB" in out
+
+
+def test_the_handle_shows_the_page_in_a_sandbox() -> None:
+    snap = memlens.open(SAMPLES / "train_small.pickle")
+    out = snap._repr_html_()
+    m = re.fullmatch(r'<iframe sandbox="allow-scripts" srcdoc="([^"]*)" style="[^"]*"></iframe>', out)
+    assert m, out[:200]
+    page = html.unescape(m.group(1))
+    assert page == snap.report_html()
+    assert page.startswith("<!DOCTYPE html>") and 'id="memlens-data"' in page
+    assert "<" not in m.group(1), "the page is one escaped attribute"
+
+
+def test_a_missing_file_is_memlens_error() -> None:
+    with pytest.raises(memlens.MemlensError, match="not a regular file"):
+        memlens.open(SAMPLES / "no_such.pickle")
+
+
+def test_the_example_notebook_runs() -> None:
+    require(HAVE_PANDAS, "pandas (pip install 'memlens[pandas]') is not installed")
+    p = run_python([str(ROOT / "examples" / "notebook.py")], subprocess_env(), str(ROOT))
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "OOM at event 240: fragmentation" in out, out
+    assert "fix expandable_segments (free)" in out, out
+    assert "the base hits 1 OOM and the candidate no OOM" in out, out
+    assert Path(ROOT / "examples" / "notebook.py").read_text().count("# %%") >= 5
