@@ -3,21 +3,26 @@ commands and return typed results that render as compact tables in Jupyter and t
 pandas DataFrames (``pip install 'memlens[pandas]'``).
 
 Each result holds exactly the command's ``--format json`` report (``.data``) and a table of
-its main rows (``.rows``, ``.to_pandas()``, ``_repr_html_``). A handle runs the binary once
-per distinct analysis and keeps the answer: calling ``top()`` twice decodes the file once.
+its main rows (``.rows``, ``.to_pandas()``, ``_repr_html_``). A handle keeps one ``memlens
+session`` child process, which decodes each file once and answers every later command from
+that model; the handle also keeps each answer (``top()`` twice is one request).
 """
 
 from __future__ import annotations
 
 import html
 import importlib
+import json
 import os
+import subprocess
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator, TypeVar
 
-from ._api import StrPath, analyze, format_size
+from ._api import StrPath, _refuse_streams, command_line, format_size
 from ._binary import find_memlens_bin
+from ._errors import MemlensError
 
 __all__ = [
     "CategoriesResult",
@@ -185,23 +190,114 @@ class DiffResult(Result):
         return iter(self.data.get("sites", []))
 
 
+_Handle = TypeVar("_Handle", bound="Snapshot")
+
+
+class _Session:
+    """One ``memlens session`` child: command lines in, one JSON answer per line out. Started
+    on first use; ended by :meth:`close` (or when the handle is collected)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+        self._next = 0
+        self.decodes = 0
+
+    def request(self, argv: list[str]) -> tuple[int, str, str | None]:
+        """(exit status, what the command printed, its one-line error)."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = subprocess.Popen(
+                    [str(find_memlens_bin()), "session"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                    encoding="utf-8",
+                )
+            self._next += 1
+            assert self._proc.stdin is not None and self._proc.stdout is not None
+            try:
+                self._proc.stdin.write(json.dumps({"id": self._next, "argv": argv}) + "\n")
+                self._proc.stdin.flush()
+                line = self._proc.stdout.readline()
+            except OSError as e:
+                raise MemlensError(f"memlens: the session ended: {e}") from e
+            if not line:
+                raise MemlensError(f"memlens: the session ended (exit {self._proc.wait()})")
+            answer = json.loads(line)
+            self.decodes = int(answer.get("decodes", 0))
+            return int(answer["exit"]), str(answer["stdout"]), answer.get("error")
+
+    def close(self) -> None:
+        """Ends the child (its models go with it)."""
+        with self._lock:
+            if self._proc is not None:
+                if self._proc.stdin is not None:
+                    self._proc.stdin.close()
+                try:
+                    self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+                if self._proc.stdout is not None:
+                    self._proc.stdout.close()
+                self._proc = None
+
+
 class Snapshot:
     """A snapshot file opened for analysis. Methods mirror the commands (their keyword
     arguments are the commands' flags, as :func:`memlens.analyze` maps them) and return typed
-    results; each distinct call runs the binary once and is kept."""
+    results. The handle's session decodes the file once; each distinct call's answer is kept.
+    ``close()`` (or ``with memlens.open(...) as snap:``) ends the session."""
 
     def __init__(self, path: StrPath) -> None:
         self.path = Path(path)
         if not self.path.is_file():
-            from ._errors import MemlensError
-
             raise MemlensError(f"memlens: {self.path}: not a regular file")
         self._cache: dict[tuple[Any, ...], Any] = {}
+        self._session = _Session()
+
+    def close(self) -> None:
+        """Ends the handle's session (its decoded models); results already made stay."""
+        self._session.close()
+
+    def __enter__(self: _Handle) -> _Handle:  # noqa: PYI019 (Self is Python 3.11+; no typing_extensions)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._session.close()
+        except (OSError, ValueError, AttributeError):
+            pass  # at interpreter shutdown: the pipes or modules may be gone already
+
+    @property
+    def decodes(self) -> int:
+        """Files the handle's session has decoded so far (each file once)."""
+        return self._session.decodes
+
+    def analyze(self, command: str, *paths: StrPath, **options: Any) -> dict[str, Any]:
+        """``memlens.analyze(command, this file, *paths, **options)`` answered by the handle's
+        session: the command's JSON report (exit 1 is a report; exit 2 raises
+        :class:`memlens.MemlensError` with memlens's line)."""
+        args = (self.path, *paths)
+        argv = command_line(command, *args, **options)
+        _refuse_streams("analyze", command, args, options)
+        code, out, error = self._session.request(argv)
+        if code not in (0, 1):
+            raise MemlensError(error or f"memlens: {command} failed (exit {code})", returncode=code, argv=argv)
+        report = json.loads(out)
+        if not isinstance(report, dict):
+            raise MemlensError(f"memlens: {command} printed JSON that is not an object")
+        return report
 
     def _run(self, kind: Callable[[dict[str, Any]], Result], command: str, *paths: StrPath, **options: Any) -> Any:
         key = (command, tuple(str(p) for p in paths), tuple(sorted((k, repr(v)) for k, v in options.items())))
         if key not in self._cache:
-            self._cache[key] = kind(analyze(command, self.path, *paths, **options))
+            self._cache[key] = kind(self.analyze(command, *paths, **options))
         return self._cache[key]
 
     def summary(self) -> SummaryResult:
@@ -249,20 +345,11 @@ class Snapshot:
         """The self-contained page of ``memlens report`` (kept once made)."""
         key = ("report-html",)
         if key not in self._cache:
-            import subprocess
-
             with tempfile.TemporaryDirectory() as d:
                 out = os.path.join(d, "page.html")
-                p = subprocess.run(
-                    [str(find_memlens_bin()), "report", str(self.path), "-o", out],
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                if p.returncode != 0:
-                    from ._errors import MemlensError
-
-                    raise MemlensError(p.stderr.strip().splitlines()[0] if p.stderr.strip() else "memlens report failed")
+                code, _, error = self._session.request(["report", "-o", out, "--", str(self.path)])
+                if code != 0:
+                    raise MemlensError(error or "memlens: report failed")
                 self._cache[key] = Path(out).read_text("utf-8")
         page: str = self._cache[key]
         return page

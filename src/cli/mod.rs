@@ -24,6 +24,7 @@ mod pipeline;
 mod progress;
 mod report;
 mod serve;
+mod session;
 mod size;
 mod slice;
 mod summary;
@@ -95,6 +96,9 @@ enum Command {
     /// Serve the analyses to coding agents over the Model Context Protocol (stdio; the Python
     /// package's server: pip install 'memlens[mcp]').
     Mcp(mcp::Args),
+    /// Answer command lines read from standard input, one JSON object per line, decoding each
+    /// file once (the notebook API's child process; docs/python.md).
+    Session(session::Args),
 }
 
 /// What a command ended with.
@@ -117,12 +121,32 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    let result = execute(cli);
+    let code = exit_code(result);
+    // Tests and benchmarks read this process's own peak memory here (a child's rusage also
+    // counts what its parent had mapped when it forked).
+    if std::env::var_os("MEMLENS_PEAK_RSS").is_some() {
+        if let Some(kb) = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:").map(str::to_owned))
+            })
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            eprintln!("peak_rss_bytes {}", kb * 1024);
+        }
+    }
+    code
+}
+
+/// Runs one parsed command line.
+fn execute(cli: Cli) -> Result<Outcome, Error> {
     if cli.threads == Some(0) {
-        eprintln!("memlens: --threads must be at least 1");
-        return 2;
+        return Err(Error::Usage("--threads must be at least 1".into()));
     }
     let g = GlobalOptions::new(cli.threads, cli.salvage);
-    let result = match cli.command {
+    match cli.command {
         Command::Summary(a) => summary::run(a, &g),
         Command::Report(a) => html_report::run(a, &g),
         Command::Serve(a) => serve::run(a, &g),
@@ -142,23 +166,8 @@ pub fn main() -> i32 {
         Command::Fit(a) => fit::run(a, &g),
         Command::Whatif(a) => whatif::run(a, &g),
         Command::Mcp(a) => mcp::run(a),
-    };
-    let code = exit_code(result);
-    // Tests and benchmarks read this process's own peak memory here (a child's rusage also
-    // counts what its parent had mapped when it forked).
-    if std::env::var_os("MEMLENS_PEAK_RSS").is_some() {
-        if let Some(kb) = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:").map(str::to_owned))
-            })
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            eprintln!("peak_rss_bytes {}", kb * 1024);
-        }
+        Command::Session(a) => session::run(a),
     }
-    code
 }
 
 fn exit_code(result: Result<Outcome, Error>) -> i32 {

@@ -38,6 +38,20 @@ pub fn text_width(width: Option<usize>, to_file: bool) -> Option<usize> {
     }
 }
 
+thread_local! {
+    /// What reports written to standard output go to instead, while [`captured`] runs.
+    static CAPTURE: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with every report it would write to standard output kept instead (on this
+/// thread, where commands write their report): its result and those bytes.
+pub fn captured<T>(f: impl FnOnce() -> T) -> (T, Vec<u8>) {
+    CAPTURE.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let r = f();
+    let bytes = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (r, bytes)
+}
+
 /// Writes what `write` produces to `path` (or stdout when `None`).
 pub fn emit(
     path: Option<&Path>,
@@ -45,6 +59,16 @@ pub fn emit(
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), Error> {
     match path {
+        None if CAPTURE.with(|c| c.borrow().is_some()) => {
+            let mut buf = Vec::new();
+            let r = write(&mut buf).map_err(|e| Error::io(Path::new("<stdout>"), &e));
+            CAPTURE.with(|c| {
+                if let Some(v) = c.borrow_mut().as_mut() {
+                    v.extend_from_slice(&buf);
+                }
+            });
+            r
+        }
         None => {
             let stdout = std::io::stdout();
             let mut lock = std::io::BufWriter::new(stdout.lock());

@@ -142,6 +142,57 @@ pub fn only_device(path: &Path, snap: &mut Snapshot, device: Option<u32>) -> Res
 /// Loads one snapshot, with a progress bar when it is large; an out-of-memory line names
 /// the file meanwhile. `MEMLENS_TIMING` prints the input and model sizes (scripts/bench).
 pub fn load(path: &Path, g: &GlobalOptions) -> Result<Snapshot, Error> {
+    let key = session_key(path, g);
+    if let Some(k) = &key {
+        if let Some(s) = SESSION
+            .lock()
+            .ok()
+            .and_then(|m| m.as_ref()?.get(k).cloned())
+        {
+            return Ok(s);
+        }
+    }
+    let snap = decode(path, g)?;
+    DECODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some(k) = key {
+        if let Ok(mut m) = SESSION.lock() {
+            if let Some(m) = m.as_mut() {
+                m.insert(k, snap.clone());
+            }
+        }
+    }
+    Ok(snap)
+}
+
+/// A session's decoded files ([`cache_decodes`]), by path, size, modification time and
+/// whether salvaged: a file changed on disk is decoded again.
+type SessionKey = (PathBuf, u64, Option<std::time::SystemTime>, bool);
+static SESSION: std::sync::Mutex<Option<std::collections::HashMap<SessionKey, Snapshot>>> =
+    std::sync::Mutex::new(None);
+static DECODES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// From now on, keep every regular file decoded and hand out copies of its model
+/// (`memlens session`): a copy costs a small part of a decode.
+pub fn cache_decodes() {
+    if let Ok(mut m) = SESSION.lock() {
+        m.get_or_insert_with(Default::default);
+    }
+}
+
+/// Files decoded by this process so far.
+pub fn decodes() -> u64 {
+    DECODES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn session_key(path: &Path, g: &GlobalOptions) -> Option<SessionKey> {
+    SESSION.lock().ok()?.as_ref()?;
+    let real = std::fs::canonicalize(path).ok()?;
+    let meta = std::fs::metadata(&real).ok().filter(|m| m.is_file())?;
+    Some((real, meta.len(), meta.modified().ok(), g.load.salvage))
+}
+
+/// Reads and decodes `path` (progress bar when large).
+fn decode(path: &Path, g: &GlobalOptions) -> Result<Snapshot, Error> {
     let _oom_names = memlens::alloc_guard::reading(path);
     let t0 = std::time::Instant::now();
     let inp = memlens::load::read(path, &g.load)?;

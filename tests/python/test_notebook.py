@@ -55,21 +55,35 @@ def test_every_method_is_its_command() -> None:
     assert base.diff(SAMPLES / "diff_cand.pickle") is d, "a path and a handle of it are one call"
 
 
-def test_results_are_kept_per_handle(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
-    real = memlens._notebook.analyze
+def test_one_decode_per_handle_and_answers_kept() -> None:
+    """Every analysis of one handle is answered from one decode of its file (the session's
+    count), another file is one more, and each distinct call's answer is kept."""
+    with memlens.open(FRAG) as snap:
+        assert snap.top() is snap.top()
+        assert snap.top(at="end") is not snap.top()
+        for name in ("summary", "timeline", "categories", "leaks", "oom", "fit"):
+            getattr(snap, name)()
+        snap.report_html()
+        assert snap.decodes == 1, "one decode for all of them"
+        snap.diff(SAMPLES / "diff_cand.pickle")
+        assert snap.decodes == 2, "the other file once more"
+        snap.diff(SAMPLES / "diff_cand.pickle", at="end")
+        assert snap.decodes == 2
+    with pytest.raises(memlens.MemlensError, match="unexpected argument|expected"):
+        memlens.open(FRAG).top(at="nowhere")
 
-    def counting(*a: Any, **k: Any) -> Any:
-        calls.append(a[0])
-        return real(*a, **k)
 
-    monkeypatch.setattr(memlens._notebook, "analyze", counting)
-    snap = memlens.open(FRAG)
-    assert snap.top() is snap.top()
-    assert snap.top(at="end") is not snap.top()
-    snap.oom()
-    snap.oom()
-    assert calls == ["top", "top", "oom"]
+def test_a_changed_file_is_decoded_again(tmp_path: Path) -> None:
+    f = tmp_path / "snap.pickle"
+    f.write_bytes((SAMPLES / "train_small.pickle").read_bytes())
+    with memlens.open(f) as snap:
+        first = snap.analyze("summary")
+        f.write_bytes((SAMPLES / "diff_cand.pickle").read_bytes())
+        second = snap.analyze("top")
+        assert snap.decodes == 2
+        assert second == memlens.analyze("top", f)
+        assert first["file"] == str(f)
+        assert first["devices"] == memlens.analyze("summary", SAMPLES / "train_small.pickle")["devices"]
 
 
 def test_to_pandas_holds_the_numbers() -> None:
