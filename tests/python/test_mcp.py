@@ -183,3 +183,13 @@ def test_the_binary_starts_the_same_server() -> None:
     assert sorted(t.name for t in tools.tools) == sorted(mcp_server.TOOLS)
     assert not res.is_error
     assert res.structured_content == memlens.analyze("summary", SAMPLES / "train_small.pickle")
+
+
+def test_tool_arguments_are_the_commands_flags() -> None:
+    """Every tool argument but the files, the message and ``limit`` is a flag of its command
+    (``memlens COMMAND --help``, the generated ``OPTIONS`` table), so the tools follow the CLI."""
+    from memlens._options import OPTIONS
+
+    for name, tool in mcp_server.TOOLS.items():
+        own = set(tool.properties) - {"path", "base", "cand", "message", "limit"}
+        assert own <= OPTIONS[name], (name, own - OPTIONS[name])
