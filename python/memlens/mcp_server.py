@@ -2,8 +2,9 @@
 Protocol over stdio), built on the official ``mcp`` SDK (``pip install memlens[mcp]``).
 
 Tools: ``summary``, ``top``, ``oom``, ``explain``, ``fit``, ``whatif``, ``diff``, ``check``,
-``leaks``, ``categories``. Each runs the binary's ``--format json`` (:func:`memlens.analyze`)
-and returns that report as structured content, valid against the command's published schema
+``leaks``, ``categories``. Each asks one ``memlens session`` (kept for the server's life, so
+every file is decoded once whichever tools ask) for the command's ``--format json`` and
+returns that report as structured content, valid against the command's published schema
 (``docs/schemas/``, shipped in the package and declared as the tool's output schema), with a
 short text rendering beside it. What a tool returns is bounded so an agent's context is not
 flooded: every list is cut to ``limit`` items (sites, rows; 20 by default, at most 200),
@@ -25,8 +26,12 @@ import sys
 from importlib import resources
 from typing import Any, Callable, Sequence
 
-from ._api import analyze
+from ._api import command_line
 from ._errors import MemlensError
+from ._notebook import _Session
+
+# One `memlens session` for the server's life: every file is decoded once, whichever tools ask.
+_SESSION = _Session()
 
 __all__ = ["TOOLS", "bound", "main", "run_tool"]
 
@@ -296,11 +301,15 @@ def run_tool(name: str, args: dict[str, Any] | None, allow: Sequence[str]) -> di
         positionals = [args["message"]]
     flags = tool.flags(args)
     try:
-        report = analyze(name, *positionals, **flags)
-    except MemlensError as e:
-        line = str(e).strip().splitlines()[0] if str(e).strip() else "failed"
+        argv = command_line(name, *positionals, **flags)
+    except (MemlensError, TypeError) as e:
+        raise Refused(f"memlens: {name}: {e}") from e
+    code, out, error = _SESSION.request(argv)
+    if code not in (0, 1):
+        line = (error or "failed").strip().splitlines()[0]
         # The argument parser's refusals read `error: ...`; every refusal names memlens.
-        raise Refused(line if line.startswith("memlens") else f"memlens: {name}: {line}") from e
+        raise Refused(line if line.startswith("memlens") else f"memlens: {name}: {line}")
+    report = json.loads(out)
     bounded, cut = bound(report, limit)
     if cut:
         bounded["memlens_truncated"] = cut

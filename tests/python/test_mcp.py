@@ -193,3 +193,12 @@ def test_tool_arguments_are_the_commands_flags() -> None:
     for name, tool in mcp_server.TOOLS.items():
         own = set(tool.properties) - {"path", "base", "cand", "message", "limit"}
         assert own <= OPTIONS[name], (name, own - OPTIONS[name])
+
+
+def test_the_server_decodes_each_file_once() -> None:
+    """The tools share one session: three tools on one file, one decode."""
+    allow = [os.path.realpath(SAMPLES)]
+    before = mcp_server._SESSION.decodes
+    for name in ("summary", "top", "oom"):
+        mcp_server.run_tool(name, {"path": str(SAMPLES / "capacity_oom.pickle")}, allow)
+    assert mcp_server._SESSION.decodes == before + 1
