@@ -16,7 +16,7 @@ import { launch } from "./browser.mjs";
 import { pathToFileURL } from "node:url";
 
 const out = { ready: false, errors: [], headings: [], runs: [], outlier_rows: [], stacked: [], scale_bytes: null, axes: [],
-  clicked: null, difference_bars: null, categories: [], settings: [], steps_marked: [], observations: [], run_view: null };
+  stacked_own: [], clicked: null, difference_bars: null, categories: [], settings: [], steps_marked: [], observations: [], run_view: null };
 const browser = await launch();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
@@ -43,7 +43,7 @@ try {
     await page.click("button[data-layout=stacked]");
     await page.click("button[data-axis=event]");
   }
-  const stacked = await page.evaluate(() => {
+  const measure = () => page.evaluate(() => {
     const hexRgb = (h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16));
     const near = (d, j, c) => Math.abs(d[j] - c[0]) < 8 && Math.abs(d[j + 1] - c[1]) < 8 && Math.abs(d[j + 2] - c[2]) < 8 && d[j + 3] > 200;
     const reserved = hexRgb("#1f2937");
@@ -59,12 +59,20 @@ try {
           for (let y = 0; y < h; y++) { if (near(d, (y * w + x) * 4, colour)) { lt = Math.max(lt, h - y); break; } }
           for (let y = 0; y < h; y++) { if (near(d, (y * w + x) * 4, reserved)) { rt = Math.max(rt, h - y); break; } }
         }
-        return { run: i, height: h, dpr: window.devicePixelRatio || 1, live_top: lt, reserved_top: rt };
+        const scale = window.memlens.plot.canvases.find((x) => x.runs.length === 1 && x.runs[0] === i).scale_bytes;
+        return { run: i, height: h, dpr: window.devicePixelRatio || 1, live_top: lt, reserved_top: rt, scale_bytes: scale };
       }),
     };
   });
+  const stacked = await measure();
   out.stacked = stacked.rows;
   out.scale_bytes = stacked.scale;
+  // Each run on its own scale: its canvas's full height is its own highest point.
+  if (drawn) {
+    await page.click("button[data-scale=own]");
+    out.stacked_own = (await measure()).rows;
+    await page.click("button[data-scale=shared]");
+  }
   const pair = await page.evaluate(() => !!document.getElementById("moment"));
   out.no_moments = await page.evaluate(() => !!document.getElementById("no-moments"));
   out.no_timeline = await page.evaluate(() => !!document.getElementById("no-timeline"));

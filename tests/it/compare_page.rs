@@ -170,49 +170,58 @@ fn browse(files: &[&Path], shot: Option<&Path>) -> Option<Value> {
 }
 
 /// Each stacked run's live area reaches its peak's height and its reserved line its most
-/// reserved bytes' (one row of slack: the reserved line is drawn over the area's top row).
+/// reserved bytes' (one row of slack: the reserved line is drawn over the area's top row), on
+/// the scale all runs share and on each run's own.
 fn check_paint(report: &Value, page: &Value) {
-    let scale = as_u64(&page["scale_bytes"]) as f64;
     let runs = report["runs"].as_array().unwrap();
-    let stacked = page["stacked"].as_array().unwrap();
-    assert_eq!(stacked.len(), runs.len());
-    let most = runs
-        .iter()
-        .flat_map(|r| r["points"].as_array().unwrap())
-        .map(|p| as_u64(&p["reserved_bytes"]).max(as_u64(&p["live_bytes"])))
-        .max()
-        .unwrap();
+    let highest = |r: &Value| {
+        r["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| as_u64(&p["reserved_bytes"]).max(as_u64(&p["live_bytes"])))
+            .max()
+            .unwrap_or(0)
+    };
+    let shared = runs.iter().map(highest).max().unwrap();
     assert_eq!(
-        scale as u64, most,
+        as_u64(&page["scale_bytes"]),
+        shared,
         "the shared scale is the highest point of any run"
     );
-    for d in stacked {
-        let r = &runs[d["run"].as_u64().unwrap() as usize];
-        if r["points"].as_array().unwrap().is_empty() {
-            // A run without a trace has no line: its canvas stays empty.
-            assert_eq!(d["live_top"], 0, "{}", r["file"]);
-            continue;
+    for (list, own) in [("stacked", false), ("stacked_own", true)] {
+        let drawn = page[list].as_array().unwrap();
+        assert_eq!(drawn.len(), runs.len(), "{list}");
+        for d in drawn {
+            let r = &runs[d["run"].as_u64().unwrap() as usize];
+            if r["points"].as_array().unwrap().is_empty() {
+                // A run without a trace has no line: its canvas stays empty.
+                assert_eq!(d["live_top"], 0, "{}", r["file"]);
+                continue;
+            }
+            let scale = if own { highest(r) } else { shared };
+            assert_eq!(as_u64(&d["scale_bytes"]), scale, "{list} {}", r["file"]);
+            let h = as_u64(&d["height"]) as f64 / d["dpr"].as_f64().unwrap();
+            let rows = |bytes: u64| (bytes as f64 / scale as f64 * (h - 2.0)).round() as i64;
+            let (live, res) = (
+                d["live_top"].as_i64().unwrap(),
+                d["reserved_top"].as_i64().unwrap(),
+            );
+            let (want_l, want_r) = (
+                rows(as_u64(&r["peak_bytes"])),
+                rows(as_u64(&r["max_reserved_bytes"])),
+            );
+            assert!(
+                (live - want_l).abs() <= 1,
+                "{list} {}: live {live} rows, want {want_l}",
+                r["file"]
+            );
+            assert!(
+                (res - want_r).abs() <= 1,
+                "{list} {}: reserved {res} rows, want {want_r}",
+                r["file"]
+            );
         }
-        let h = as_u64(&d["height"]) as f64 / d["dpr"].as_f64().unwrap();
-        let rows = |bytes: u64| (bytes as f64 / scale * (h - 2.0)).round() as i64;
-        let (live, res) = (
-            d["live_top"].as_i64().unwrap(),
-            d["reserved_top"].as_i64().unwrap(),
-        );
-        let (want_l, want_r) = (
-            rows(as_u64(&r["peak_bytes"])),
-            rows(as_u64(&r["max_reserved_bytes"])),
-        );
-        assert!(
-            (live - want_l).abs() <= 1,
-            "{}: live {live} rows, want {want_l}",
-            r["file"]
-        );
-        assert!(
-            (res - want_r).abs() <= 1,
-            "{}: reserved {res} rows, want {want_r}",
-            r["file"]
-        );
     }
     for (i, row) in page["runs"].as_array().unwrap().iter().enumerate() {
         assert_eq!(

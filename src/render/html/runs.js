@@ -117,7 +117,7 @@
   function fileOf(i) { return RUNS[i].file; }
 
   // ---------------------------------------------------------------- state
-  const S = { axis: DATA.axes.includes("step") && PAIR ? "step" : "event", layout: "overlaid", mode: "absolute" };
+  const S = { axis: DATA.axes.includes("step") && PAIR ? "step" : "event", layout: "overlaid", mode: "absolute", scale: "shared" };
   const AXIS_WORDS = { event: "event index", time: "time since the first event", step: "step" };
   function coord(p) { return S.axis === "event" ? p.event : S.axis === "time" ? p.time_us : p.step_x; }
   // The place of event e of run i on the current axis (null when it has none).
@@ -187,6 +187,7 @@
     return el("div", { class: "controls" },
       el("span", { class: "muted" }, "axis "), group("axis", DATA.axes, { event: "event", time: "time", step: "step" }),
       el("span", { class: "muted" }, " runs "), group("layout", ["overlaid", "stacked"], {}),
+      S.layout === "stacked" && S.mode === "absolute" ? [el("span", { class: "muted" }, " scale "), group("scale", ["shared", "own"], { own: "each run's own" })] : null,
       PAIR ? [el("span", { class: "muted" }, " bytes "), group("mode", ["absolute", "difference"], { difference: "difference (cand − base)" })] : null);
   }
   function renderTimeline() {
@@ -228,7 +229,7 @@
     ML.plot = { axis: S.axis, layout: S.layout, mode: S.mode, width: W, x_max: X, scale_bytes: top, canvases: [] };
     for (const c of canvases) {
       if (S.mode === "difference") ML.plot.canvases.push(drawDifference(c.canvas, diff, c.height));
-      else ML.plot.canvases.push(drawRuns(c.canvas, c.runs, X, top, c.height));
+      else ML.plot.canvases.push(drawRuns(c.canvas, c.runs, X, S.layout === "stacked" && S.scale === "own" ? ownTop(c.runs[0]) : top, c.height));
       c.canvas.addEventListener("click", guard((ev) => clickPlot(ev, c, X)));
     }
     ML.momentPoint = function (k) {
@@ -243,6 +244,12 @@
     if (S.axis === "event") return "event " + fmtInt(Math.round(v));
     if (S.axis === "time") return v >= 1e6 ? (v / 1e6).toFixed(3) + " s" : (v / 1e3).toFixed(1) + " ms";
     return "step " + Math.round(v);
+  }
+  // The highest point of run i's line: the full height of its canvas on its own scale.
+  function ownTop(i) {
+    let t = 1;
+    for (const p of RUNS[i].points) t = Math.max(t, p.reserved_bytes, p.live_bytes);
+    return t;
   }
   function xPix(v, X) { return Math.round((v / X) * W); }
   function drawRuns(canvas, runs, X, top, H) {
