@@ -7,7 +7,6 @@ use super::pipeline::{self, GlobalOptions, Loaded};
 use super::report::ReportFormat;
 use super::Outcome;
 use memlens::compose::page;
-use memlens::compose::runs::{self, RunInput, RunsOptions};
 use memlens::replay::MomentSpec;
 use memlens::Error;
 use rayon::prelude::*;
@@ -57,16 +56,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         .map(|f| Loaded::open(f, g, args.device))
         .collect::<Result<Vec<Loaded>, Error>>()?;
     let names: Vec<String> = loaded.iter().map(Loaded::title).collect();
-    let inputs: Vec<RunInput> = loaded
-        .iter()
-        .zip(&names)
-        .map(|(l, file)| RunInput {
-            file,
-            snap: &l.snap,
-            replays: l.replays(),
-        })
-        .collect();
-    let page = runs::run(&inputs, &RunsOptions::default()).map_err(Error::Usage)?;
+    let page = pipeline::runs_page(&loaded, &names)?;
     output::report(&args.out, &page, &memlens::serve::runs_title(&names), None)?;
     Ok(Outcome::Ok)
 }

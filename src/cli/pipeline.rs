@@ -227,3 +227,22 @@ where
     super::output::report(out, &r, &loaded.title(), loaded.root())?;
     Ok(r)
 }
+
+/// The page of several runs (`report A B ...`, `serve`'s `/runs`) of files loaded, named as
+/// `names` gives them (each file's title).
+pub fn runs_page(
+    loaded: &[Loaded],
+    names: &[String],
+) -> Result<memlens::compose::runs::RunsPage, Error> {
+    use memlens::compose::runs::{self, RunInput, RunsOptions};
+    let inputs: Vec<RunInput> = loaded
+        .iter()
+        .zip(names)
+        .map(|(l, file)| RunInput {
+            file,
+            snap: &l.snap,
+            replays: l.replays(),
+        })
+        .collect();
+    runs::run(&inputs, &RunsOptions::default()).map_err(Error::Usage)
+}

@@ -7,7 +7,6 @@ use super::pipeline::{GlobalOptions, Loaded};
 use super::Outcome;
 use memlens::compose::page;
 use memlens::compose::page::window::WindowIndex;
-use memlens::compose::runs::{self, RunInput, RunsOptions};
 use memlens::replay::WindowSpec;
 use memlens::serve::{self, ServedFile, Server, State};
 use memlens::Error;
@@ -61,16 +60,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     // Several files: the page of all of them together too (`/runs`).
     let names: Vec<String> = loaded.iter().map(Loaded::title).collect();
     let runs_page = if loaded.len() > 1 {
-        let inputs: Vec<RunInput> = loaded
-            .iter()
-            .zip(&names)
-            .map(|(l, file)| RunInput {
-                file,
-                snap: &l.snap,
-                replays: l.replays(),
-            })
-            .collect();
-        Some(runs::run(&inputs, &RunsOptions::default()).map_err(Error::Usage)?)
+        Some(super::pipeline::runs_page(&loaded, &names)?)
     } else {
         None
     };
