@@ -85,13 +85,15 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let stop = serve::stop_on_signals()
         .map_err(|e| Error::Usage(format!("cannot handle SIGINT/SIGTERM: {e}")))?;
     let stdout_error = |e: std::io::Error| Error::io(Path::new("standard output"), &e);
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "memlens serving {}", server.url()).map_err(stdout_error)?;
+    // Both lines in one write: a reader that takes the URL line and closes the pipe must not
+    // make a second write fail (and the server exit with it).
+    let mut lines = format!("memlens serving {}\n", server.url());
     if runs_page.is_some() {
-        let url = server.url();
-        let runs_url = url.replacen("/?", "/runs?", 1);
-        writeln!(out, "memlens the files together: {runs_url}").map_err(stdout_error)?;
+        let runs_url = server.url().replacen("/?", "/runs?", 1);
+        lines.push_str(&format!("memlens the files together: {runs_url}\n"));
     }
+    let mut out = std::io::stdout().lock();
+    out.write_all(lines.as_bytes()).map_err(stdout_error)?;
     out.flush().map_err(stdout_error)?;
     drop(out);
     let mut state = State::new(files, opts);
