@@ -17,6 +17,22 @@ fn pair_row(name: &str, p: Pair) -> Vec<Cell> {
     ]
 }
 
+/// How sites were keyed, in words: `by site`, `by stack`, with `, line numbers ignored`.
+pub fn keyed_by(r: &DiffReport) -> String {
+    format!(
+        "by {}{}",
+        match r.by {
+            crate::analyze::profile::SiteKey::Site => "site",
+            crate::analyze::profile::SiteKey::Stack => "stack",
+        },
+        if r.ignore_lines {
+            ", line numbers ignored"
+        } else {
+            ""
+        }
+    )
+}
+
 fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
@@ -35,17 +51,9 @@ pub fn text(
     style.para(out, "candidate: ", "           ", cand)?;
     writeln!(
         out,
-        "compared at {} (each device at its own), by {}{}",
+        "compared at {} (each device at its own), {}",
         r.moment,
-        match r.by {
-            crate::analyze::profile::SiteKey::Site => "site",
-            crate::analyze::profile::SiteKey::Stack => "stack",
-        },
-        if r.ignore_lines {
-            ", line numbers ignored"
-        } else {
-            ""
-        }
+        keyed_by(r)
     )?;
     let mut t = style.table();
     t.set_header(vec!["", "base", "candidate", "change", "%"]);

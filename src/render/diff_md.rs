@@ -31,19 +31,11 @@ pub fn markdown(
     )?;
     writeln!(
         out,
-        "Base {} → candidate {}, compared at {} (each device at its own), by {}{}.\n",
+        "Base {} → candidate {}, compared at {} (each device at its own), {}.\n",
         md_code(base),
         md_code(cand),
         md_text(&r.moment),
-        match r.by {
-            crate::analyze::profile::SiteKey::Site => "site",
-            crate::analyze::profile::SiteKey::Stack => "stack",
-        },
-        if r.ignore_lines {
-            ", line numbers ignored"
-        } else {
-            ""
-        }
+        super::diff::keyed_by(r)
     )?;
     writeln!(out, "| | base | candidate | change | % |")?;
     writeln!(out, "|---|---:|---:|---:|---:|")?;

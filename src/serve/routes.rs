@@ -94,6 +94,20 @@ impl Answer {
         }
     }
 
+    /// An HTML page `write` writes, or a 500 saying why it could not.
+    fn page(write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> Answer {
+        let mut body = Vec::new();
+        match write(&mut body) {
+            Ok(()) => Answer {
+                status: 200,
+                content_type: HTML,
+                body,
+                allow: false,
+            },
+            Err(e) => Answer::error(500, &format!("cannot write the page: {e}")),
+        }
+    }
+
     fn json<T: Serialize>(value: &T) -> Answer {
         match serde_json::to_vec(value) {
             Ok(body) => Answer {
@@ -142,20 +156,11 @@ pub fn answer(state: &State, route: &Route) -> Answer {
     };
     match route {
         Route::Page { file } => {
-            let mut body = Vec::new();
             let served = Served {
                 files: &state.names,
                 file: *file,
             };
-            match html::write_served(&mut body, &f.name, &f.report, &served) {
-                Ok(()) => Answer {
-                    status: 200,
-                    content_type: HTML,
-                    body,
-                    allow: false,
-                },
-                Err(e) => Answer::error(500, &format!("cannot write the page: {e}")),
-            }
+            Answer::page(|body| html::write_served(body, &f.name, &f.report, &served))
         }
         Route::Runs => runs_page(state),
         Route::Window { request, .. } => match window(&f.snap, &f.replays, &f.index, request) {
@@ -184,20 +189,11 @@ fn runs_page(state: &State) -> Answer {
     let Some(runs) = &state.runs else {
         return Answer::error(404, "one file is served: there is no page of several runs");
     };
-    let mut body = Vec::new();
     let served = Served {
         files: &state.names,
         file: 0,
     };
-    match html::write_runs(&mut body, &runs_title(&state.names), runs, Some(&served)) {
-        Ok(()) => Answer {
-            status: 200,
-            content_type: HTML,
-            body,
-            allow: false,
-        },
-        Err(e) => Answer::error(500, &format!("cannot write the page: {e}")),
-    }
+    Answer::page(|body| html::write_runs(body, &runs_title(&state.names), runs, Some(&served)))
 }
 
 /// The title of the page of several runs: `BASE vs CAND`, or `N runs: FIRST ...`.
