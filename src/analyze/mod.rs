@@ -12,6 +12,7 @@ pub mod flame;
 pub mod frag;
 pub mod leaks;
 pub mod oom;
+pub mod phase;
 pub mod predict;
 pub mod pretrace;
 pub mod profile;

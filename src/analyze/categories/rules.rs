@@ -190,6 +190,11 @@ impl<'a> Ctx<'a> {
         self.training()
     }
 
+    /// True when the trace shows any phase (a forward, backward or optimizer burst).
+    pub fn has_phases(&self) -> bool {
+        !(self.backward.is_empty() && self.optimizer.is_empty() && self.forward.is_empty())
+    }
+
     /// The phase of the step event `i` falls in: `backward` (a burst of the autograd
     /// engine's allocations), `optimizer` (under `torch/optim`), `forward` (under a module's
     /// forward), or `None` between them.
