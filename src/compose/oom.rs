@@ -7,6 +7,7 @@ use crate::analyze::oom::{self, Headroom, OomOptions, Ooms, SnapshotOom};
 use crate::analyze::predict;
 use crate::model::Snapshot;
 use crate::replay::{DeviceReplay, MomentSpec};
+use crate::vocab::advice::{Cost, Recommendation};
 use serde::Serialize;
 
 /// Every OOM in a snapshot: the numbers, the cause, what to change first; and every device's
@@ -82,5 +83,38 @@ pub fn attach_fit(
         .into_iter()
         .filter(|d| d.moment == "oom")
         .collect();
+    for o in &mut report.ooms {
+        let at = |d: &&DeviceFit| {
+            Some(d.device) == o.explained.device
+                && Some(d.at.event_index) == o.explained.event_index.map(|i| i as i64)
+        };
+        if let Some(d) = report.fit.iter().find(at) {
+            o.explained.recommendations = one_list(d, &o.explained.recommendations);
+        }
+    }
     Ok(())
+}
+
+/// The OOM's recommendations as the one ranked list: `fit`'s fixes at this OOM, in its
+/// order and under its ids, each keeping the allocator replay's prediction the diagnosis
+/// attached to the same id.
+fn one_list(d: &DeviceFit, diagnosed: &[Recommendation]) -> Vec<Recommendation> {
+    d.fixes
+        .iter()
+        .map(|f| Recommendation {
+            id: f.id,
+            action: f.action.clone(),
+            cost: match f.cost {
+                "free" => Cost::Free,
+                "slower" => Cost::Speed,
+                _ => Cost::Results,
+            },
+            why: f.evidence.clone(),
+            predicted: diagnosed
+                .iter()
+                .find(|r| r.id == f.id)
+                .and_then(|r| r.predicted.clone()),
+            saves_bytes: (!f.for_verdict).then_some(f.saves_bytes),
+        })
+        .collect()
 }

@@ -43,6 +43,18 @@ pub fn one(
     from: Source,
     style: &Style,
 ) -> std::io::Result<()> {
+    one_with(out, o, from, style, &|_| Ok(()))
+}
+
+/// [`one`], with `after_fixes` writing what belongs right under the list of fixes (`memlens
+/// oom`: the fixes too small to matter and the plan).
+pub fn one_with(
+    out: &mut dyn Write,
+    o: &OomExplained,
+    from: Source,
+    style: &Style,
+    after_fixes: &dyn Fn(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let wording = match o.wording {
         Some(Wording::Parenthesized) => "PyTorch ≤ 2.0 message",
         Some(Wording::Sentences) => "PyTorch ≥ 2.1 message",
@@ -146,13 +158,22 @@ pub fn one(
             out,
             &format!("  {}. ", i + 1),
             "     ",
-            &format!("[{}] {}", r.cost.as_str(), r.action),
+            &match r.saves_bytes {
+                Some(b) => format!(
+                    "[{}] {} (saves {} here)",
+                    r.cost.words(),
+                    r.action,
+                    crate::units::iec(b)
+                ),
+                None => format!("[{}] {}", r.cost.words(), r.action),
+            },
         )?;
         style.para(out, "     Why: ", "     ", &format!("{}.", r.why))?;
         if let Some(p) = &r.predicted {
             style.para(out, "     Predicted: ", "     ", &format!("{}.", p.words))?;
         }
     }
+    after_fixes(out)?;
     if !o.notes.is_empty() {
         writeln!(out, "\nNotes")?;
         for n in &o.notes {

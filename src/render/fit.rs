@@ -36,12 +36,18 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
         -1 => "before the first event".to_string(),
         i => format!("after event {i}"),
     };
-    writeln!(
+    writeln!(out)?;
+    style.para(
         out,
-        "\nDevice {} — at {} ({when}): {} to hold",
-        d.device,
-        d.moment,
-        iec(d.demand_bytes)
+        "",
+        "  ",
+        &format!(
+            "Device {} — at {} ({when}, {}): {} to hold",
+            d.device,
+            d.moment,
+            d.moment_phase.words,
+            iec(d.demand_bytes)
+        ),
     )?;
     let mut t = style.table();
     t.set_header(vec!["part", "bytes", "share"]);
@@ -86,7 +92,7 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
         style.para(out, "note: ", "  ", n)?;
     }
     if d.fixes.is_empty() {
-        writeln!(out, "\nNo fix applies at this moment.")?;
+        writeln!(out, "\nNo fix that matters applies at this moment.")?;
     } else {
         writeln!(out, "\nFixes, cheapest first")?;
         let mut t = style.table();
@@ -99,11 +105,16 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
             "fix",
         ]);
         for (i, f) in d.fixes.iter().enumerate() {
+            let (saves, after) = if f.for_verdict {
+                ("the cause".to_string(), "—".to_string())
+            } else {
+                (iec(f.saves_bytes), iec(f.peak_after_bytes))
+            };
             t.add_row(vec![
                 right((i + 1).to_string()),
                 Cell::new(f.cost.replace('_', " ")),
-                right(iec(f.saves_bytes)),
-                right(iec(f.peak_after_bytes)),
+                right(saves),
+                right(after),
                 Cell::new(f.confidence),
                 cell(&f.action),
             ]);
@@ -114,6 +125,7 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
             style.para(out, &format!("  {}. ", i + 1), "     ", &f.evidence)?;
         }
     }
+    immaterial(out, d, style)?;
     if let Some(plan) = &d.plan {
         let head = format!(
             "capacity {} ({}), {} kept free: the moment must come to {} or less",
@@ -159,32 +171,11 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
     Ok(())
 }
 
-/// The fixes of `d` as a numbered list with their savings, then its plan's verdict: what
-/// `memlens oom` prints under an OOM.
-pub fn ranked(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "\nPredicted by `memlens fit` at this OOM ({} to hold)",
-        iec(d.demand_bytes)
-    )?;
-    if d.fixes.is_empty() {
-        style.para(out, "  ", "  ", "no fix applies at this moment")?;
-    }
-    for (i, f) in d.fixes.iter().enumerate() {
-        style.para(
-            out,
-            &format!("  {}. ", i + 1),
-            "     ",
-            &format!(
-                "[{}] {}: saves {} → {} ({} confidence)",
-                f.cost.replace('_', " "),
-                f.action,
-                iec(f.saves_bytes),
-                iec(f.peak_after_bytes),
-                f.confidence
-            ),
-        )?;
-    }
+/// What `memlens oom` prints under an OOM after its one list of fixes (the OOM's
+/// recommendations, which are `d`'s fixes): the fixes too small to matter, and the plan's
+/// verdict.
+pub fn after_list(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<()> {
+    immaterial(out, d, style)?;
     if let Some(plan) = &d.plan {
         let words = if plan.fits_now {
             "it fits as it is".to_string()
@@ -206,4 +197,22 @@ pub fn ranked(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Res
         style.para(out, "  Plan: ", "  ", &words)?;
     }
     Ok(())
+}
+
+/// The fixes whose premise holds but that save too little to matter, on one line.
+fn immaterial(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<()> {
+    if d.immaterial_fixes.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = d
+        .immaterial_fixes
+        .iter()
+        .map(|f| format!("{} ({})", f.id, iec(f.saves_bytes)))
+        .collect();
+    style.para(
+        out,
+        "  Immaterial (each saves under 1% of the ",
+        "  ",
+        &format!("{} to hold): {}", iec(d.demand_bytes), list.join(", ")),
+    )
 }

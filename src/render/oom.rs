@@ -46,7 +46,17 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
                 .map(|t| format!(", time_us {t}"))
                 .unwrap_or_default()
         )?;
-        explain::one(out, &o.explained, explain::Source::Snapshot, style)?;
+        let fit = r.fit.iter().find(|d| {
+            Some(d.device) == o.explained.device
+                && Some(d.at.event_index) == o.explained.event_index.map(|i| i as i64)
+        });
+        explain::one_with(
+            out,
+            &o.explained,
+            explain::Source::Snapshot,
+            style,
+            &|out| fit.map_or(Ok(()), |d| super::fit::after_list(out, d, style)),
+        )?;
         writeln!(out)?;
         style.para(
             out,
@@ -71,12 +81,6 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
                 ]);
             }
             writeln!(out, "{t}")?;
-        }
-        if let Some(d) = r.fit.iter().find(|d| {
-            Some(d.device) == o.explained.device
-                && Some(d.at.event_index) == o.explained.event_index.map(|i| i as i64)
-        }) {
-            super::fit::ranked(out, d, style)?;
         }
     }
     writeln!(out, "\nHeadroom")?;

@@ -290,8 +290,10 @@ fn cli_json_contract() {
     );
     assert!(oom.get("reserved_unallocated_bytes").is_some());
     assert_eq!(oom["reserved_bytes"], 33_468_532_654u64);
+    // action, cost, why, and the id shared with `fit`'s fixes (a message has no savings).
     for r in oom["recommendations"].as_array().unwrap() {
-        assert_eq!(r.as_object().unwrap().len(), 3);
+        assert_eq!(r.as_object().unwrap().len(), 4, "{r}");
+        assert!(r["id"].as_str().is_some_and(|id| !id.is_empty()), "{r}");
     }
 }
 

@@ -131,6 +131,11 @@ pub struct Flags {
     /// A typical per-layer boundary tensor (the median activation tensor of the repeated
     /// sites), the one checkpointing keeps per layer.
     pub layer_boundary_bytes: Option<u64>,
+    /// Live KV-cache bytes an inference engine allocated (frames of `vllm/` or `sglang/`):
+    /// a cache sized up front as a fraction of the GPU, not by the batch.
+    pub engine_kv_cache_bytes: u64,
+    /// The engine that made them (`vLLM`, `SGLang`), when any.
+    pub engine: Option<String>,
     /// How many activation sites share that count: the more, the surer the layers (three
     /// and more make checkpointing's estimate `medium`).
     pub layer_sites: u64,
@@ -220,6 +225,7 @@ pub fn measure(
     // Activation sites, for the layers: site stack → (allocations, sizes).
     let mut by_stack: FxHashMap<StackId, Vec<u64>> = FxHashMap::default();
     let mut kept_by_graph = 0;
+    let (mut engine_kv, mut engine) = (0u64, None);
     let mut live = Vec::new();
     for a in replay.live_allocations(at) {
         let (cat, rule, _) = ctx.classify(a);
@@ -235,7 +241,13 @@ pub fn measure(
                 by_stack.entry(a.stack).or_default().push(a.size);
                 &mut p.activations_bytes
             }
-            "kv_cache" => &mut p.kv_cache_bytes,
+            "kv_cache" => {
+                if let Some(e) = engine_of(snap, a.stack) {
+                    engine_kv += a.size;
+                    engine.get_or_insert(e);
+                }
+                &mut p.kv_cache_bytes
+            }
             "outputs" => &mut p.outputs_bytes,
             "temporaries" | "autograd_temporaries" => &mut p.temporaries_bytes,
             "inputs" => &mut p.inputs_bytes,
@@ -334,6 +346,8 @@ pub fn measure(
         layers,
         layer_boundary_bytes,
         layer_sites,
+        engine_kv_cache_bytes: engine_kv,
+        engine: engine.map(str::to_string),
     };
     Anatomy {
         parts: p,
@@ -344,6 +358,23 @@ pub fn measure(
         releasable_cache_bytes: releasable.min(reserved),
         rounded_bytes: replay.rounded_at(at),
     }
+}
+
+/// The inference engine a stack runs in, by its frames' files.
+fn engine_of(snap: &Snapshot, stack: StackId) -> Option<&'static str> {
+    snap.stacks.get(stack).iter().find_map(|&f| {
+        let file = snap
+            .strings
+            .get(snap.frames.get(f).filename)
+            .replace('\\', "/");
+        if file.contains("/vllm/") || file.starts_with("vllm/") {
+            Some("vLLM")
+        } else if file.contains("/sglang/") || file.starts_with("sglang/") {
+            Some("SGLang")
+        } else {
+            None
+        }
+    })
 }
 
 /// What a forward pass without autograd holds of its activations at once: one layer's share

@@ -18,7 +18,7 @@ const LORA_KEPT: f64 = 0.01;
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Fix {
     /// Stable identifier (`expandable_segments`, `zero_grad_set_to_none`, ...).
-    #[schemars(extend("enum" = ["expandable_segments", "zero_grad_set_to_none", "inference_mode", "no_grad_forward", "detach_retained_graph", "gradient_accumulation", "micro_batch", "activation_checkpointing", "offload_optimizer_state", "eight_bit_optimizer", "fused_attention", "bf16_autocast", "lora", "int8_weights"]))]
+    #[schemars(extend("enum" = crate::vocab::advice::RECOMMENDATION_IDS))]
     pub id: &'static str,
     /// What to change, in words.
     pub action: String,
@@ -34,6 +34,13 @@ pub struct Fix {
     pub peak_after_bytes: u64,
     /// What it stands on (categories, sites, bytes), in words.
     pub evidence: String,
+    /// What in the file makes it apply (the part it shrinks, or the OOM's verdict), in words.
+    pub premise: String,
+    /// True for a fix only the OOM's verdict calls for (a per-process limit, another process,
+    /// the request's shape, a setting against fragmentation): it answers the cause rather than
+    /// shrinking a part, so no rewrite measures it (`saves_bytes` 0) and it is material by its
+    /// premise.
+    pub for_verdict: bool,
 }
 
 /// A fix's rewrite of the parts; `k` is the accumulation factor where one applies.
@@ -46,8 +53,31 @@ pub(super) struct Candidate {
     pub confidence: &'static str,
     pub action: String,
     pub evidence: String,
+    pub premise: String,
+    pub for_verdict: bool,
     pub rewrite: Rewrite,
 }
+
+/// The ids the catalogue decides by its own premises: an OOM's recommendation under one of
+/// these is left to the catalogue (offered, measured, or not offered at all), never added
+/// beside it.
+pub const CATALOGUE_IDS: [&str; 15] = [
+    "expandable_segments",
+    "zero_grad_set_to_none",
+    "inference_mode",
+    "no_grad_forward",
+    "detach_retained_graph",
+    "vllm_gpu_memory_utilization",
+    "gradient_accumulation",
+    "micro_batch",
+    "activation_checkpointing",
+    "offload_optimizer_state",
+    "eight_bit_optimizer",
+    "fused_attention",
+    "bf16_autocast",
+    "lora",
+    "int8_weights",
+];
 
 fn scale(x: u64, f: f64) -> u64 {
     (x as f64 * f).round() as u64
@@ -227,14 +257,85 @@ pub(super) fn candidates(
     expandable_on: bool,
     replayed: Option<ExpandableReplay>,
     retained: Option<(u64, &str)>,
+    verdict: Option<&OomVerdict>,
 ) -> Vec<Candidate> {
     let mut out = Vec::new();
     expandable_fix(a, expandable_on, replayed, &mut out);
     autograd_fixes(a, retained, &mut out);
+    engine_fixes(a, &mut out);
     batch_fixes(a, &mut out);
     optimizer_fixes(a, &mut out);
     model_fixes(a, &mut out);
+    if let Some(v) = verdict {
+        verdict_fixes(v, &mut out);
+    }
     out
+}
+
+/// The OOM a moment is at: its verdict and the recommendations the diagnosis made for it
+/// (`crate::vocab::advice`), some of which only the verdict calls for.
+pub struct OomVerdict {
+    /// The verdict's name (`capacity`, `fragmentation`, ...).
+    pub verdict: &'static str,
+    /// The diagnosis's recommendations, cheapest first.
+    pub recommendations: Vec<crate::vocab::advice::Recommendation>,
+}
+
+/// The fit cost class of a diagnosis's cost.
+pub fn cost_class(c: crate::vocab::advice::Cost) -> &'static str {
+    match c {
+        crate::vocab::advice::Cost::Free => "free",
+        crate::vocab::advice::Cost::Speed => "slower",
+        crate::vocab::advice::Cost::Results => "changes_results",
+    }
+}
+
+/// The diagnosis's recommendations the catalogue does not decide ([`CATALOGUE_IDS`]): they
+/// answer the verdict (a limit, another process, the request's shape, fragmentation's
+/// settings) and change no part, so they save nothing a rewrite measures.
+fn verdict_fixes(v: &OomVerdict, out: &mut Vec<Candidate>) {
+    for r in &v.recommendations {
+        if CATALOGUE_IDS.contains(&r.id) || out.iter().any(|c| c.id == r.id) {
+            continue;
+        }
+        out.push(Candidate {
+            id: r.id,
+            premise: format!("the OOM's verdict: {}", v.verdict.replace('_', " ")),
+            for_verdict: true,
+            cost: cost_class(r.cost),
+            confidence: "medium",
+            action: r.action.clone(),
+            evidence: r.why.clone(),
+            rewrite: Box::new(|p, _, _| p.clone()),
+        });
+    }
+}
+
+/// An inference engine's pre-sized KV cache (vLLM reserves `gpu_memory_utilization` of the
+/// GPU up front, mostly for it): the fraction, or releasing the engine's memory while another
+/// job shares the GPU (reading.md §4).
+fn engine_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
+    let kv = a.flags.engine_kv_cache_bytes.min(a.parts.kv_cache_bytes);
+    if kv == 0 {
+        return;
+    }
+    out.push(Candidate {
+        id: "vllm_gpu_memory_utilization",
+        premise: "an inference engine's KV cache, pre-sized as a fraction of the GPU, is live".into(),
+        for_verdict: false,
+        cost: "free",
+        confidence: "high",
+        action: "size vLLM's KV cache to what the job needs: lower gpu_memory_utilization (the fraction of the GPU it reserves up front), or release the engine's memory between rollout and training when they share the GPU (vLLM sleep mode: llm.sleep(level=1) / wake_up(); RL frameworks' free_cache_engine)".into(),
+        evidence: format!(
+            "{} of KV cache allocated by the inference engine ({}), reserved up front whatever the batch uses",
+            iec(kv),
+            a.flags.engine.as_deref().unwrap_or("vLLM")
+        ),
+        rewrite: Box::new(move |p, _, _| Parts {
+            kv_cache_bytes: p.kv_cache_bytes.saturating_sub(kv),
+            ..p.clone()
+        }),
+    });
 }
 
 /// Expandable segments, when the file runs without them and they would hold less.
@@ -265,6 +366,8 @@ fn expandable_fix(
         };
         out.push(Candidate {
             id: "expandable_segments",
+            premise: "the allocator holds bytes beyond the live ones (rounding, free blocks between live ones) and the file runs without expandable segments".into(),
+            for_verdict: false,
             cost: "free",
             confidence: if replayed.is_some() { "high" } else { "medium" },
             action: "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
@@ -285,6 +388,8 @@ fn autograd_fixes(a: &Anatomy, retained: Option<(u64, &str)>, out: &mut Vec<Cand
     if f.gradients_alive_in_forward {
         out.push(Candidate {
             id: "zero_grad_set_to_none",
+            premise: "gradients are alive during a forward pass".into(),
+            for_verdict: false,
             cost: "free",
             confidence: "high",
             action: "call optimizer.zero_grad(set_to_none=True) before the forward pass (not after it)".into(),
@@ -319,6 +424,10 @@ fn autograd_fixes(a: &Anatomy, retained: Option<(u64, &str)>, out: &mut Vec<Cand
         };
         out.push(Candidate {
             id: "inference_mode",
+            premise:
+                "no backward in the trace and no training state, yet activations are kept for one"
+                    .into(),
+            for_verdict: false,
             cost: "free",
             confidence,
             action: action.into(),
@@ -330,6 +439,8 @@ fn autograd_fixes(a: &Anatomy, retained: Option<(u64, &str)>, out: &mut Vec<Cand
     if f.forward_without_backward && !f.called_from_training_code {
         out.push(Candidate {
             id: "no_grad_forward",
+            premise: "a training job's forward pass recorded without its backward".into(),
+            for_verdict: false,
             cost: "free",
             confidence: "low",
             action: "if this forward pass is only measured or evaluated (no backward follows it), run it under torch.no_grad(): none of its activations are kept".into(),
@@ -344,6 +455,8 @@ fn autograd_fixes(a: &Anatomy, retained: Option<(u64, &str)>, out: &mut Vec<Cand
     if let Some((bytes, site)) = retained.filter(|r| r.0 > 0) {
         out.push(Candidate {
             id: "detach_retained_graph",
+            premise: "`memlens leaks` found a retained autograd graph".into(),
+            for_verdict: false,
             cost: "free",
             confidence: "medium",
             action: format!(
@@ -365,6 +478,8 @@ fn batch_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
     if !f.trains && p.activations_bytes > 0 {
         out.push(Candidate {
             id: "micro_batch",
+            premise: "no training; activations scale with the batch".into(),
+            for_verdict: false,
             cost: "slower",
             confidence: "medium",
             action: "run the batch in 2 chunks (half the batch per forward pass) and concatenate the results".into(),
@@ -378,6 +493,8 @@ fn batch_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
     if f.trains && p.activations_bytes > 0 {
         out.push(Candidate {
             id: "gradient_accumulation",
+            premise: "a training job; activations scale with the micro-batch".into(),
+            for_verdict: false,
             cost: "slower",
             confidence: "medium",
             action: "halve the micro-batch and accumulate gradients over 2 micro-batches (same effective batch)".into(),
@@ -390,6 +507,8 @@ fn batch_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
         if checkpointed_activations(p, a) < p.activations_bytes {
             out.push(Candidate {
                 id: "activation_checkpointing",
+                premise: "a training job whose activations repeat over layers".into(),
+                for_verdict: false,
                 cost: "slower",
                 confidence: if f.layer_sites >= 3 { "medium" } else { "low" },
                 action: "checkpoint each layer (torch.utils.checkpoint), about 20% slower: only layer-boundary tensors stay until backward".into(),
@@ -412,6 +531,8 @@ fn optimizer_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
     if p.optimizer_state_bytes > 0 {
         out.push(Candidate {
             id: "offload_optimizer_state",
+            premise: "optimizer state is live".into(),
+            for_verdict: false,
             cost: "slower",
             confidence: "high",
             action:
@@ -430,6 +551,8 @@ fn optimizer_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
         if ratio > 0.75 {
             out.push(Candidate {
                 id: "eight_bit_optimizer",
+                premise: "optimizer state is live, at least 0.75× the parameters (Adam-like)".into(),
+                for_verdict: false,
                 cost: "changes_results",
                 confidence: "medium",
                 action: "use an 8-bit optimizer (bitsandbytes AdamW8bit): 2 B of state per parameter instead of 8".into(),
@@ -451,6 +574,8 @@ fn model_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
     if let Some(att) = a.attention.as_ref().filter(|s| s.bytes > 0) {
         out.push(Candidate {
             id: "fused_attention",
+            premise: "attention-score-shaped (B×H×S×S) tensors are live".into(),
+            for_verdict: false,
             cost: "free",
             confidence: if att.softmax_seen { "high" } else { "medium" },
             action: "compute attention with torch.nn.functional.scaled_dot_product_attention (flash / memory-efficient kernels: exact attention, faster): the B×H×S×S scores are never materialised".into(),
@@ -468,6 +593,8 @@ fn model_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
     if f.trains && !f.autocast && a.setup.weight_bytes == Some(4) && p.activations_bytes > 0 {
         out.push(Candidate {
             id: "bf16_autocast",
+            premise: "a training job with fp32 weights, not under autocast".into(),
+            for_verdict: false,
             cost: "changes_results",
             confidence: "low",
             action: "train in bf16 mixed precision (torch.autocast(\"cuda\", dtype=torch.bfloat16)): activations saved in 16 bits".into(),
@@ -482,6 +609,8 @@ fn model_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
     if f.trains && p.gradients_bytes + p.optimizer_state_bytes > 0 {
         out.push(Candidate {
             id: "lora",
+            premise: "a training job: gradients or optimizer state of the weights are live".into(),
+            for_verdict: false,
             cost: "changes_results",
             confidence: "low",
             action: "fine-tune low-rank adapters (LoRA) with the base weights frozen: no gradients or optimizer state for them".into(),
@@ -496,6 +625,8 @@ fn model_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
     if !f.trains && p.parameters_bytes > 0 {
         out.push(Candidate {
             id: "int8_weights",
+            premise: "weights in a trace without training".into(),
+            for_verdict: false,
             cost: "changes_results",
             confidence: "low",
             action: "load the weights quantized to 8 bits (bitsandbytes / torchao int8), half of 16-bit weights".into(),

@@ -16,6 +16,7 @@ use crate::analyze::categories::rules::Ctx;
 use crate::analyze::frag::{self, FragOptions};
 use crate::analyze::leaks::{self, LeaksOptions};
 use crate::analyze::oom::{self, OomOptions, SnapshotOom};
+use crate::analyze::phase::{self, MomentPhase};
 use crate::analyze::whatif;
 use crate::model::{Action, Snapshot};
 use crate::replay::steps::{self, DeviceSteps};
@@ -28,13 +29,45 @@ use serde::Serialize;
 /// Share of the capacity kept free by a plan.
 pub const MARGIN: f64 = 0.05;
 
-/// A fix saving less than this share of the demand comes after every other: nobody changes
-/// a job first for a 2% saving when a larger one is offered.
-pub const MATERIAL: f64 = 0.02;
+/// A fix saving less than this share of the demand (and less than an OOM's shortfall) is
+/// immaterial: listed apart, never among the fixes (reading.md §5: a fix must matter).
+pub const MATERIAL: f64 = 0.01;
 
-/// The least saving that counts as material for `demand`.
-fn material(demand: u64) -> u64 {
-    (demand as f64 * MATERIAL) as u64
+/// A material fix saving less than this share of the demand ranks after every fix that saves
+/// more: it is worth doing, but it is not the first change (a setting that takes back 1% of
+/// a peak held by optimizer state does not lead the list).
+pub const MINOR: f64 = 0.02;
+
+/// The least saving that counts as material for `demand`, or that closes `shortfall`.
+fn material(demand: u64, shortfall: Option<u64>) -> u64 {
+    let share = ((demand as f64 * MATERIAL) as u64).max(1);
+    shortfall.filter(|&s| s > 0).map_or(share, |s| share.min(s))
+}
+
+/// The fixes worth offering, ranked, and the immaterial ones apart (see
+/// [`DeviceFit::fixes`]): indices into `measured`.
+fn rank(measured: &[Fix], demand: u64, shortfall: Option<u64>) -> (Vec<usize>, Vec<usize>) {
+    let least = material(demand, shortfall);
+    let minor = |f: &Fix| !f.for_verdict && (f.saves_bytes as f64) < demand as f64 * MINOR;
+    let (mut material, mut small): (Vec<usize>, Vec<usize>) = (0..measured.len())
+        .filter(|&i| measured[i].saves_bytes > 0 || measured[i].for_verdict)
+        .partition(|&i| measured[i].for_verdict || measured[i].saves_bytes >= least);
+    material.sort_by(|&i, &j| {
+        let (a, b) = (&measured[i], &measured[j]);
+        let class = |f: &Fix| COSTS.iter().position(|c| *c == f.cost);
+        let unsure = |f: &Fix| f.confidence == "low";
+        minor(a)
+            .cmp(&minor(b))
+            .then(class(a).cmp(&class(b)))
+            .then(b.for_verdict.cmp(&a.for_verdict))
+            .then(unsure(a).cmp(&unsure(b)))
+            .then(b.saves_bytes.cmp(&a.saves_bytes))
+            .then(a.id.cmp(b.id))
+    });
+    small.sort_by(|&i, &j| {
+        (measured[j].saves_bytes, measured[i].id).cmp(&(measured[i].saves_bytes, measured[j].id))
+    });
+    (material, small)
 }
 
 /// Accumulation factors a plan tries, smallest first.
@@ -55,7 +88,7 @@ pub struct FitOptions {
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PlanStep {
     /// The fix's `id`.
-    #[schemars(extend("enum" = ["expandable_segments", "zero_grad_set_to_none", "inference_mode", "no_grad_forward", "detach_retained_graph", "gradient_accumulation", "micro_batch", "activation_checkpointing", "offload_optimizer_state", "eight_bit_optimizer", "fused_attention", "bf16_autocast", "lora", "int8_weights"]))]
+    #[schemars(extend("enum" = crate::vocab::advice::RECOMMENDATION_IDS))]
     pub id: &'static str,
     /// What to change (with the accumulation factor the plan chose).
     pub action: String,
@@ -100,10 +133,21 @@ pub struct DeviceFit {
     pub anatomy: Anatomy,
     /// Live + the allocator's share + an OOM's pending request.
     pub demand_bytes: u64,
-    /// Fixes that save anything: those saving at least [`MATERIAL`] (2%) of the demand first; then
-    /// by cost class, the conditional ones (confidence `low`) last in their class, then by
-    /// savings.
+    /// The one ranked list of what to change at this moment (the same ids, in the same order,
+    /// as `memlens oom`'s recommendations at this OOM and the page's): the fixes whose premise
+    /// the file shows and that matter — saving at least [`MATERIAL`] (1%) of the demand or an
+    /// OOM's shortfall, or answering the OOM's verdict (`for_verdict`) — by cost class (free,
+    /// slower, changes results; a fix saving under [`MINOR`] (2%) after all the others), within a class the verdict's own first, the conditional ones
+    /// (confidence `low`) last, then by savings.
     pub fixes: Vec<Fix>,
+    /// Fixes whose premise holds but that save less than [`MATERIAL`] of the demand and less
+    /// than the shortfall: listed apart, by savings.
+    pub immaterial_fixes: Vec<Fix>,
+    /// The phase of the moment (`crate::analyze::phase`).
+    pub moment_phase: MomentPhase,
+    /// At an OOM: how much more memory its request needed (`memlens oom`'s shortfall); a fix
+    /// that saves this much matters whatever its share.
+    pub shortfall_bytes: Option<u64>,
     /// With a capacity: the plan; `null` without one.
     pub plan: Option<Plan>,
     /// Remarks (the trace's flags in words, what was assumed).
@@ -175,6 +219,8 @@ fn measure_fix(c: &fixes::Candidate, a: &Anatomy) -> Fix {
         saves_bytes: before.saturating_sub(after),
         peak_after_bytes: after,
         evidence: c.evidence.clone(),
+        premise: c.premise.clone(),
+        for_verdict: c.for_verdict,
     }
 }
 
@@ -246,6 +292,21 @@ fn plan(
     }
 }
 
+/// Why the moment is read as a training job's, from the same parts and flags the setup line
+/// reads (reading.md §4: one set of facts per part).
+fn training_evidence(a: &Anatomy) -> &'static str {
+    let p = &a.parts;
+    match (p.gradients_bytes > 0, p.optimizer_state_bytes > 0) {
+        (true, true) => "gradients and optimizer state are alive",
+        (true, false) => "gradients are alive",
+        (false, true) => "optimizer state is alive",
+        (false, false) if a.flags.called_from_training_code => {
+            "its forward passes are called from training code, though no gradients or optimizer state are alive yet"
+        }
+        (false, false) => "a backward pass elsewhere in the trace",
+    }
+}
+
 fn notes_of(a: &Anatomy) -> Vec<String> {
     let f = &a.flags;
     let mut notes = Vec::new();
@@ -256,7 +317,10 @@ fn notes_of(a: &Anatomy) -> Vec<String> {
         notes.push("the trace runs no backward but keeps activations: evaluation or generation ran with autograd on".into());
     }
     if f.forward_without_backward {
-        notes.push("the trace records a training job's forward pass without its backward (gradients or optimizer state are alive): the moment is read as that step's forward".into());
+        notes.push(format!(
+            "the trace records a training job's forward pass without its backward ({}): the moment is read as that step's forward",
+            training_evidence(a)
+        ));
     }
     if f.autocast {
         notes.push("the forward runs under autocast: activations are already 16-bit, and autocast keeps a 16-bit copy of each weight until the autocast region ends".into());
@@ -355,6 +419,10 @@ pub fn run_with(
         .and_then(|f| f.devices.into_iter().find(|d| d.device == dev.id))
         .map_or(0, |d| d.total.releasable_bytes);
         let a = anatomy::measure(snap, r, &ctx, at, pending, releasable);
+        // The OOM this moment is, when it is one: its verdict's own fixes join the list.
+        let oom_here = ooms.iter().find(|o| {
+            o.explained.device == Some(dev.id) && o.explained.event_index == Some(at as u64)
+        });
         let retained: Vec<&leaks::Finding> = found
             .findings
             .iter()
@@ -379,29 +447,23 @@ pub fn run_with(
                     }
                 })
         };
+        let verdict = oom_here.map(|o| fixes::OomVerdict {
+            verdict: o.explained.verdict.as_str(),
+            recommendations: o.explained.recommendations.clone(),
+        });
         let cands = fixes::candidates(
             &a,
             expandable_on,
             replayed,
             retained_site.map(|s| (retained_bytes.min(a.parts.live()), s)),
+            verdict.as_ref(),
         );
         let measured: Vec<Fix> = cands.iter().map(|c| measure_fix(c, &a)).collect();
-        let mut order: Vec<usize> = (0..cands.len())
-            .filter(|&i| measured[i].saves_bytes > 0)
-            .collect();
-        let demand = a.parts.demand();
-        order.sort_by(|&i, &j| {
-            let small = |k: usize| measured[k].saves_bytes < material(demand);
-            let class = |k: usize| COSTS.iter().position(|c| *c == measured[k].cost);
-            let unsure = |k: usize| measured[k].confidence == "low";
-            small(i)
-                .cmp(&small(j))
-                .then(class(i).cmp(&class(j)))
-                .then(unsure(i).cmp(&unsure(j)))
-                .then(measured[j].saves_bytes.cmp(&measured[i].saves_bytes))
-                .then(measured[i].id.cmp(measured[j].id))
-        });
-        let plan = capacity_of(dev.id, opts, ooms).map(|(c, s)| plan(&a, &cands, &order, c, s));
+        let shortfall = oom_here.and_then(|o| o.explained.shortfall_bytes);
+        let (order, immaterial) = rank(&measured, a.parts.demand(), shortfall);
+        let plan_order: Vec<usize> = order.iter().chain(&immaterial).copied().collect();
+        let plan =
+            capacity_of(dev.id, opts, ooms).map(|(c, s)| plan(&a, &cands, &plan_order, c, s));
         let moment = if final_state {
             "end".to_string()
         } else {
@@ -416,6 +478,9 @@ pub fn run_with(
             at: replay::moment(trace, at),
             demand_bytes: a.parts.demand(),
             fixes: order.iter().map(|&i| measured[i].clone()).collect(),
+            immaterial_fixes: immaterial.iter().map(|&i| measured[i].clone()).collect(),
+            moment_phase: phase::with_ctx(&ctx, &st, at),
+            shortfall_bytes: shortfall,
             plan,
             notes: notes_of(&a),
             anatomy: a,

@@ -7,9 +7,16 @@ use super::{Cost, Recommendation, GIB};
 use crate::units::iec_words;
 
 /// A recommendation from its parts.
-fn rec(cost: Cost, action: impl Into<String>, why: impl Into<String>) -> Recommendation {
+fn rec(
+    id: &'static str,
+    cost: Cost,
+    action: impl Into<String>,
+    why: impl Into<String>,
+) -> Recommendation {
     Recommendation {
+        id,
         predicted: None,
+        saves_bytes: None,
         action: action.into(),
         cost,
         why: why.into(),
@@ -23,6 +30,7 @@ pub(super) fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
     let mut v = Vec::new();
     if let Some(x) = e.retained_bytes_per_step {
         v.push(rec(
+            "detach_retained_graph",
             Cost::Free,
             "Stop keeping graph-attached tensors across steps: accumulate `loss.item()` (or `loss.detach()`), not `loss`, and log `.item()` values",
             format!(
@@ -34,6 +42,7 @@ pub(super) fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
     match rule {
         Rule::TooBig => {
             v.push(rec(
+                "fix_request_shape",
                 Cost::Free,
                 format!("Find the tensor that asked for {} and fix its shape or dtype", s(f.req)),
                 format!(
@@ -42,6 +51,7 @@ pub(super) fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
                 ),
             ));
             v.push(rec(
+                "chunk_request",
                 Cost::Speed,
                 "Compute it in chunks (loop over slices of the batch or sequence and concatenate the results)",
                 format!(
@@ -53,6 +63,7 @@ pub(super) fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
         Rule::Fragmented | Rule::FragmentedWithFree => fragmentation_recs(f, &mut v),
         Rule::LimitBound => {
             v.push(rec(
+                "raise_process_limit",
                 Cost::Free,
                 "Raise or remove the limit set with `torch.cuda.set_per_process_memory_fraction(...)`",
                 format!(
@@ -68,6 +79,7 @@ pub(super) fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
         Rule::LimitImplied => {
             let (lo, hi) = f.implied.unwrap_or_default();
             v.push(rec(
+                "raise_process_limit",
                 Cost::Free,
                 "Raise or remove the per-process limit: `torch.cuda.set_per_process_memory_fraction(...)`, or per_process_memory_fraction in PYTORCH_CUDA_ALLOC_CONF",
                 format!(
@@ -84,6 +96,7 @@ pub(super) fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
         Rule::Outside => outside_recs(f, &mut v),
         Rule::LiveSet => live_set_recs(f, &mut v),
         Rule::FreeEnough => v.push(rec(
+            "watch_device",
             Cost::Free,
             "Watch the device around the failure: `nvidia-smi --query-compute-apps=pid,used_memory --format=csv -l 1`",
             format!(
@@ -97,6 +110,7 @@ pub(super) fn recommendations(f: &Facts, rule: Rule) -> Vec<Recommendation> {
     if let Some(pp) = e.private_pool_bytes {
         if pp >= (f.cap.unwrap_or(0) / 20).max(GIB) && !e.vllm {
             v.push(rec(
+                "fewer_cuda_graphs",
                 Cost::Speed,
                 "Capture fewer CUDA graphs: torch.compile(mode=\"default\") instead of \"reduce-overhead\", or share one pool between graphs (`torch.cuda.graph_pool_handle()`)",
                 format!(
@@ -121,6 +135,7 @@ fn fragmentation_recs(f: &Facts, v: &mut Vec<Recommendation>) {
                 None => String::new(),
             };
             v.push(rec(
+                "one_stream_one_pool",
                 Cost::Free,
                 "Look for allocations spread over several streams or CUDA-graph pools: keep the hot path on one stream, drop needless `record_stream` calls",
                 format!(
@@ -129,6 +144,7 @@ fn fragmentation_recs(f: &Facts, v: &mut Vec<Recommendation>) {
             ));
         }
         (_, Some(false)) => v.push(rec(
+            "max_split_size",
             Cost::Free,
             "Set PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512 before the process starts (or upgrade to PyTorch ≥ 2.1 and use expandable_segments:True, the stronger fix)",
             format!(
@@ -142,6 +158,7 @@ fn fragmentation_recs(f: &Facts, v: &mut Vec<Recommendation>) {
                 ""
             };
             v.push(rec(
+                "expandable_segments",
                 Cost::Free,
                 format!(
                     "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the environment before the process starts{rocm}"
@@ -153,6 +170,7 @@ fn fragmentation_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         }
     }
     v.push(rec(
+        "fixed_shapes",
         Cost::Speed,
         "Pad inputs to a few fixed shapes (bucket sequence lengths or image sizes)",
         format!(
@@ -174,6 +192,7 @@ fn fragmentation_recs(f: &Facts, v: &mut Vec<Recommendation>) {
 /// Halving the micro-batch, with `why`.
 fn micro_batch(why: String) -> Recommendation {
     rec(
+        "gradient_accumulation",
         Cost::Speed,
         "Halve the micro-batch and double the gradient-accumulation steps (same effective batch)",
         why,
@@ -188,6 +207,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
     let (a, c) = (s(f.alloc), s(f.cap));
     if e.vllm {
         v.push(rec(
+            "vllm_max_num_seqs",
             Cost::Speed,
             "Lower --max-num-seqs and/or --max-model-len",
             format!(
@@ -196,6 +216,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
             ),
         ));
         v.push(rec(
+            "vllm_gpu_memory_utilization",
             Cost::Speed,
             "Lower --gpu-memory-utilization (default 0.9) to leave headroom outside the KV cache",
             format!(
@@ -204,11 +225,13 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
             ),
         ));
         v.push(rec(
+            "vllm_enforce_eager",
             Cost::Speed,
             "Add --enforce-eager",
             "skips CUDA-graph capture, whose private pools hold memory for every captured batch size; decoding gets slower".to_string(),
         ));
         v.push(rec(
+            "vllm_quantization",
             Cost::Results,
             "Serve a quantized model (--quantization fp8, or an AWQ/GPTQ checkpoint) and/or --kv-cache-dtype fp8",
             format!("halves weight or KV-cache bytes against a shortfall of {short}, at some accuracy cost"),
@@ -216,6 +239,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         return;
     }
     v.push(rec(
+        "inference_mode",
         Cost::Free,
         "If this happened in validation or generation: run it under `torch.inference_mode()` (and `model.eval()`)",
         format!(
@@ -230,6 +254,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         ),
     ));
     v.push(rec(
+        "activation_checkpointing",
         Cost::Speed,
         "Turn on activation checkpointing: `model.gradient_checkpointing_enable()` (Hugging Face) or `torch.utils.checkpoint.checkpoint(...)` per block",
         format!(
@@ -237,6 +262,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         ),
     ));
     v.push(rec(
+        "offload_optimizer_state",
         Cost::Speed,
         "Offload optimizer state (and parameters) to CPU: DeepSpeed ZeRO `offload_optimizer`, FSDP `CPUOffload(offload_params=True)`",
         match f.cap {
@@ -259,6 +285,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         })
         .unwrap_or_default();
     v.push(rec(
+        "eight_bit_optimizer",
         Cost::Results,
         "If you train with AdamW: switch to an 8-bit optimizer (`bitsandbytes.optim.AdamW8bit`)",
         format!(
@@ -266,6 +293,7 @@ fn live_set_recs(f: &Facts, v: &mut Vec<Recommendation>) {
         ),
     ));
     v.push(rec(
+        "int8_weights",
         Cost::Results,
         "Quantize the weights (`BitsAndBytesConfig(load_in_4bit=True)` / 8-bit) and, for fine-tuning, train QLoRA adapters instead of all weights",
         format!(
@@ -281,6 +309,7 @@ fn outside_recs(f: &Facts, v: &mut Vec<Recommendation>) {
     let out = s(f.outside());
     if e.other_processes.is_empty() {
         v.push(rec(
+            "free_other_process",
             Cost::Free,
             "Find what holds the memory (`nvidia-smi --query-compute-apps=pid,used_memory --format=csv`), stop it, or give each job its own GPU with CUDA_VISIBLE_DEVICES",
             format!(
@@ -296,6 +325,7 @@ fn outside_recs(f: &Facts, v: &mut Vec<Recommendation>) {
             .map(|&(p, b)| format!("{p} ({})", iec_words(b)))
             .collect();
         v.push(rec(
+            "free_other_process",
             Cost::Free,
             format!(
                 "Stop process {} or run the jobs on separate GPUs with CUDA_VISIBLE_DEVICES",
@@ -315,6 +345,7 @@ fn outside_recs(f: &Facts, v: &mut Vec<Recommendation>) {
             .count();
         if small >= 2 {
             v.push(rec(
+                "cuda_out_of_workers",
                 Cost::Free,
                 "Keep CUDA out of DataLoader workers and subprocesses: no `.cuda()` / `.to(\"cuda\")` in Dataset or collate_fn, and start workers with the 'spawn' method after moving that code",
                 format!(
@@ -326,6 +357,7 @@ fn outside_recs(f: &Facts, v: &mut Vec<Recommendation>) {
     if let Some(x) = f.in_process_non_pt {
         if x >= (f.cap.unwrap_or(0) / 20).max(2 * GIB) {
             v.push(rec(
+                "other_framework",
                 Cost::Free,
                 "Check for another framework or library allocating in this process: JAX (XLA_PYTHON_CLIENT_PREALLOCATE=false), TensorFlow (`tf.config.experimental.set_memory_growth`), CuPy's memory pool, large NCCL buffers",
                 format!(

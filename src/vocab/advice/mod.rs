@@ -149,11 +149,26 @@ impl Cost {
             Cost::Results => "results",
         }
     }
+
+    /// The cost in the words every text surface uses (`fit`'s classes): `free`, `slower`,
+    /// `changes results`.
+    pub fn words(self) -> &'static str {
+        match self {
+            Cost::Free => "free",
+            Cost::Speed => "slower",
+            Cost::Results => "changes results",
+        }
+    }
 }
 
 /// One thing to change, what it costs, and why these numbers call for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Recommendation {
+    /// Stable identifier, shared with `memlens fit`'s fixes where they are the same change
+    /// (`expandable_segments`, `gradient_accumulation`, ...; [`RECOMMENDATION_IDS`]): with a
+    /// snapshot, `memlens oom` lists `fit`'s ranked fixes under these ids, in `fit`'s order.
+    #[schemars(extend("enum" = RECOMMENDATION_IDS))]
+    pub id: &'static str,
     /// What to do, with exact names (env vars, APIs, flags).
     pub action: String,
     /// What it costs; recommendations are ordered by it (free → speed → results).
@@ -165,7 +180,48 @@ pub struct Recommendation {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Prediction")]
     pub predicted: Option<Prediction>,
+    /// What it saves at the OOM, measured by `memlens fit` against the moment's parts (the
+    /// recommendations of a snapshot's OOM are fit's ranked fixes); absent where nothing
+    /// measured it (a message alone, or a fix that answers the verdict without shrinking a
+    /// part).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saves_bytes: Option<u64>,
 }
+
+/// Every id a recommendation or a fit's fix can carry: `fit`'s catalogue (measured against
+/// the moment's parts) and the fixes only an OOM's verdict calls for (a setting, another
+/// process, the request's shape), whose saving no rewrite of the parts measures.
+pub const RECOMMENDATION_IDS: [&str; 29] = [
+    "expandable_segments",
+    "zero_grad_set_to_none",
+    "inference_mode",
+    "no_grad_forward",
+    "detach_retained_graph",
+    "vllm_gpu_memory_utilization",
+    "gradient_accumulation",
+    "micro_batch",
+    "activation_checkpointing",
+    "offload_optimizer_state",
+    "eight_bit_optimizer",
+    "fused_attention",
+    "bf16_autocast",
+    "lora",
+    "int8_weights",
+    "fix_request_shape",
+    "chunk_request",
+    "raise_process_limit",
+    "watch_device",
+    "fewer_cuda_graphs",
+    "one_stream_one_pool",
+    "max_split_size",
+    "fixed_shapes",
+    "vllm_max_num_seqs",
+    "vllm_enforce_eager",
+    "vllm_quantization",
+    "free_other_process",
+    "cuda_out_of_workers",
+    "other_framework",
+];
 
 /// What an allocator setting would have done to a recorded OOM, by replaying the trace
 /// through the allocator model (`crate::allocator`).
