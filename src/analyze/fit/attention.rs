@@ -15,6 +15,11 @@
 //!   softmax's shape than softmaxes (the scores it normalises): `LlamaAttention.forward`
 //!   of older transformers, whose frames say only `modeling_llama.py:forward`. Functions are
 //!   told apart by their call site too, so `forward` of an MLP in the same file stays out.
+//! - **the chain**: the function that calls an attention function (an attention module's
+//!   `forward`, which scales and masks the scores before the call) is part of it: its
+//!   score-shaped tensors count against the score size of the function it calls, so fused
+//!   attention is priced at every score-shaped tensor the chain keeps (reading.md §4), not
+//!   only those of the innermost function.
 //! - **shape**: within one attention function, the score matrix is the size the softmax
 //!   allocates (a frame naming `softmax`), else the largest the function allocates; the
 //!   tensors of that size, up to twice it (an fp32 softmax of 16-bit scores) and above a
@@ -66,6 +71,9 @@ type Key = (StrId, StrId, StrId, i64);
 #[derive(Clone, Copy)]
 struct StackFacts {
     key: Key,
+    /// The function that called `key`'s, keyed the same way: an attention module's
+    /// `forward` that masks and scales the scores before it calls the attention function.
+    outer: Option<Key>,
     named: bool,
     softmax: bool,
     in_module: bool,
@@ -97,8 +105,15 @@ fn stack_facts(snap: &Snapshot, stack: StackId) -> Option<StackFacts> {
     let k = users.iter().position(|u| u.3).unwrap_or(0);
     let (file, name, _, named) = *users.get(k)?;
     let caller = users.get(k + 1).map_or((StrId::EMPTY, 0), |c| (c.0, c.2));
+    let outer = users.get(k + 1).map(|c| {
+        let at = users
+            .get(k + 2)
+            .map_or((StrId::EMPTY, 0), |cc| (cc.0, cc.2));
+        (c.0, c.1, at.0, at.1)
+    });
     Some(StackFacts {
         key: (file, name, caller.0, caller.1),
+        outer,
         named,
         softmax,
         in_module: under_module_forward(snap, stack),
@@ -199,6 +214,18 @@ pub fn measure<'a>(
     if functions.is_empty() {
         return None;
     }
+    // The chain around an attention function: its caller (the attention module's forward,
+    // which scales and masks the scores) keeps score-shaped tensors too; each counts against
+    // the score size of the function it calls.
+    let mut callers: FxHashMap<Key, u64> = FxHashMap::default();
+    for h in of_stack.values().flatten() {
+        if let (Some(outer), Some(f)) = (h.outer, functions.get(&h.key)) {
+            if !functions.contains_key(&outer) {
+                let z = callers.entry(outer).or_default();
+                *z = (*z).max(f.score_bytes());
+            }
+        }
+    }
     let mut zs: Vec<u64> = functions.values().map(Function::score_bytes).collect();
     zs.sort_unstable();
     zs.dedup();
@@ -227,10 +254,14 @@ pub fn measure<'a>(
             .entry(a.stack)
             .or_insert_with(|| stack_facts(snap, a.stack));
         let Some(h) = hit else { continue };
-        let Some(f) = functions.get(&h.key) else {
+        let Some(z) = functions
+            .get(&h.key)
+            .map(Function::score_bytes)
+            .or_else(|| callers.get(&h.key).copied())
+        else {
             continue;
         };
-        if score_shaped(a.size, f.score_bytes()) {
+        if score_shaped(a.size, z) {
             *slot += a.size;
             let e = per.entry(h.key).or_default();
             e.0 += a.size;

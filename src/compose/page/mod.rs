@@ -13,6 +13,7 @@ pub mod tree;
 pub mod window;
 
 use crate::analyze::categories::{self, CategoriesReport, CategoryOptions};
+use crate::analyze::fit::{self, DeviceFit, FitOptions};
 use crate::analyze::frag::{self, DeviceFrag, FragOptions};
 use crate::analyze::leaks::{self, LeaksOptions, LeaksReport};
 use crate::analyze::oom::OomOptions;
@@ -166,6 +167,10 @@ pub struct PageReport {
     pub oom: Option<OomReport>,
     /// `memlens leaks`.
     pub leaks: LeaksReport,
+    /// What to change on each device, from the one ranked list `memlens fit` and `memlens
+    /// oom` give: at the device's first OOM (the same entries as `oom.fit`), else at its peak
+    /// (its end without a trace). By device.
+    pub advice: Vec<DeviceFit>,
     /// `memlens categories` at the peak.
     pub categories: CategoriesReport,
     /// Per device.
@@ -197,7 +202,7 @@ pub fn run(
         || device_pages(snap, replays, opts),
     );
     let pools = pools::panel(snap, replays);
-    let (oom, leaks, categories, summary) = reports?;
+    let (oom, advice, leaks, categories, summary) = reports?;
     let (devices, absent, table) = pages?;
     let (frames, stacks) = table.into_parts();
     Ok(PageReport {
@@ -207,6 +212,7 @@ pub fn run(
         capacity_bytes: opts.oom.capacity_bytes,
         summary,
         oom,
+        advice,
         leaks,
         categories,
         devices,
@@ -217,9 +223,11 @@ pub fn run(
     })
 }
 
-/// `oom` (with `fit`, when the trace holds an OOM), `leaks`, `categories` and `summary`.
+/// `oom` (with `fit`, when the trace holds an OOM), the advice of every device, `leaks`,
+/// `categories` and `summary`.
 type WholeFile = (
     Option<OomReport>,
+    Vec<DeviceFit>,
     LeaksReport,
     CategoriesReport,
     SummaryReport,
@@ -242,9 +250,32 @@ fn whole_file_reports(
     } else {
         None
     };
+    let advice = advice(snap, replays, opts, oom.as_ref())?;
     let leaks = leaks::run(snap, replays, &LeaksOptions::default());
     let categories = categories::run(snap, replays, &CategoryOptions::default())?;
-    Ok((oom, leaks, categories, summary::run(snap)))
+    Ok((oom, advice, leaks, categories, summary::run(snap)))
+}
+
+/// Every device's ranked fixes: the OOM report's where it has them (its first OOM), else
+/// `fit` at the device's peak, so the page advises on every snapshot from the one engine.
+fn advice(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &PageOptions,
+    oom: Option<&OomReport>,
+) -> Result<Vec<DeviceFit>, String> {
+    let mut out: Vec<DeviceFit> = oom.map(|r| r.fit.clone()).unwrap_or_default();
+    let covered: Vec<u32> = out.iter().map(|d| d.device).collect();
+    let ooms = oom.map_or(&[][..], |r| &r.ooms[..]);
+    let fit_opts = FitOptions {
+        at: None,
+        capacity_bytes: opts.oom.capacity_bytes,
+        capacity_source: opts.oom.capacity_source.clone(),
+    };
+    let rest = fit::run_with(snap, replays, &fit_opts, ooms, &|d| !covered.contains(&d))?;
+    out.extend(rest.devices);
+    out.sort_by_key(|d| d.device);
+    Ok(out)
 }
 
 /// Each device's sections, what the page cannot show and why, and the frames they name.

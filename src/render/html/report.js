@@ -250,7 +250,7 @@
     const s = sections.header;
     const sum = DATA.summary;
     const devs = sum.devices || [];
-    const nav = el("nav", { class: "toc" }, [["oom", "OOM"], ["timeline", "Timeline"], ["state", "Allocator state"], ["top", "Top sites"], ["flame", "Flamegraph"], ["leaks", "Leaks"], ["categories", "Categories"], ["summary", "Summary"]]
+    const nav = el("nav", { class: "toc" }, [["oom", "OOM"], ["advice", "What to change"], ["timeline", "Timeline"], ["state", "Allocator state"], ["top", "Top sites"], ["flame", "Flamegraph"], ["leaks", "Leaks"], ["categories", "Categories"], ["summary", "Summary"]]
       .filter(([id]) => id !== "oom" || DATA.oom)
       .map(([id, t]) => el("a", { href: "#" + id }, t)));
     const devTable = el("table", { class: "grid compact" },
@@ -300,6 +300,40 @@
     renderDevice();
   }
 
+  // The one ranked list of what to change at a moment (memlens fit's, the same ids and order
+  // as memlens oom's recommendations), with the immaterial fixes apart and the plan.
+  const COST_WORDS = { free: "free", speed: "slower", results: "changes results", slower: "slower", changes_results: "changes results" };
+  function fixBlock(f, testid) {
+    const preds = {};
+    ((DATA.oom && DATA.oom.ooms) || []).forEach((o) => { if (o.device === f.device && o.event_index === f.at.event_index) o.recommendations.forEach((r) => { if (r.predicted) preds[r.id] = r.predicted; }); });
+    const plan = f.plan;
+    return el("div", { "data-testid": testid },
+      el("h3", null, "What to change, cheapest first"),
+      f.fixes.length ? el("ol", { class: "recs" }, f.fixes.map((x) => el("li", { "data-testid": "fix", "data-id": x.id },
+        el("span", { class: "cost c-" + x.cost }, COST_WORDS[x.cost] || x.cost), " ", el("span", { class: "action" }, rich(x.action)),
+        el("div", { class: "why" }, (x.for_verdict ? "answers the verdict" : "saves " + fmtBytes(x.saves_bytes) + " → " + fmtBytes(x.peak_after_bytes)) + " · " + x.confidence + " confidence · ", rich(x.evidence)),
+        preds[x.id] ? el("div", { class: "why predicted" }, "Predicted, " + preds[x.id].words + ".") : null)))
+        : el("p", { "data-testid": "no-fix" }, "No fix that matters applies at this moment."),
+      f.immaterial_fixes && f.immaterial_fixes.length ? el("p", { class: "muted", "data-testid": "immaterial" }, "Immaterial (each saves under 1% of the " + fmtBytes(f.demand_bytes) + " to hold): " + f.immaterial_fixes.map((x) => x.id + " (" + fmtBytes(x.saves_bytes) + ")").join(", ")) : null,
+      plan ? el("p", { class: "muted" }, plan.fits_now ? "It fits " + fmtBytes(plan.capacity_bytes) + " as it is." : plan.fits
+        ? "Plan for " + fmtBytes(plan.capacity_bytes) + " (" + plan.capacity_source + "): " + plan.steps.map((p) => p.id).join(" + ") + " → " + fmtBytes(plan.steps[plan.steps.length - 1].peak_after_bytes) + "."
+        : "With every fix it is still " + fmtBytes(plan.short_by_bytes) + " short of " + fmtBytes(plan.target_bytes) + ".") : null);
+  }
+
+  // What to change on the device shown: at its OOM (the OOM card holds the list), else at its peak.
+  function renderAdvice() {
+    const s = sections.advice;
+    if (!s) return;
+    const f = (DATA.advice || []).find((d) => d.device === devId());
+    if (!f) { fill(s, heading("What to change", devName(devId())), el("p", { class: "muted" }, "No live memory on this device.")); return; }
+    const at = (f.moment === "oom" ? "at its OOM" : "at its " + f.moment) + " (" + (f.at.event_index >= 0 ? "event " + fmtInt(f.at.event_index) + ", " : "") + f.moment_phase.words + "): " + fmtBytes(f.demand_bytes) + " to hold";
+    const oomShown = f.moment === "oom" && DATA.oom && sections.oom;
+    fill(s, heading("What to change", devName(f.device) + " " + at),
+      oomShown ? el("p", { "data-testid": "advice-see-oom" }, "This device ran out of memory: ", el("a", { href: "#oom" }, "the OOM card above"), " lists what to change there, cheapest first.")
+        : fixBlock(f, "advice"),
+      f.notes.length ? el("ul", { class: "plain muted" }, f.notes.map((t) => el("li", null, rich(t)))) : null);
+  }
+
   // 2. OOM
   function renderOom() {
     const s = sections.oom;
@@ -322,17 +356,10 @@
           stat("Device free", o.device_free_bytes, o.shortfall_bytes ? fmtBytes(o.shortfall_bytes) + " short" : null),
           stat("Allocated by PyTorch", o.allocated_bytes),
           stat("Reserved but unallocated", o.reserved_unallocated_bytes, o.largest_free_block_bytes != null ? "largest free block " + fmtBytes(o.largest_free_block_bytes) : null)),
-        o.recommendations.length ? el("div", null, el("h3", null, "What to change, cheapest first"),
-          el("ol", { class: "recs" }, o.recommendations.map((r) => el("li", null,
-            el("span", { class: "cost c-" + r.cost }, r.cost), " ", el("span", { class: "action" }, rich(r.action)), el("div", { class: "why" }, rich(r.why)),
-            r.predicted ? el("div", { class: "why predicted" }, "Predicted, " + r.predicted.words + ".") : null)))) : null,
-        ((f) => f && f.fixes.length ? el("div", { "data-testid": "oom-fit" }, el("h3", null, "Predicted savings at this OOM (memlens fit)"),
-          el("ol", { class: "recs" }, f.fixes.map((x) => el("li", null,
-            el("span", { class: "cost c-" + x.cost }, x.cost.replace("_", " ")), " ", el("span", { class: "action" }, rich(x.action)),
-            el("div", { class: "why" }, "saves " + fmtBytes(x.saves_bytes) + " → " + fmtBytes(x.peak_after_bytes) + " · " + x.confidence + " confidence · ", rich(x.evidence))))),
-          f.plan ? el("p", { class: "muted" }, f.plan.fits_now ? "It fits " + fmtBytes(f.plan.capacity_bytes) + " as it is." : f.plan.fits
-            ? "Plan for " + fmtBytes(f.plan.capacity_bytes) + " (" + f.plan.capacity_source + "): " + f.plan.steps.map((p) => p.id).join(" + ") + " → " + fmtBytes(f.plan.steps[f.plan.steps.length - 1].peak_after_bytes) + "."
-            : "With every fix it is still " + fmtBytes(f.plan.short_by_bytes) + " short of " + fmtBytes(f.plan.target_bytes) + ".") : null) : null)(
+        ((f) => f ? fixBlock(f, "oom-fit") : o.recommendations.length ? el("div", { "data-testid": "oom-fit" }, el("h3", null, "What to change, cheapest first"),
+          el("ol", { class: "recs" }, o.recommendations.map((r) => el("li", { "data-testid": "fix", "data-id": r.id },
+            el("span", { class: "cost c-" + r.cost }, COST_WORDS[r.cost] || r.cost), " ", el("span", { class: "action" }, rich(r.action)), el("div", { class: "why" }, rich(r.why)),
+            r.predicted ? el("div", { class: "why predicted" }, "Predicted, " + r.predicted.words + ".") : null)))) : null)(
           (rep.fit || []).find((d) => d.device === o.device && d.at.event_index === o.event_index)),
         o.evidence.length ? el("div", null, el("h3", null, "Evidence"), el("ul", { class: "plain" }, o.evidence.map((t) => el("li", null, rich(t))))) : null,
         o.notes.length ? el("div", null, el("h3", null, "Notes"), el("ul", { class: "plain" }, o.notes.map((t) => el("li", null, rich(t))))) : null,
@@ -1705,6 +1732,7 @@
   }
   function renderDevice() {
     hideTip();
+    renderAdvice();
     renderTimeline();
     renderMoment();
     renderLeaks();
@@ -1715,7 +1743,7 @@
 
   function main() {
     const app = document.getElementById("app");
-    const ids = ["header", "oom", "timeline", "state", "top", "flame", "leaks", "pools", "categories", "summary"]
+    const ids = ["header", "oom", "advice", "timeline", "state", "top", "flame", "leaks", "pools", "categories", "summary"]
       .filter((id) => (id !== "oom" || DATA.oom) && (id !== "pools" || (DATA.pools || []).length));
     fill(app, ...ids.map((id) => section(id)));
     document.body.appendChild(tooltip);
