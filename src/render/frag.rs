@@ -84,6 +84,7 @@ pub fn text(
         for t in style.records(&header, &numeric, &rows) {
             writeln!(out, "{t}")?;
         }
+        style.para(out, "Reading: ", "  ", &d.reading.words)?;
         style.para(
             out,
             "",

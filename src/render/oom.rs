@@ -38,12 +38,16 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
     for (k, o) in r.ooms.iter().enumerate() {
         writeln!(
             out,
-            "\nOOM {} of {} — event {}{}",
+            "\nOOM {} of {} — event {}{}{}",
             k + 1,
             r.ooms.len(),
             o.explained.event_index.unwrap_or(0),
             o.time_us
                 .map(|t| format!(", time_us {t}"))
+                .unwrap_or_default(),
+            o.phase
+                .as_ref()
+                .map(|p| format!(", {}", p.words))
                 .unwrap_or_default()
         )?;
         let fit = r.fit.iter().find(|d| {

@@ -92,9 +92,13 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> s
         "",
         "  ",
         &format!(
-            "Device {} — {}: {} live (requested)",
+            "Device {} — {}{}: {} live (requested)",
             d.device,
             when,
+            d.moment_phase
+                .as_ref()
+                .map(|p| format!(", {}", p.words))
+                .unwrap_or_default(),
             iec(d.live_requested_bytes)
         ),
     )?;

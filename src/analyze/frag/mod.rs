@@ -3,6 +3,7 @@
 use crate::model::{BlockState, PoolKind, Snapshot};
 use crate::replay::state::{self, AllocatorState, SegmentAt};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
+use crate::units::iec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -127,6 +128,56 @@ pub struct DeviceFrag {
     pub worst_segments: Vec<SegmentMap>,
     /// What limits the answer.
     pub notes: Vec<String>,
+    /// Whether fragmentation matters here, judged by bytes, not by its ratio
+    /// ([`FragReading`], reading.md §6).
+    pub reading: FragReading,
+}
+
+/// The cached free bytes count for fragmentation only when they are a material share of
+/// what is reserved: at least this share (5%).
+pub const FRAG_MATERIAL: f64 = 0.05;
+
+/// Fragmentation judged by its bytes (reading.md §6): the ratio (1 − largest free block /
+/// free) says how scattered the cached free bytes are, not whether there are enough of them
+/// to matter; a capacity shortage with a few MiB cached free has a high ratio and no
+/// fragmentation problem.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+pub struct FragReading {
+    /// True when the cached free bytes are at least [`FRAG_MATERIAL`] of the reserved bytes.
+    pub matters: bool,
+    /// Cached free bytes / reserved bytes (0 when nothing is reserved).
+    pub free_share_of_reserved: f64,
+    /// The judgement in one sentence, with its bytes.
+    pub words: String,
+}
+
+/// The reading of a device's totals.
+pub fn reading_of(total: &PoolFrag) -> FragReading {
+    let share = if total.reserved_bytes == 0 {
+        0.0
+    } else {
+        total.free_bytes as f64 / total.reserved_bytes as f64
+    };
+    let matters = total.free_bytes > 0 && share >= FRAG_MATERIAL;
+    let (free, reserved) = (iec(total.free_bytes), iec(total.reserved_bytes));
+    let words = if matters {
+        format!(
+            "{free} cached free is {:.1}% of the {reserved} reserved, and the largest free block is {}: fragmentation matters here",
+            share * 100.0,
+            iec(total.largest_free_block_bytes)
+        )
+    } else {
+        format!(
+            "only {free} is cached free, {:.1}% of the {reserved} reserved: fragmentation is not what limits this device, whatever its ratio ({:.0}% of those {free})",
+            share * 100.0,
+            total.fragmentation * 100.0
+        )
+    };
+    FragReading {
+        matters,
+        free_share_of_reserved: share,
+        words,
+    }
 }
 
 /// Fragmentation of the caching allocator at a moment: per device, pool, stream and worst
@@ -375,6 +426,7 @@ pub fn analyze_state(st: &AllocatorState, at: Moment, opts: &FragOptions) -> Dev
         device: st.device,
         at,
         exact: st.exact,
+        reading: reading_of(&total),
         total,
         pools,
         worst_segments: maps,

@@ -57,6 +57,9 @@ pub struct SnapshotOom {
     /// The capacity inferred from reserved + device free when none was given (then also in
     /// `capacity_bytes`, with `capacity_source` saying so); `null` otherwise.
     pub capacity_inferred: Option<InferredCapacity>,
+    /// The phase the OOM struck in (`crate::analyze::phase`); `null` for a device without a
+    /// replay.
+    pub phase: Option<crate::analyze::phase::MomentPhase>,
 }
 
 /// Bounds of a per-process limit (`set_per_process_memory_fraction`) that a snapshot implies
@@ -149,6 +152,14 @@ pub fn find(snap: &Snapshot, replays: &[DeviceReplay], opts: &OomOptions) -> Res
         let replay = replays.iter().find(|r| r.device == dev.id);
         // The likely kinds of pre-trace memory without a stack, made once per device.
         let mut kinds: Option<Arc<Kinds>> = None;
+        // The phase of each OOM, from one context per device (built only when it has one).
+        let has_oom = trace.iter().any(|e| e.action == Action::Oom);
+        let steps = replay
+            .filter(|_| has_oom)
+            .map(|r| crate::replay::steps::find(snap, r));
+        let ctx = replay.zip(steps.as_ref()).map(|(r, st)| {
+            crate::analyze::categories::rules::Ctx::new(snap, trace, st, &[], &r.allocations)
+        });
         for (k, (i, e)) in trace
             .iter()
             .enumerate()
@@ -162,7 +173,12 @@ pub fn find(snap: &Snapshot, replays: &[DeviceReplay], opts: &OomOptions) -> Res
                 event: i as i64,
                 e,
             };
-            ooms.push(explain(snap, &at, opts, expandable, &mut kinds)?);
+            let mut o = explain(snap, &at, opts, expandable, &mut kinds)?;
+            o.phase = ctx
+                .as_ref()
+                .zip(steps.as_ref())
+                .map(|(c, st)| crate::analyze::phase::with_ctx(c, st, i as i64));
+            ooms.push(o);
         }
         headroom.push(device_headroom(snap, dev, replay, opts));
     }
@@ -268,6 +284,7 @@ fn explain(
                 below_bytes,
             }),
         capacity_inferred: inferred,
+        phase: None,
     })
 }
 

@@ -160,6 +160,10 @@ pub struct DeviceTop {
     pub other: Option<SiteRow>,
     /// What the data cannot support, in words.
     pub notes: Vec<String>,
+    /// The phase of the moment `at` (`crate::analyze::phase`), for the live cost of a traced
+    /// device in `memlens top`; absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moment_phase: Option<crate::analyze::phase::MomentPhase>,
     /// Figures that could not be held exactly: `cost_overflow` when a cost (bytes × lifetime
     /// on a long trace) passed 2^64 − 1 and was saturated there. Absent when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -244,7 +248,11 @@ pub fn run(
     for r in replays {
         let dev = snap.device(r.device).expect("replayed device exists");
         let trace = snap.device_trace(dev);
-        devices.push(device_top(snap, r, trace, opts)?);
+        let mut d = device_top(snap, r, trace, opts)?;
+        if opts.cost == Cost::Live && !trace.is_empty() {
+            d.moment_phase = Some(crate::analyze::phase::of(snap, r, d.at.event_index));
+        }
+        devices.push(d);
     }
     let mut final_state_devices = Vec::new();
     for dev in snap.devices.iter().filter(|d| d.trace.is_empty()) {
@@ -653,6 +661,7 @@ fn group(
         sites,
         other,
         notes: Vec::new(),
+        moment_phase: None,
         warnings: overflow_warning(saturated.get(), unit),
     }
 }

@@ -1305,7 +1305,8 @@
         el("thead", null, el("tr", null, el("th"), cols.map(head))),
         el("tbody", null, rows.map(([label, k, fmt]) => el("tr", null, el("th", { scope: "row" }, label),
           cols.map((p) => el("td", { class: "num", title: typeof p[k] === "number" && fmt === fmtBytes ? fmtInt(p[k]) + " bytes" : null }, fmt(p[k])))))))),
-      el("p", { class: "muted small" }, "fragmentation = 1 − largest free block / free; stranded: free inside partly used segments; releasable: what empty_cache() could return."));
+      f.reading ? el("p", { "data-testid": "frag-reading", class: f.reading.matters ? null : "muted" }, f.reading.words) : null,
+      el("p", { class: "muted small" }, "fragmentation = 1 − largest free block / free (how scattered the cached free bytes are, not whether they matter); stranded: free inside partly used segments; releasable: what empty_cache() could return."));
   }
 
   // 5. top table
