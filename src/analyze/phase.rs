@@ -53,6 +53,24 @@ impl Phase {
             Phase::Unknown => "in a phase the trace cannot tell",
         }
     }
+
+    /// The phase as a noun, for a sentence that names two ("the peak moved from the
+    /// optimizer step to the forward pass").
+    pub fn noun(self) -> &'static str {
+        match self {
+            Phase::Forward => "the forward pass",
+            Phase::Backward => "the backward pass",
+            Phase::Optimizer => "the optimizer step",
+            Phase::Between => "a moment between phases",
+            Phase::Unknown => "a moment the trace cannot place",
+        }
+    }
+
+    /// True for the phases of a step proper (forward, backward, optimizer), which
+    /// [`peaks`] measures.
+    pub fn is_step_phase(self) -> bool {
+        matches!(self, Phase::Forward | Phase::Backward | Phase::Optimizer)
+    }
 }
 
 /// The phase of one moment, with the step it falls in.
@@ -74,17 +92,7 @@ pub fn with_ctx(ctx: &Ctx, steps: &DeviceSteps, at: i64) -> MomentPhase {
         .iter()
         .find(|s| s.first_event <= at && at <= s.last_event)
         .map(|s| s.index);
-    let phase = if at < 0 {
-        Phase::Unknown
-    } else {
-        match ctx.phase_at(at) {
-            Some("forward") => Phase::Forward,
-            Some("backward") => Phase::Backward,
-            Some("optimizer") => Phase::Optimizer,
-            _ if ctx.has_phases() => Phase::Between,
-            _ => Phase::Unknown,
-        }
-    };
+    let phase = phase_at(ctx, at);
     let mut words = match phase {
         Phase::Unknown if at < 0 => {
             "cannot tell the phase: the moment is before the trace (no allocation history)".into()
@@ -98,15 +106,73 @@ pub fn with_ctx(ctx: &Ctx, steps: &DeviceSteps, at: i64) -> MomentPhase {
     MomentPhase { phase, step, words }
 }
 
+/// The phase of event `at` alone: the one rule every answer here is read from.
+fn phase_at(ctx: &Ctx, at: i64) -> Phase {
+    if at < 0 {
+        return Phase::Unknown;
+    }
+    match ctx.phase_at(at) {
+        Some("forward") => Phase::Forward,
+        Some("backward") => Phase::Backward,
+        Some("optimizer") => Phase::Optimizer,
+        _ if ctx.has_phases() => Phase::Between,
+        _ => Phase::Unknown,
+    }
+}
+
 /// The phase of event `at` on a replayed device, building the context it needs.
 pub fn of(snap: &Snapshot, r: &DeviceReplay, at: i64) -> MomentPhase {
-    let Some(dev) = snap.device(r.device) else {
-        return with_ctx_unknown();
-    };
+    reading(snap, r, |ctx, st| with_ctx(ctx, st, at)).unwrap_or_else(with_ctx_unknown)
+}
+
+/// Runs `f` with the context and steps of a replayed device (built once, for several
+/// questions: the phase of a few moments, the peak of each phase); `None` when the snapshot
+/// lacks the device.
+pub fn reading<T>(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    f: impl FnOnce(&Ctx, &DeviceSteps) -> T,
+) -> Option<T> {
+    let dev = snap.device(r.device)?;
     let trace = snap.device_trace(dev);
     let st = steps::find(snap, r);
     let ctx = Ctx::new(snap, trace, &st, &[], &r.allocations);
-    with_ctx(&ctx, &st, at)
+    Some(f(&ctx, &st))
+}
+
+/// The highest live requested bytes inside one phase of a device's trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct PhasePeak {
+    /// The phase (forward, backward or optimizer).
+    pub phase: Phase,
+    /// The first event inside the phase where live bytes reach that height.
+    pub event: i64,
+    /// Live requested bytes right after that event.
+    pub bytes: u64,
+}
+
+/// The peak of each step phase of the replayed device (forward, backward, optimizer, in that
+/// order; a phase the trace never enters is left out): over every event whose phase
+/// ([`with_ctx`]'s rule) is that phase, the highest live requested bytes, at the first event
+/// that reaches them.
+pub fn peaks(ctx: &Ctx, r: &DeviceReplay) -> Vec<PhasePeak> {
+    const ORDER: [Phase; 3] = [Phase::Forward, Phase::Backward, Phase::Optimizer];
+    let mut best: [Option<PhasePeak>; 3] = [None; 3];
+    for i in 0..r.events as i64 {
+        let phase = phase_at(ctx, i);
+        let Some(k) = ORDER.iter().position(|p| *p == phase) else {
+            continue;
+        };
+        let bytes = r.live_at(i);
+        if best[k].map_or(true, |b| bytes > b.bytes) {
+            best[k] = Some(PhasePeak {
+                phase,
+                event: i,
+                bytes,
+            });
+        }
+    }
+    best.into_iter().flatten().collect()
 }
 
 fn with_ctx_unknown() -> MomentPhase {

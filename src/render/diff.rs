@@ -59,6 +59,7 @@ pub fn text(
     t.set_header(vec!["", "base", "candidate", "change", "%"]);
     t.add_row(pair_row("peak (live requested)", r.peak));
     t.add_row(pair_row("reserved", r.reserved));
+    t.add_row(pair_row("reserved, unallocated", r.reserved_unallocated));
     t.add_row(vec![
         Cell::new("fragmentation"),
         right(pct(r.fragmentation.base)),
@@ -67,6 +68,7 @@ pub fn text(
         right(String::new()),
     ]);
     writeln!(out, "{t}")?;
+    phases(out, r, style)?;
     if let Some(cats) = r.categories.as_ref().filter(|c| !c.is_empty()) {
         let mut t = style.table();
         t.set_header(vec!["category", "base", "candidate", "change", "count"]);
@@ -123,15 +125,31 @@ pub fn text(
         return gate_and_notes(out, r, style);
     }
     let c = r.counts;
+    let moved = peaks_moved(r);
     writeln!(out)?;
     style.para(
         out,
         "",
         "  ",
         &format!(
-            "Sites: {} new, {} removed, {} grown, {} shrunk, {} unchanged{}{}",
+            "{}: {} {}, {} {}, {} grown, {} shrunk, {} unchanged{}{}",
+            if moved {
+                "Sites at the two peaks, in different phases"
+            } else {
+                "Sites"
+            },
             c.new,
+            if moved {
+                "only at the candidate's"
+            } else {
+                "new"
+            },
             c.removed,
+            if moved {
+                "only at the base's"
+            } else {
+                "removed"
+            },
             c.grown,
             c.shrunk,
             c.unchanged,
@@ -151,7 +169,7 @@ pub fn text(
         ),
     )?;
     if !r.sites.is_empty() {
-        writeln!(out, "{}", sites_table(&r.sites, limit, style))?;
+        writeln!(out, "{}", sites_table(&r.sites, limit, moved, style))?;
         if r.sites.len() > limit {
             let rest = &r.sites[limit..];
             let sum: i64 = rest.iter().map(|s| s.delta_bytes).sum();
@@ -244,7 +262,12 @@ fn runs_sections(
                 signed_iec(d.delta_bytes)
             )?;
             if !d.sites.is_empty() {
-                writeln!(out, "{}", sites_table(&d.sites, limit.min(10), style))?;
+                let moved = d.phases.as_ref().is_some_and(|p| p.moved);
+                writeln!(
+                    out,
+                    "{}",
+                    sites_table(&d.sites, limit.min(10), moved, style)
+                )?;
             }
         }
     }
@@ -280,8 +303,53 @@ fn gate_and_notes(out: &mut dyn Write, r: &DiffReport, style: &Style) -> std::io
     Ok(())
 }
 
-/// The site rows as a table, fitted to `style`.
-pub fn sites_table(sites: &[SiteDelta], limit: usize, style: &Style) -> Table {
+/// True when the two moments compared sit in different phases (a site or category at one
+/// only is then not new or removed).
+pub fn peaks_moved(r: &DiffReport) -> bool {
+    r.peak_phases.as_ref().is_some_and(|p| p.moved)
+}
+
+/// The phase of each run's moment and each phase's peak side by side.
+fn phases(out: &mut dyn Write, r: &DiffReport, style: &Style) -> std::io::Result<()> {
+    if let Some(p) = &r.peak_phases {
+        writeln!(out)?;
+        style.para(
+            out,
+            "",
+            "  ",
+            &format!(
+                "Phase of the {}: base {}; candidate {}{}",
+                r.moment,
+                p.base.words,
+                p.cand.words,
+                if p.moved { " (moved)" } else { "" }
+            ),
+        )?;
+    }
+    if r.by_phase.is_empty() {
+        return Ok(());
+    }
+    let mut t = style.table();
+    t.set_header(vec!["phase's peak", "base", "candidate", "change", "%"]);
+    let side = |v: Option<u64>| v.map_or("–".to_string(), iec);
+    for row in &r.by_phase {
+        t.add_row(vec![
+            Cell::new(row.phase.as_str()),
+            right(side(row.base_peak_bytes)),
+            right(side(row.cand_peak_bytes)),
+            right(row.delta_bytes.map_or("–".into(), signed_iec)),
+            right(match (row.delta_bytes, row.base_peak_bytes) {
+                (Some(d), Some(b)) => signed_percent(d, b),
+                _ => String::new(),
+            }),
+        ]);
+    }
+    writeln!(out, "{t}")
+}
+
+/// The site rows as a table, fitted to `style`; `moved`: the two moments sit in different
+/// phases, so a site at one only is labelled as such, not new or removed.
+pub fn sites_table(sites: &[SiteDelta], limit: usize, moved: bool, style: &Style) -> Table {
     let mut t = style.table();
     t.set_header(vec![
         "status",
@@ -293,7 +361,7 @@ pub fn sites_table(sites: &[SiteDelta], limit: usize, style: &Style) -> Table {
     ]);
     for s in sites.iter().take(limit) {
         t.add_row(vec![
-            Cell::new(s.status.as_str()),
+            Cell::new(s.status.label(moved)),
             right(iec(s.base_bytes)),
             right(iec(s.cand_bytes)),
             right(signed_iec(s.delta_bytes)),

@@ -41,6 +41,7 @@ pub fn markdown(
     writeln!(out, "|---|---:|---:|---:|---:|")?;
     pair_row(out, "peak (live requested)", r.peak)?;
     pair_row(out, "reserved", r.reserved)?;
+    pair_row(out, "reserved, unallocated", r.reserved_unallocated)?;
     writeln!(
         out,
         "| fragmentation | {:.1}% | {:.1}% | {:+.1} pts | |",
@@ -48,6 +49,7 @@ pub fn markdown(
         r.fragmentation.cand * 100.0,
         r.fragmentation.delta * 100.0
     )?;
+    phases(out, r)?;
     if let Some(cats) = r.categories.as_ref().filter(|c| !c.is_empty()) {
         writeln!(out, "\n### Categories\n")?;
         writeln!(out, "| category | base | candidate | change | count |")?;
@@ -70,13 +72,29 @@ pub fn markdown(
     }) {
         writeln!(out, "\n> {}", md_text(&a.message))?;
     }
+    let moved = super::diff::peaks_moved(r);
     if r.sites_compared {
         let c = r.counts;
         writeln!(
             out,
-            "\n### Sites: {} new, {} removed, {} grown, {} shrunk, {} unchanged{}\n",
+            "\n### {}: {} {}, {} {}, {} grown, {} shrunk, {} unchanged{}\n",
+            if moved {
+                "Sites at the two peaks, in different phases"
+            } else {
+                "Sites"
+            },
             c.new,
+            if moved {
+                "only at the candidate's"
+            } else {
+                "new"
+            },
             c.removed,
+            if moved {
+                "only at the base's"
+            } else {
+                "removed"
+            },
             c.grown,
             c.shrunk,
             c.unchanged,
@@ -86,7 +104,7 @@ pub fn markdown(
                 String::new()
             }
         )?;
-        sites(out, &r.sites, limit)?;
+        sites(out, &r.sites, limit, moved)?;
     }
     if !r.settings.is_empty() {
         writeln!(out, "\n### Allocator settings that differ\n")?;
@@ -138,8 +156,44 @@ fn pair_row(out: &mut dyn Write, name: &str, p: Pair) -> Result<()> {
     )
 }
 
-/// The site rows as a table, at most `limit`, the rest summed in a line.
-fn sites(out: &mut dyn Write, rows: &[SiteDelta], limit: usize) -> Result<()> {
+/// The phase of each run's moment and each phase's peak side by side.
+fn phases(out: &mut dyn Write, r: &DiffReport) -> Result<()> {
+    if let Some(p) = &r.peak_phases {
+        writeln!(
+            out,
+            "\nPhase of the {}: base {}; candidate {}{}.",
+            md_text(&r.moment),
+            md_text(&p.base.words),
+            md_text(&p.cand.words),
+            if p.moved { " (**moved**)" } else { "" }
+        )?;
+    }
+    if r.by_phase.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\n| phase's peak | base | candidate | change | % |")?;
+    writeln!(out, "|---|---:|---:|---:|---:|")?;
+    let side = |v: Option<u64>| v.map_or("–".to_string(), iec);
+    for row in &r.by_phase {
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            row.phase.as_str(),
+            side(row.base_peak_bytes),
+            side(row.cand_peak_bytes),
+            row.delta_bytes.map_or("–".into(), signed_iec),
+            match (row.delta_bytes, row.base_peak_bytes) {
+                (Some(d), Some(b)) => signed_percent(d, b),
+                _ => String::new(),
+            }
+        )?;
+    }
+    Ok(())
+}
+
+/// The site rows as a table, at most `limit`, the rest summed in a line; `moved`: the two
+/// moments sit in different phases (a site at one only is labelled as such).
+fn sites(out: &mut dyn Write, rows: &[SiteDelta], limit: usize, moved: bool) -> Result<()> {
     if rows.is_empty() {
         return writeln!(out, "No site changed.");
     }
@@ -149,7 +203,7 @@ fn sites(out: &mut dyn Write, rows: &[SiteDelta], limit: usize) -> Result<()> {
         writeln!(
             out,
             "| {} | {} | {} | {} | {} → {} | {}{} |",
-            s.status.as_str(),
+            s.status.label(moved),
             iec(s.base_bytes),
             iec(s.cand_bytes),
             signed_iec(s.delta_bytes),
@@ -229,7 +283,8 @@ fn steps(out: &mut dyn Write, st: &StepsCompared, limit: usize) -> Result<()> {
             d.step,
             signed_iec(d.delta_bytes)
         )?;
-        sites(out, &d.sites, limit.min(10))?;
+        let moved = d.phases.as_ref().is_some_and(|p| p.moved);
+        sites(out, &d.sites, limit.min(10), moved)?;
     }
     Ok(())
 }

@@ -304,17 +304,22 @@ fn real_pair_longer_sequences_grow_the_models_activations() {
             .contains("cs336_basics/model.py"),
         "{grown}"
     );
-    let last = r["observations"]
+    // The step where they part is said, with the model's site (observations go by the
+    // bytes they explain, after the moved peak: the 128 run peaks in its optimizer step, the
+    // 256 run in its loss, between phases).
+    let parts = r["observation_details"]
         .as_array()
         .unwrap()
-        .last()
-        .unwrap()
-        .as_str()
+        .iter()
+        .find(|o| o["code"] == "divergence")
         .unwrap();
+    let text = parts["text"].as_str().unwrap();
     assert!(
-        last.contains("higher in the candidate, most at") && last.contains("model.py"),
-        "{last}"
+        text.contains("higher in the candidate, most at") && text.contains("model.py"),
+        "{text}"
     );
+    assert_eq!(r["peak_phases"]["base"]["phase"], "optimizer");
+    assert_eq!(r["observation_details"][0]["code"], "peak_moved");
 }
 
 /// The same request sequence run on a GPU under five allocator settings (the captures

@@ -24,6 +24,7 @@ mod compare_page;
 mod corruption;
 mod dataset;
 mod diff;
+mod diff_phases;
 mod diff_runs;
 mod explain;
 mod export;

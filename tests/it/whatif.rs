@@ -19,6 +19,8 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/diff_base.pickle", 0, 19, 19, 1042284544),
     ("samples/diff_shifted.pickle", 0, 19, 19, 1042284544),
     ("samples/diff_cand.pickle", 0, 20, 20, 1377828864),
+    ("samples/diff_phase_base.pickle", 0, 12, 12, 44040192),
+    ("samples/diff_phase_cand.pickle", 0, 17, 17, 161480704),
     ("samples/dominant_stack.pickle", 0, 23, 23, 1258291200),
     ("samples/expandable_multi.pickle", 0, 11, 11, 278921216),
     ("samples/expandable_multi.pickle", 1, 8, 8, 17408458752),

@@ -1046,3 +1046,8 @@ FINDING_SAMPLES += _fc.FINDING_SAMPLES
 from . import fit_forward as _ff  # noqa: E402
 
 FINDING_SAMPLES += _ff.FINDING_SAMPLES
+
+# two runs whose peaks sit in different phases (issue 52 item 6): memgen/diff_phase.py
+from . import diff_phase as _dp  # noqa: E402
+
+FINDING_SAMPLES += _dp.FINDING_SAMPLES

@@ -18,6 +18,8 @@
 //! device without a trace is measured at its final state.
 
 pub mod moved;
+pub mod observe;
+pub mod phases;
 pub mod runs;
 
 use crate::analyze::profile::{Profile, SiteTotal};
@@ -25,6 +27,15 @@ use crate::replay::Moment;
 use crate::vocab::absence::{self, Absence};
 use serde::Serialize;
 use std::collections::BTreeSet;
+
+/// One side of the comparison: a snapshot and its replays.
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    /// The snapshot.
+    pub snap: &'a crate::model::Snapshot,
+    /// Its replays.
+    pub replays: &'a [crate::replay::DeviceReplay],
+}
 
 /// Options of `diff` beyond the profiles' own.
 #[derive(Clone, Copy, Debug, Default)]
@@ -97,6 +108,17 @@ impl Status {
             Status::Unchanged => "unchanged",
         }
     }
+
+    /// The status for a table; `other_phase`: the two moments sit in different phases
+    /// ([`phases::PeakPhases::moved`]), so a site at one only is not new or removed, only
+    /// absent at the other moment (`cand peak only`, `base peak only`).
+    pub fn label(self, other_phase: bool) -> &'static str {
+        match (self, other_phase) {
+            (Status::New, true) => "cand peak only",
+            (Status::Removed, true) => "base peak only",
+            _ => self.as_str(),
+        }
+    }
 }
 
 /// One site on both sides.
@@ -142,6 +164,9 @@ pub struct SideDevice {
     pub reserved_bytes: u64,
     /// Fragmentation index.
     pub fragmentation: f64,
+    /// Reserved but unallocated bytes (the inactive blocks of its segments): fragmentation as
+    /// bytes.
+    pub free_bytes: u64,
 }
 
 /// One device id on both sides.
@@ -185,6 +210,9 @@ pub struct DiffReport {
     pub reserved: Pair,
     /// The worst device's fragmentation index on each side.
     pub fragmentation: RatioPair,
+    /// Reserved but unallocated bytes at the moment, summed over devices: fragmentation as
+    /// bytes (what `observations` weigh, not the index).
+    pub reserved_unallocated: Pair,
     /// Changed sites, by |delta| descending, then site.
     pub sites: Vec<SiteDelta>,
     /// The moment compared (`peak`, `end`, `oom`).
@@ -222,10 +250,23 @@ pub struct DiffReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "runs::StepsCompared")]
     pub steps: Option<runs::StepsCompared>,
-    /// What the two runs show, in words ([`runs::observations`]); absent when nothing stands
-    /// out.
+    /// The phase of each run's moment (forward, backward, optimizer step, between) on the
+    /// steps' device, and whether it moved ([`phases`]); absent when a side has no trace
+    /// there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "phases::PeakPhases")]
+    pub peak_phases: Option<phases::PeakPhases>,
+    /// Each step phase's peak in both runs on that device, like with like ([`phases::rows`]):
+    /// forward, backward, optimizer; absent when neither trace shows a phase.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_phase: Vec<phases::PhaseRow>,
+    /// What the two runs show, in words ([`observe::observations`]), by the bytes each
+    /// explains (a peak that moved phase first); absent when nothing stands out.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub observations: Vec<String>,
+    /// The same observations in the same order, each with its kind and the bytes it explains.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observation_details: Vec<observe::Observation>,
 }
 
 /// One category on both sides.
@@ -338,6 +379,7 @@ fn side(d: &crate::analyze::profile::DeviceProfile) -> SideDevice {
         live_bytes: d.live_bytes,
         reserved_bytes: d.reserved_bytes,
         fragmentation: d.fragmentation,
+        free_bytes: d.free_bytes,
     }
 }
 
@@ -373,6 +415,7 @@ pub fn run(
             cand: cf,
             delta: cf - bf,
         },
+        reserved_unallocated: Pair::new(base.free_bytes(), cand.free_bytes()),
         sites,
         moment: base.moment.clone(),
         by: key,
@@ -390,7 +433,10 @@ pub fn run(
         absent,
         settings: Vec::new(),
         steps: None,
+        peak_phases: None,
+        by_phase: Vec::new(),
         observations: Vec::new(),
+        observation_details: Vec::new(),
     }
 }
 

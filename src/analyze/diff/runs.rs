@@ -1,24 +1,16 @@
 //! What `diff` says of two runs beyond the sites at one moment: how their allocator settings
 //! differ, each side's steps side by side and the step where they part most (with the sites
-//! that make the difference there), and observations in words.
+//! that make the difference there); [`explain`] adds those, the phases ([`super::phases`]) and
+//! the observations ([`super::observe`]) to a report.
 
 use super::{site_deltas, SideSites, SiteDelta};
-use crate::analyze::frag::pools::has_private_pool;
 use crate::analyze::profile::{self, ProfileOptions, SiteKey};
 use crate::model::{Action, Snapshot};
-use crate::replay::{steps, DeviceReplay, Moment};
-use crate::units::iec;
+use crate::replay::{steps, Moment};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// One side of the comparison: a snapshot and its replays.
-#[derive(Clone, Copy)]
-pub struct Run<'a> {
-    /// The snapshot.
-    pub snap: &'a Snapshot,
-    /// Its replays.
-    pub replays: &'a [DeviceReplay],
-}
+pub use super::Run;
 
 /// An allocator setting that differs between the runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -71,6 +63,10 @@ pub struct Divergence {
     /// The sites at the two step peaks, as `sites` compares them (changed ones, largest
     /// change first; sites that only moved matched).
     pub sites: Vec<SiteDelta>,
+    /// The phase of each step peak ([`super::phases`]); absent when no trace says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "super::phases::PeakPhases")]
+    pub phases: Option<super::phases::PeakPhases>,
 }
 
 /// The runs' steps side by side, on one device.
@@ -215,6 +211,7 @@ pub fn steps_compared(
                 step: row.step,
                 delta_bytes: d,
                 sites,
+                phases: None,
             }
         });
     Some(StepsCompared {
@@ -226,143 +223,7 @@ pub fn steps_compared(
     })
 }
 
-/// `oom` entries of every device's trace.
-fn ooms(s: &Snapshot) -> u64 {
-    s.events.iter().filter(|e| e.action == Action::Oom).count() as u64
-}
-
-/// `alloc` entries of every device's trace.
-fn allocations(s: &Snapshot) -> u64 {
-    s.events
-        .iter()
-        .filter(|e| e.action == Action::Alloc)
-        .count() as u64
-}
-
-/// What an engineer reading the two runs would note first, in words: a change in the number
-/// of allocations, settings, private pools appearing or going, OOMs one side hits more,
-/// fragmentation, categories only one side has, and the step where they part.
-pub fn observations(base: Run, cand: Run, report: &super::DiffReport) -> Vec<String> {
-    let mut out = Vec::new();
-    let peak = report.peak.delta_bytes;
-    let peak_words = if peak == 0 {
-        "the same peak".to_string()
-    } else {
-        format!(
-            "a peak {} {}",
-            iec(peak.unsigned_abs()),
-            if peak > 0 { "higher" } else { "lower" }
-        )
-    };
-    let (ab, ac) = (allocations(base.snap), allocations(cand.snap));
-    let similar = ac * 2 <= ab * 3 && ab * 2 <= ac * 3;
-    if ab > 0 && ac > 0 && !similar {
-        let (more, ratio) = if ac > ab {
-            ("more", ac as f64 / ab as f64)
-        } else {
-            ("fewer", ab as f64 / ac as f64)
-        };
-        out.push(format!(
-            "the candidate makes {ratio:.1}x {more} allocations ({ab} → {ac}) with {peak_words}"
-        ));
-    }
-    if !report.settings.is_empty() {
-        let list: Vec<String> = report
-            .settings
-            .iter()
-            .map(|s| {
-                format!(
-                    "{} {} → {}",
-                    s.key,
-                    s.base.as_deref().unwrap_or("(unset)"),
-                    s.cand.as_deref().unwrap_or("(unset)")
-                )
-            })
-            .collect();
-        out.push(format!("allocator settings differ: {}", list.join("; ")));
-    }
-    match (has_private_pool(base.snap), has_private_pool(cand.snap)) {
-        (false, true) => out.push(
-            "the candidate uses private pools (CUDA graphs or MemPool) and the base none: a graph's pool holds its memory for the graph's lifetime (`memlens frag --by pool`)".into(),
-        ),
-        (true, false) => out.push("the base uses private pools (CUDA graphs or MemPool) and the candidate none".into()),
-        _ => {}
-    }
-    let (ob, oc) = (ooms(base.snap), ooms(cand.snap));
-    if ob != oc {
-        let n = |k: u64| match k {
-            0 => "no OOM".to_string(),
-            1 => "1 OOM".to_string(),
-            k => format!("{k} OOMs"),
-        };
-        out.push(format!(
-            "the base hits {} and the candidate {}{}",
-            n(ob),
-            n(oc),
-            if report.settings.is_empty() {
-                String::new()
-            } else {
-                " under its allocator settings (`memlens whatif BASE --set ...` predicts each setting's outcome from the base alone)".into()
-            }
-        ));
-    }
-    let f = report.fragmentation;
-    if f.delta.abs() >= 0.1 {
-        out.push(format!(
-            "fragmentation {} from {:.0}% to {:.0}%",
-            if f.delta > 0.0 { "rose" } else { "fell" },
-            f.base * 100.0,
-            f.cand * 100.0
-        ));
-    }
-    for c in report.categories.iter().flatten() {
-        if c.base_count == 0 && c.cand_count > 0 {
-            out.push(format!(
-                "category {} appears in the candidate ({})",
-                c.category,
-                iec(c.cand_bytes)
-            ));
-        } else if c.cand_count == 0 && c.base_count > 0 {
-            out.push(format!(
-                "category {} is gone from the candidate (was {})",
-                c.category,
-                iec(c.base_bytes)
-            ));
-        }
-    }
-    if let Some(s) = &report.steps {
-        if let Some(d) = &s.divergence {
-            // The site that moved the step's peak the way it went.
-            let top = d
-                .sites
-                .iter()
-                .filter(|x| x.delta_bytes.signum() == d.delta_bytes.signum())
-                .max_by_key(|x| x.delta_bytes.unsigned_abs())
-                .map(|x| {
-                    format!(
-                        ", most at {} ({})",
-                        x.site,
-                        crate::units::signed_iec(x.delta_bytes)
-                    )
-                })
-                .unwrap_or_default();
-            out.push(format!(
-                "the runs part most at step {} of device {}: its peak is {} {}{top}",
-                d.step,
-                s.device,
-                iec(d.delta_bytes.unsigned_abs()),
-                if d.delta_bytes > 0 {
-                    "higher in the candidate"
-                } else {
-                    "lower in the candidate"
-                }
-            ));
-        }
-    }
-    out
-}
-
-/// Adds the runs' settings, steps and observations to `report` (sites keyed as `opts`
+/// Adds the runs' settings, steps, phases and observations to `report` (sites keyed as `opts`
 /// says; steps on the base's largest device present in both).
 pub fn explain(report: &mut super::DiffReport, base: Run, cand: Run, opts: &ProfileOptions) {
     report.settings = settings_changes(base.snap, cand.snap);
@@ -373,5 +234,10 @@ pub fn explain(report: &mut super::DiffReport, base: Run, cand: Run, opts: &Prof
         .max_by(|a, b| a.peak.base.cmp(&b.peak.base).then(b.device.cmp(&a.device)))
         .map(|d| d.device);
     report.steps = device.and_then(|d| steps_compared(base, cand, d, opts));
-    report.observations = observations(base, cand, report);
+    if let Some(d) = device {
+        super::phases::attach(report, base, cand, d);
+    }
+    let said = super::observe::observations(base, cand, report);
+    report.observations = said.iter().map(|o| o.text.clone()).collect();
+    report.observation_details = said;
 }

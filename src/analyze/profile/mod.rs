@@ -103,6 +103,9 @@ pub struct DeviceProfile {
     pub peak_reserved_bytes: u64,
     /// `total.fragmentation` of [`frag`] at the moment (1 − largest free / free).
     pub fragmentation: f64,
+    /// Reserved but unallocated bytes at the moment (`total.free_bytes` of [`frag`]: the
+    /// inactive blocks of the reserved segments): fragmentation as bytes.
+    pub free_bytes: u64,
     /// Why `live_bytes` is not what was recorded at the moment, when it is not (see
     /// [`Unrecorded`]); `None` when it is: a trace recording the moment, or `end`, which the
     /// final state is.
@@ -203,6 +206,11 @@ impl Profile {
     /// Σ reserved bytes at the moment over devices.
     pub fn reserved_bytes(&self) -> u64 {
         self.devices.iter().map(|d| d.reserved_bytes).sum()
+    }
+
+    /// Σ reserved but unallocated bytes at the moment over devices.
+    pub fn free_bytes(&self) -> u64 {
+        self.devices.iter().map(|d| d.free_bytes).sum()
     }
 
     /// The highest fragmentation of any device (0 without devices).
@@ -546,6 +554,7 @@ fn traced_device(
         reserved_bytes: r.reserved_at(at),
         peak_reserved_bytes,
         fragmentation: f.total.fragmentation,
+        free_bytes: f.total.free_bytes,
         unrecorded,
         uncovered: uncovered(snap.device_segments(dev), r, peak_reserved_bytes),
         sites: BTreeMap::new(),
@@ -586,6 +595,7 @@ fn final_state_device(
         reserved_bytes: f.total.reserved_bytes,
         peak_reserved_bytes: f.total.reserved_bytes,
         fragmentation: f.total.fragmentation,
+        free_bytes: f.total.free_bytes,
         unrecorded: (opts.at != MomentSpec::End).then(|| Unrecorded {
             reason: format!(
                 "no trace on device {}: {} was not recorded",
