@@ -94,6 +94,9 @@ pub fn with_ctx(ctx: &Ctx, steps: &DeviceSteps, at: i64) -> MomentPhase {
         .map(|s| s.index);
     let phase = phase_at(ctx, at);
     let mut words = match phase {
+        Phase::Forward if at >= 0 && ctx.phase_at(at) == Some("backward") => {
+            "at the end of the forward pass (its backward has begun and freed nothing yet)".into()
+        }
         Phase::Unknown if at < 0 => {
             "cannot tell the phase: the moment is before the trace (no allocation history)".into()
         }
@@ -113,6 +116,9 @@ fn phase_at(ctx: &Ctx, at: i64) -> Phase {
     }
     match ctx.phase_at(at) {
         Some("forward") => Phase::Forward,
+        // Until the backward frees anything, the forward's activations are all alive: the
+        // moment is the end of the forward pass.
+        Some("backward") if ctx.backward_not_yet_freeing(at) => Phase::Forward,
         Some("backward") => Phase::Backward,
         Some("optimizer") => Phase::Optimizer,
         _ if ctx.has_phases() => Phase::Between,

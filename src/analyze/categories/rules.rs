@@ -59,6 +59,8 @@ pub struct Ctx<'a> {
     /// Categorising a final state without a trace: no lifetime is known, so the lifetime
     /// rule (made before the trace and never freed: parameters) does not apply.
     final_state: bool,
+    /// Per backward burst (by its first event): its first free, found on first use.
+    first_free: std::cell::RefCell<FxHashMap<i64, i64>>,
 }
 
 /// A rule's verdict: category, rule in words, confidence.
@@ -92,6 +94,7 @@ impl<'a> Ctx<'a> {
             forward_from: Vec::new(),
             backward_from: Vec::new(),
             final_state: false,
+            first_free: Default::default(),
         };
         ctx.backward = Bursts::find(
             trace,
@@ -188,6 +191,27 @@ impl<'a> Ctx<'a> {
     /// it offers accumulation or checkpointing.
     pub fn has_backward(&self) -> bool {
         self.training()
+    }
+
+    /// True when event `i` is inside a backward pass that has freed nothing yet: every
+    /// activation of the forward is still alive, so the moment holds what the end of the
+    /// forward pass held (reading.md §1: the peak of a large batch sits there).
+    pub fn backward_not_yet_freeing(&self, i: i64) -> bool {
+        let Some(b) = self.backward.at(i) else {
+            return false;
+        };
+        // Each burst's first free is found once (phase peaks ask for every event).
+        let first_free = *self.first_free.borrow_mut().entry(b.first).or_insert_with(|| {
+            (b.first..b.end)
+                .find(|&k| {
+                    matches!(
+                        self.trace[k as usize].action,
+                        Action::FreeRequested | Action::FreeCompleted | Action::Free
+                    )
+                })
+                .unwrap_or(b.end)
+        });
+        i < first_free
     }
 
     /// True when the trace shows any phase (a forward, backward or optimizer burst).
