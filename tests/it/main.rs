@@ -12,6 +12,7 @@
 mod common;
 
 mod absent;
+mod advice;
 mod annotations;
 mod batch;
 mod capture;

@@ -50,6 +50,9 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/eval_no_grad.pickle", 0, 6, 6, 392167424),
     ("samples/fwd_attention.pickle", 0, 17, 17, 379584512),
     ("samples/fwd_stale_grads.pickle", 0, 14, 14, 1247805440),
+    ("samples/attention_chain.pickle", 0, 55, 55, 497025024),
+    ("samples/no_optimizer_state.pickle", 0, 41, 41, 15302918144),
+    ("samples/vllm_kv.pickle", 0, 33, 33, 3193962496),
     ("samples/train_small.pickle", 0, 8, 8, 180355072),
     ("samples/wrapped_ring.pickle", 0, 2, 2, 144703488),
     ("samples/snapshot.json", 0, 8, 8, 180355072),
@@ -396,7 +399,8 @@ fn name_of(path: &Path) -> String {
     let s = path.to_string_lossy().to_string();
     match s.find("samples/real/") {
         Some(i) => format!("real:{}", &s[i + "samples/real/".len()..]),
-        None => s[s.find("samples/").unwrap()..].to_string(),
+        // the last `samples/`: a checkout's own path may hold one (`/work/wt/i52-samples/`)
+        None => s[s.rfind("samples/").unwrap()..].to_string(),
     }
 }
 

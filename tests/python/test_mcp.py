@@ -202,3 +202,24 @@ def test_the_server_decodes_each_file_once() -> None:
     for name in ("summary", "top", "oom"):
         mcp_server.run_tool(name, {"path": str(SAMPLES / "capacity_oom.pickle")}, allow)
     assert mcp_server._SESSION.decodes == before + 1
+
+
+def test_fit_and_oom_tools_give_one_list_of_fixes() -> None:
+    """Issue 52's one advice engine, through an agent's client: at each sample's OOM the
+    ``fit`` tool's fix ids are the ``oom`` tool's recommendation ids, in the same order (and
+    the page's advice, which the CLI test tests/it/advice.rs compares too)."""
+    _need_mcp()
+    files = ["samples/frag_oom.pickle", "samples/capacity_oom.pickle", "samples/no_optimizer_state.pickle"]
+    calls: List[Tuple[str, Dict[str, Any]]] = [(tool, {"path": f}) for f in files for tool in ("oom", "fit")]
+    _, results = _session(calls, str(ROOT))
+    for k, f in enumerate(files):
+        oom, fit = results[2 * k], results[2 * k + 1]
+        assert not oom.is_error and not fit.is_error, (f, oom.content, fit.content)
+        first = oom.structured_content["ooms"][0]
+        recs = [r["id"] for r in first["recommendations"]]
+        device = [d for d in fit.structured_content["devices"] if d["device"] == first["device"]]
+        assert len(device) == 1, f
+        assert device[0]["moment"] == "oom", f
+        fixes = [x["id"] for x in device[0]["fixes"]]
+        assert recs, f
+        assert fixes == recs, (f, fixes, recs)

@@ -319,6 +319,13 @@ def _oom_facts(r, dev, req, specs, stream=0):
         raise AssertionError("expected an OOM")
     except OutOfMemoryError as e:
         err = e
+    return oom_state(r, dev, req, n_before, err)
+
+
+def oom_state(r, dev, req, n_before, err):
+    """The facts of the OOM `err` that a request of `req` bytes raised on device `dev`, whose
+    trace held `n_before` entries before the request."""
+    d = r.dev(dev)
     te = d.trace.buf[-1]
     assert te.action == "oom"
     flushed = [x for x in d.trace.buf[n_before:] if x.action == "segment_free"]
@@ -1051,3 +1058,8 @@ FINDING_SAMPLES += _ff.FINDING_SAMPLES
 from . import diff_phase as _dp  # noqa: E402
 
 FINDING_SAMPLES += _dp.FINDING_SAMPLES
+
+# the one advice engine (issue 52 item 2): memgen/advice.py
+from . import advice as _adv  # noqa: E402
+
+FINDING_SAMPLES += _adv.FINDING_SAMPLES
