@@ -25,8 +25,9 @@ pub struct Args {
     /// Port to listen on (0: one the system picks; the URL line names it).
     #[arg(long, value_name = "N", default_value_t = 0)]
     port: u16,
-    /// Address to listen on. Anything but a loopback address (127.0.0.1, ::1) makes the
-    /// server reachable from the network, protected by the token alone.
+    /// Address to listen on. Anything but a loopback address (127.0.0.1, ::1,
+    /// ::ffff:127.0.0.1) makes the server reachable from the network, protected by the token
+    /// alone.
     #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     bind: IpAddr,
     #[command(flatten)]
@@ -100,9 +101,6 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     if let Some(r) = runs_page {
         state = state.with_runs(r);
     }
-    let bound = server.addr();
-    server
-        .serve(&state, stop, serve::WORKERS)
-        .map_err(|e| Error::Usage(format!("serving {bound}: {e}")))?;
+    server.serve(&state, stop, serve::WORKERS);
     Ok(Outcome::Ok)
 }

@@ -8,37 +8,40 @@
 //! printed (403: [`check_token`]), `GET` or `HEAD` (405), no body (413), a known route with
 //! well-formed parameters (404, 400). `docs/serve.md` explains each.
 //!
-//! The HTTP layer is `tiny_http` (synchronous, no async runtime); a few worker threads take
-//! requests from it ([`Server::serve`]) until a stop flag is raised ([`stop_on_signals`]).
-//! The checks and the route parser are pure functions of the request's head; what a route
-//! answers is `routes.rs`'s, which only calls the analyses and the renderer.
+//! The HTTP layer is memlens's own, over `std::net` (no async runtime, no server crate): the
+//! wire format as pure functions (`http.rs`: a head bounded to [`http::MAX_HEAD`] bytes, 431,
+//! 414, 505), one thread that holds every connection without blocking on any and refuses
+//! what it refuses itself (`listen.rs`: timeouts, a cap on open connections), and a few
+//! workers that answer the admitted requests (`worker.rs`) until a stop flag is raised
+//! ([`stop_on_signals`]). The checks and the route parser are pure functions of the request's
+//! head; what a route answers is `routes.rs`'s, which only calls the analyses and the
+//! renderer.
 
+pub mod http;
+pub mod limits;
+mod listen;
 mod request;
 mod routes;
+mod worker;
 
+pub use listen::{ACCEPT_RETRY, DRAIN, HEAD_TIMEOUT, LINGER, POLL};
 pub use request::{admit, parse_query, parse_route, Head, Refusal, Route};
 pub use routes::{runs_title, Answer, ServedFile, State};
+pub use worker::{WRITE_DEADLINE, WRITE_TIMEOUT};
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
 
 /// Longest request target (path and query) answered; a longer one gets 414.
 pub const MAX_URL: usize = 4096;
 
-/// Worker threads that answer requests, so that two browsers are served at once.
+/// Worker threads that answer admitted requests, so that two browsers are served at once.
 pub const WORKERS: usize = 4;
 
-/// How often an idle worker looks at the stop flag.
-const POLL: Duration = Duration::from_millis(100);
-
-/// The largest body tiny_http reads into memory itself before handing a request over (0.12:
-/// 1 KiB, without `Expect: 100-continue`). A request declaring a larger body is never answered:
-/// dropping it would make tiny_http read and discard the body through one buffer as large as
-/// the declared length, which a request declaring terabytes turns into the end of the server.
-const BUFFERED_BODY: usize = 1024;
+/// Admitted requests waiting for a worker; one more is answered 503.
+pub const QUEUE: usize = 64;
 
 /// The secret every request must present: 32 bytes from the operating system's random source,
 /// as 64 lowercase hex digits.
@@ -168,28 +171,37 @@ pub fn url_host(addr: SocketAddr) -> String {
 }
 
 /// True when a server bound at `ip` is reachable from other machines (any address but the
-/// loopback ones), which `memlens serve` warns about.
+/// loopback ones: `127.0.0.0/8`, `::1`, and `::ffff:127.0.0.0/104`, IPv4's loopback mapped
+/// into IPv6), which `memlens serve` warns about.
 pub fn is_exposed(ip: IpAddr) -> bool {
-    !ip.is_loopback()
+    !ip.to_canonical().is_loopback()
 }
 
 /// A bound, not yet serving, HTTP server and its token. Bound before the files are decoded,
 /// so that a busy port fails at once.
 pub struct Server {
-    http: tiny_http::Server,
+    listener: TcpListener,
     addr: SocketAddr,
     token: Token,
+    cap: usize,
 }
 
 impl Server {
-    /// Listens on `addr` (port 0: one the system picks) with a new random token.
+    /// Listens on `addr` (port 0: one the system picks) with a new random token, after
+    /// raising the descriptor limit to the hard one ([`limits::raise_descriptor_limit`]);
+    /// the cap on open connections is kept well below it ([`limits::connection_cap`]).
     pub fn bind(addr: SocketAddr) -> io::Result<Server> {
+        let descriptors = limits::raise_descriptor_limit();
         let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let token = Token::random()?;
-        let http = tiny_http::Server::from_listener(listener, None)
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        Ok(Server { http, addr, token })
+        Ok(Server {
+            listener,
+            addr,
+            token,
+            cap: limits::connection_cap(descriptors),
+        })
     }
 
     /// The address listened on, with the port the system picked.
@@ -202,6 +214,11 @@ impl Server {
         &self.token
     }
 
+    /// Most connections open at once.
+    pub fn connection_cap(&self) -> usize {
+        self.cap
+    }
+
     /// The URL of the first file's page, with the token: `http://127.0.0.1:PORT/?token=T`.
     pub fn url(&self) -> String {
         format!(
@@ -212,78 +229,32 @@ impl Server {
         )
     }
 
-    /// Answers requests with `workers` threads until `stop` is raised; returns then, after
-    /// the requests being answered are done. An error only when the server stopped accepting
-    /// connections (tiny_http's accept loop ends on its first error).
-    pub fn serve(self, state: &State, stop: &AtomicBool, workers: usize) -> io::Result<()> {
-        let failed: Mutex<Option<io::Error>> = Mutex::new(None);
-        let halt = AtomicBool::new(false);
+    /// Answers requests, admitted ones with `workers` threads, until `stop` is raised; returns
+    /// then, after the admitted requests are answered. Nothing a client does ends it: a
+    /// failed accept is retried.
+    pub fn serve(self, state: &State, stop: &AtomicBool, workers: usize) {
+        let in_flight = AtomicUsize::new(0);
+        let (jobs, queue) = std::sync::mpsc::sync_channel(QUEUE);
+        let queue = Mutex::new(queue);
         std::thread::scope(|s| {
-            for _ in 0..workers.max(1) {
-                s.spawn(|| {
-                    while !stop.load(Ordering::SeqCst) && !halt.load(Ordering::SeqCst) {
-                        match self.http.recv_timeout(POLL) {
-                            Ok(Some(rq)) => self.handle(state, rq),
-                            Ok(None) => {}
-                            Err(e) => {
-                                halt.store(true, Ordering::SeqCst);
-                                if let Ok(mut f) = failed.lock() {
-                                    f.get_or_insert(e);
-                                }
-                            }
-                        }
-                    }
-                });
+            for i in 0..workers.max(1) {
+                // A worker that cannot be started leaves the others (or, with none, every
+                // admitted request answered 503).
+                let _ = std::thread::Builder::new()
+                    .name(format!("memlens-serve-{i}"))
+                    .spawn_scoped(s, || worker::run(&queue, state));
             }
-        });
-        match failed.into_inner() {
-            Ok(Some(e)) => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    fn handle(&self, state: &State, rq: tiny_http::Request) {
-        let expects_continue = rq.headers().iter().any(|h| h.field.equiv("Expect"));
-        let declared = rq.body_length().unwrap_or(0);
-        if declared > BUFFERED_BODY || (expects_continue && declared > 0) {
-            // Neither answered nor dropped: see BUFFERED_BODY. Its connection stays open,
-            // idle, until the server exits.
-            std::mem::forget(rq);
-            return;
-        }
-        let answer = {
-            let mut head = Head {
-                method: rq.method().as_str(),
-                url: rq.url(),
-                ..Head::default()
+            let l = listen::Listener {
+                listener: &self.listener,
+                addr: self.addr,
+                token: &self.token,
+                files: state.len(),
+                cap: self.cap,
+                jobs,
+                in_flight: &in_flight,
             };
-            for h in rq.headers() {
-                let v = h.value.as_str();
-                if h.field.equiv("Host") {
-                    head.hosts.push(v);
-                } else if h.field.equiv("X-Memlens-Token") {
-                    head.tokens.push(v);
-                } else if h.field.equiv("Content-Length") {
-                    head.content_lengths.push(v);
-                } else if h.field.equiv("Transfer-Encoding") {
-                    head.transfer_encoding = true;
-                }
-            }
-            match admit(&head, self.addr, &self.token, state.len()) {
-                Ok(route) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    routes::answer(state, &route)
-                }))
-                .unwrap_or_else(|_| Answer::error(500, "internal error")),
-                Err(r) => {
-                    let mut a = Answer::error(r.status, &r.message);
-                    if r.status == 405 {
-                        a.allow = true;
-                    }
-                    a
-                }
-            }
-        };
-        let _ = rq.respond(answer.into_response());
+            listen::run(l, stop);
+        });
     }
 }
 
@@ -299,7 +270,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Installs a handler for SIGINT and SIGTERM that raises the returned flag (and does nothing
-/// else: the server's workers see it within [`POLL`] and return, and the command exits 0).
+/// else: the server sees it within [`POLL`] and returns, and the command exits 0).
 /// A second signal before that ends the process at once (exit 130).
 pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -610,5 +581,10 @@ mod tests {
         assert!(is_exposed("0.0.0.0".parse().unwrap()));
         assert!(is_exposed("::".parse().unwrap()));
         assert!(is_exposed("10.1.2.3".parse().unwrap()));
+        // IPv4's loopback mapped into IPv6 is loopback; other mapped addresses are not.
+        assert!(!is_exposed("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_exposed("::ffff:127.1.2.3".parse().unwrap()));
+        assert!(is_exposed("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(is_exposed("::ffff:0.0.0.0".parse().unwrap()));
     }
 }

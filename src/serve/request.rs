@@ -50,14 +50,14 @@ impl Route {
 /// why (sent as `{"error": ...}`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// HTTP status code (400, 403, 404, 405, 413, 414).
+    /// HTTP status code (400, 403, 404, 405, 413, 414; 431 and 505 from the wire format).
     pub status: u16,
     /// Why, in one line.
     pub message: String,
 }
 
 impl Refusal {
-    fn new(status: u16, message: impl Into<String>) -> Refusal {
+    pub(super) fn new(status: u16, message: impl Into<String>) -> Refusal {
         Refusal {
             status,
             message: message.into(),

@@ -10,7 +10,6 @@ use crate::model::Snapshot;
 use crate::render::html::{self, Served};
 use crate::replay::DeviceReplay;
 use serde::Serialize;
-use std::io::Cursor;
 
 /// One file the server holds: what the page and the window and moment analyses need, made
 /// once at start.
@@ -66,7 +65,7 @@ impl State {
 }
 
 /// A response before it is sent: status, body and its type. Every response carries the same
-/// protective headers ([`Answer::into_response`]).
+/// protective headers ([`super::http::response_head`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
     /// HTTP status code.
@@ -118,31 +117,6 @@ impl Answer {
             },
             Err(e) => Answer::error(500, &format!("cannot write the answer: {e}")),
         }
-    }
-
-    /// The tiny_http response: the body with its type and length, and on every response
-    /// `Cache-Control: no-store` (nothing of a snapshot kept by a browser or proxy),
-    /// `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer` (the token in the
-    /// URL goes nowhere) and `X-Frame-Options: DENY` (the page is never framed). No CORS
-    /// header, ever: other origins cannot read an answer.
-    pub fn into_response(self) -> tiny_http::Response<Cursor<Vec<u8>>> {
-        let mut r = tiny_http::Response::from_data(self.body).with_status_code(self.status);
-        let mut headers = vec![
-            ("Content-Type", self.content_type),
-            ("Cache-Control", "no-store"),
-            ("X-Content-Type-Options", "nosniff"),
-            ("Referrer-Policy", "no-referrer"),
-            ("X-Frame-Options", "DENY"),
-        ];
-        if self.allow {
-            headers.push(("Allow", "GET, HEAD"));
-        }
-        for (k, v) in headers {
-            if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-                r.add_header(h);
-            }
-        }
-        r
     }
 }
 

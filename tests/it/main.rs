@@ -54,6 +54,7 @@ mod roundtrip;
 mod salvage;
 mod schemas;
 mod serve;
+mod serve_limits;
 mod session;
 mod settings2026;
 mod sites;
