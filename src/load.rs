@@ -56,6 +56,27 @@ pub fn read_keeping(path: &Path, opts: &LoadOptions, keep_stored: bool) -> Resul
     )
 }
 
+/// Like [`read`], from `file`, a regular file of `len` bytes already opened and checked by
+/// the caller (`path` names it in errors): the file is not opened again by path.
+pub fn read_opened(
+    path: &Path,
+    file: &std::fs::File,
+    len: u64,
+    opts: &LoadOptions,
+) -> Result<Input, Error> {
+    input::read_opened(
+        path,
+        file,
+        len,
+        &input::ReadOptions {
+            salvage: opts.salvage,
+            overlap: !opts.salvage,
+            keep_stored: false,
+            extent: Some(follow_pickle),
+        },
+    )
+}
+
 /// The pickle layer's walk ([`pickle::scan::Follow`]) as the input layer's [`input::Extent`].
 struct Follow(pickle::scan::Follow);
 

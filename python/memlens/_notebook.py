@@ -203,29 +203,38 @@ class _Session:
         self._next = 0
         self.decodes = 0
 
-    def request(self, argv: list[str]) -> tuple[int, str, str | None]:
-        """(exit status, what the command printed, its one-line error)."""
+    def request(self, argv: list[str], opened: dict[str, str] | None = None) -> tuple[int, str, str | None]:
+        """(exit status, what the command printed, its one-line error). ``opened`` maps a file
+        named in ``argv`` to a path of a descriptor already open on it (``/proc/PID/fd/N``): the
+        session reads that, not the name again (the MCP server's files)."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
-                self._proc = subprocess.Popen(
-                    [str(find_memlens_bin()), "session"],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                    encoding="utf-8",
-                )
+                try:
+                    self._proc = subprocess.Popen(
+                        [str(find_memlens_bin()), "session"],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        text=True,
+                        encoding="utf-8",
+                    )
+                except OSError as e:
+                    raise MemlensError(f"memlens: could not start the session: {e}") from e
             self._next += 1
             assert self._proc.stdin is not None and self._proc.stdout is not None
             try:
-                self._proc.stdin.write(json.dumps({"id": self._next, "argv": argv}) + "\n")
+                line = json.dumps({"id": self._next, "argv": argv, "opened": opened or {}})
+                self._proc.stdin.write(line + "\n")
                 self._proc.stdin.flush()
                 line = self._proc.stdout.readline()
             except OSError as e:
                 raise MemlensError(f"memlens: the session ended: {e}") from e
             if not line:
                 raise MemlensError(f"memlens: the session ended (exit {self._proc.wait()})")
-            answer = json.loads(line)
+            try:
+                answer = json.loads(line)
+            except ValueError as e:
+                raise MemlensError(f"memlens: the session answered no JSON ({e})") from e
             self.decodes = int(answer.get("decodes", 0))
             return int(answer["exit"]), str(answer["stdout"]), answer.get("error")
 

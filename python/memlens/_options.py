@@ -32,7 +32,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "slice": frozenset(["device", "from", "phase", "salvage", "step", "threads", "to", "width", "window"]),
     "whatif": frozenset(["capacity", "device", "gpu", "salvage", "set", "suggest", "threads", "width"]),
     "mcp": frozenset(["allow", "salvage", "threads"]),
-    "session": frozenset(["salvage", "threads"]),
+    "session": frozenset(["max_memory", "salvage", "threads"]),
 }
 # END GENERATED
 

@@ -12,9 +12,11 @@ every stack to 12 frames, every string to 400 characters; what was cut is listed
 ``memlens_truncated`` (``{path, shown, total}``), and ``limit`` brings more.
 
 Only files the client names are read, and only inside the directories the server was started
-with (``--allow DIR``, repeatable; the current directory by default): a path outside them, a
-missing file, or anything memlens refuses is a tool error whose text is memlens's one line.
-Nothing is written.
+with (``--allow DIR``, repeatable; the current directory by default): each file is opened once
+(:func:`open_allowed`: walked without following links or blocking, the opened file checked)
+and the session reads that open file, never the path again. A path outside them, a missing
+file, a FIFO or device, a path changed while it was opened, anything memlens refuses, or a
+session that died is a tool error whose text is memlens's one line. Nothing is written.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from importlib import resources
 from typing import Any, Callable, Sequence
@@ -33,7 +36,7 @@ from ._notebook import _Session
 # One `memlens session` for the server's life: every file is decoded once, whichever tools ask.
 _SESSION = _Session()
 
-__all__ = ["TOOLS", "bound", "main", "run_tool"]
+__all__ = ["TOOLS", "bound", "error_line", "main", "open_allowed", "run_tool"]
 
 # Bounds of every structured result.
 DEFAULT_LIMIT = 20
@@ -227,17 +230,79 @@ class Refused(Exception):
     """A call memlens will not make: its one line is the tool error's text."""
 
 
+def _inside(real: str, allow: Sequence[str]) -> str | None:
+    """The directory of ``allow`` that holds ``real``, if any."""
+    for d in allow:
+        if real == d or real.startswith(d.rstrip(os.sep) + os.sep):
+            return d
+    return None
+
+
+def _fd_path(fd: int) -> str | None:
+    """The path of the file open on ``fd`` as the system records it (Linux), else None."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
 def allowed_path(path: Any, allow: Sequence[str]) -> str:
-    """``path`` when it is a string naming a regular file inside one of ``allow`` (symbolic
-    links resolved first); :class:`Refused` otherwise."""
+    """``path`` resolved (symbolic links followed) when it is a string naming something inside
+    one of ``allow``; :class:`Refused` otherwise. Nothing is opened: :func:`open_allowed` opens."""
     if not isinstance(path, str) or not path or "\0" in path:
         raise Refused("memlens: expected a file path (a non-empty string)")
-    real = os.path.realpath(path)
-    if not any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in allow):
+    try:
+        real = os.path.realpath(path)
+    except OSError as e:  # a link changed while it was resolved
+        raise Refused(f"memlens: {path}: changed while it was resolved ({e.strerror})") from None
+    if _inside(real, allow) is None:
         raise Refused(f"memlens: {path}: outside the directories this server may read (--allow)")
-    if not os.path.isfile(real):
-        raise Refused(f"memlens: {path}: not a regular file")
     return real
+
+
+def open_allowed(path: Any, allow: Sequence[str]) -> tuple[int, str]:
+    """Opens ``path`` once, read-only, and returns (descriptor, resolved path) when what was
+    opened is a regular file inside one of ``allow``; :class:`Refused` otherwise.
+
+    The path is resolved, then walked from its allowed directory one component at a time
+    without following symbolic links (``O_NOFOLLOW``) and without blocking (``O_NONBLOCK``):
+    a link or FIFO swapped in meanwhile fails the walk. The opened file is then checked, not
+    the path: ``fstat`` (a FIFO, device or socket is refused before a byte is read) and, where
+    the system says it, the opened file's own path (``/proc/self/fd/N``) inside ``allow``."""
+    real = allowed_path(path, allow)
+    root = _inside(real, allow)
+    assert root is not None
+    parts = [p for p in real[len(root):].split(os.sep) if p]
+    nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    last = os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = -1
+    try:
+        fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+        for i, part in enumerate(parts):
+            is_last = i == len(parts) - 1
+            flags = last if is_last else os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow
+            nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"memlens: {path}: not a regular file")
+        opened = _fd_path(fd)
+        if opened is not None and _inside(opened, allow) is None:
+            raise Refused(f"memlens: {path}: outside the directories this server may read (--allow)")
+        return fd, real
+    except FileNotFoundError:
+        if fd >= 0:
+            os.close(fd)
+        raise Refused(f"memlens: {path}: not a regular file (no such file)") from None
+    except OSError as e:
+        if fd >= 0:
+            os.close(fd)
+        raise Refused(f"memlens: {path}: changed while it was opened, or cannot be read ({e.strerror})") from None
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
 
 
 def _check_arguments(tool: Tool, args: dict[str, Any]) -> None:
@@ -296,25 +361,48 @@ def run_tool(name: str, args: dict[str, Any] | None, allow: Sequence[str]) -> di
     args = dict(args or {})
     _check_arguments(tool, args)
     limit = int(args.get("limit", DEFAULT_LIMIT))
-    positionals = [allowed_path(args[p], allow) for p in tool.paths]
-    if name == "explain":
-        positionals = [args["message"]]
-    flags = tool.flags(args)
+    fds: list[int] = []
     try:
-        argv = command_line(name, *positionals, **flags)
-    except (MemlensError, TypeError) as e:
-        raise Refused(f"memlens: {name}: {e}") from e
-    code, out, error = _SESSION.request(argv)
+        opened: dict[str, str] = {}
+        positionals: list[str] = []
+        for p in tool.paths:
+            fd, real = open_allowed(args[p], allow)
+            fds.append(fd)
+            positionals.append(real)
+            if os.path.isdir(f"/proc/{os.getpid()}/fd"):
+                # The session reads the file this server opened, not the path again.
+                opened[real] = f"/proc/{os.getpid()}/fd/{fd}"
+        if name == "explain":
+            positionals = [args["message"]]
+        flags = tool.flags(args)
+        try:
+            argv = command_line(name, *positionals, **flags)
+        except (MemlensError, TypeError) as e:
+            raise Refused(f"memlens: {name}: {e}") from e
+        code, out, error = _SESSION.request(argv, opened)
+    finally:
+        for fd in fds:
+            os.close(fd)
     if code not in (0, 1):
         line = (error or "failed").strip().splitlines()[0]
         # The argument parser's refusals read `error: ...`; every refusal names memlens.
         raise Refused(line if line.startswith("memlens") else f"memlens: {name}: {line}")
-    report = json.loads(out)
+    try:
+        report = json.loads(out)
+    except ValueError as e:
+        raise Refused(f"memlens: {name}: the session printed no JSON report ({e})") from None
     bounded, cut = bound(report, limit)
     if cut:
         bounded["memlens_truncated"] = cut
     result: dict[str, Any] = bounded
     return result
+
+
+def error_line(e: BaseException) -> str:
+    """The tool error's text for any failure: memlens's one line (``memlens: ...``)."""
+    text = str(e).strip()
+    line = text.splitlines()[0] if text else type(e).__name__
+    return line if line.startswith("memlens") else f"memlens: {line}"
 
 
 def text_of(name: str, result: dict[str, Any]) -> str:
@@ -358,8 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
             result = await anyio.to_thread.run_sync(run_tool, params.name, params.arguments, allow)
-        except Refused as e:
-            return types.CallToolResult(content=[types.TextContent(text=str(e))], is_error=True)
+        except Exception as e:  # noqa: BLE001 (every failure is a tool error with memlens's one line)
+            return types.CallToolResult(content=[types.TextContent(text=error_line(e))], is_error=True)
         return types.CallToolResult(
             content=[types.TextContent(text=text_of(params.name, result))],
             structured_content=result,

@@ -24,6 +24,19 @@ pub struct Args {
     out: OutputArgs,
 }
 
+impl Args {
+    /// Whether the message is to be read from standard input (`-`, `--message-file -`, or no
+    /// message at all): `memlens session` refuses that, its standard input being its requests.
+    pub fn reads_standard_input(&self) -> bool {
+        self.message == ["-"]
+            || (self.message.is_empty()
+                && self
+                    .message_file
+                    .as_ref()
+                    .map_or(true, |p| p.as_os_str() == "-"))
+    }
+}
+
 /// The longest message read (from standard input or `--message-file`): an OOM message with
 /// its traceback is a few KiB; more is refused rather than read without end (`/dev/zero`).
 const MAX_MESSAGE: u64 = 1 << 20;

@@ -2,6 +2,11 @@
 //! the official MCP SDK (`python/memlens/mcp_server.py`, the package's `mcp` extra); this
 //! command starts it with the Python installed beside this binary (a wheel's venv) or
 //! `python3` on `PATH`, pointing it at this binary, and becomes that process on Unix.
+//!
+//! Python starts isolated (`-I`): neither the working directory nor `PYTHON*` variables shape
+//! what it imports, so `mcp/` or `memlens/` folders where the agent runs are never imported;
+//! [`BOOT`] then puts back the absolute entries of `PYTHONPATH` (a source checkout) and, outside
+//! a virtual environment, the user's site-packages (`pip install --user`).
 
 use super::Outcome;
 use memlens::Error;
@@ -32,10 +37,24 @@ fn pythons() -> Vec<PathBuf> {
     out
 }
 
+/// The start of every Python program this command runs under `-I`: the absolute entries of
+/// `PYTHONPATH` first (relative ones would name the working directory), the user's
+/// site-packages outside a virtual environment, `PYTHONDONTWRITEBYTECODE` honoured.
+const BOOT: &str = "import os, site, sys\n\
+sys.path[:0] = [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if os.path.isabs(p)]\n\
+if sys.prefix == sys.base_prefix and not os.environ.get('PYTHONNOUSERSITE'):\n    site.addsitedir(site.getusersitepackages())\n\
+sys.dont_write_bytecode = sys.dont_write_bytecode or bool(os.environ.get('PYTHONDONTWRITEBYTECODE'))\n";
+
+/// `python -I -c PROGRAM`, [`BOOT`] first.
+fn isolated(python: &PathBuf, program: &str) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.args(["-I", "-c", &format!("{BOOT}{program}")]);
+    cmd
+}
+
 /// Whether `python` imports the server and the SDK.
 fn serves(python: &PathBuf) -> bool {
-    Command::new(python)
-        .args(["-c", "import memlens.mcp_server, mcp"])
+    isolated(python, "import memlens.mcp_server, mcp")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
@@ -51,8 +70,10 @@ pub fn run(args: Args) -> Result<Outcome, Error> {
                 .into(),
         ));
     };
-    let mut cmd = Command::new(&python);
-    cmd.args(["-m", "memlens", "mcp"]);
+    let mut cmd = isolated(
+        &python,
+        "from memlens.mcp_server import main\nsys.exit(main(sys.argv[1:]))",
+    );
     for d in &args.allow {
         cmd.arg("--allow").arg(d);
     }

@@ -3,8 +3,10 @@
 //! one or several analyses; [`report`] then writes the result through `--format`.
 
 use super::args::{DeviceArg, OutputArgs};
+use super::models::{Evicted, Key, Models};
 use super::progress;
 use super::report::Formats;
+use super::session_files::Opened;
 use memlens::error::quoted_path;
 use memlens::model::{Snapshot, Strategy};
 use memlens::replay::{self, DeviceReplay};
@@ -141,42 +143,48 @@ pub fn only_device(path: &Path, snap: &mut Snapshot, device: Option<u32>) -> Res
 
 /// Loads one snapshot, with a progress bar when it is large; an out-of-memory line names
 /// the file meanwhile. `MEMLENS_TIMING` prints the input and model sizes (scripts/bench).
+/// In a session ([`cache_decodes`]) the file is opened once and a model already decoded from
+/// the same bytes is handed out instead ([`super::models`]).
 pub fn load(path: &Path, g: &GlobalOptions) -> Result<Snapshot, Error> {
-    let key = session_key(path, g);
-    if let Some(k) = &key {
-        if let Some(s) = SESSION
-            .lock()
-            .ok()
-            .and_then(|m| m.as_ref()?.get(k).cloned())
-        {
-            return Ok(s);
-        }
+    if !SESSION.lock().is_ok_and(|m| m.is_some()) {
+        let snap = decode(path, g, None)?;
+        DECODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Ok(snap);
     }
-    let snap = decode(path, g)?;
+    let opened = super::session_files::open(path)?;
+    let key = Key::of(&opened, g.load.salvage).map_err(|e| Error::io(path, &e))?;
+    if let Some(s) = with_models(|m| m.get(&key)).flatten() {
+        return Ok(s);
+    }
+    let snap = decode(path, g, Some(&opened))?;
     DECODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if let Some(k) = key {
-        if let Ok(mut m) = SESSION.lock() {
-            if let Some(m) = m.as_mut() {
-                m.insert(k, snap.clone());
-            }
-        }
-    }
-    Ok(snap)
+    let name = path.display().to_string();
+    let copy = snap.clone();
+    // The model as decoded is kept (its size is the one `MEMLENS_TIMING` prints).
+    with_models(|m| m.insert(opened.real, name, key, snap));
+    Ok(copy)
 }
 
-/// A session's decoded files ([`cache_decodes`]), by path, size, modification time and
-/// whether salvaged: a file changed on disk is decoded again.
-type SessionKey = (PathBuf, u64, Option<std::time::SystemTime>, bool);
-static SESSION: std::sync::Mutex<Option<std::collections::HashMap<SessionKey, Snapshot>>> =
-    std::sync::Mutex::new(None);
+/// A session's models ([`cache_decodes`]).
+static SESSION: std::sync::Mutex<Option<Models>> = std::sync::Mutex::new(None);
 static DECODES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// From now on, keep every regular file decoded and hand out copies of its model
-/// (`memlens session`): a copy costs a small part of a decode.
-pub fn cache_decodes() {
+fn with_models<T>(f: impl FnOnce(&mut Models) -> T) -> Option<T> {
+    SESSION.lock().ok()?.as_mut().map(f)
+}
+
+/// From now on, open each file once, keep the models decoded (within `budget` bytes, one per
+/// path) and hand out copies of them (`memlens session`): a copy costs a small part of a
+/// decode.
+pub fn cache_decodes(budget: u64) {
     if let Ok(mut m) = SESSION.lock() {
-        m.get_or_insert_with(Default::default);
+        m.get_or_insert_with(|| Models::new(budget));
     }
+}
+
+/// The models the session dropped since the last call (said in a session's answer).
+pub fn evicted() -> Vec<Evicted> {
+    with_models(Models::take_evicted).unwrap_or_default()
 }
 
 /// Files decoded by this process so far.
@@ -184,18 +192,14 @@ pub fn decodes() -> u64 {
     DECODES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-fn session_key(path: &Path, g: &GlobalOptions) -> Option<SessionKey> {
-    SESSION.lock().ok()?.as_ref()?;
-    let real = std::fs::canonicalize(path).ok()?;
-    let meta = std::fs::metadata(&real).ok().filter(|m| m.is_file())?;
-    Some((real, meta.len(), meta.modified().ok(), g.load.salvage))
-}
-
-/// Reads and decodes `path` (progress bar when large).
-fn decode(path: &Path, g: &GlobalOptions) -> Result<Snapshot, Error> {
+/// Reads and decodes `path` (progress bar when large), from `opened` when a session opened it.
+fn decode(path: &Path, g: &GlobalOptions, opened: Option<&Opened>) -> Result<Snapshot, Error> {
     let _oom_names = memlens::alloc_guard::reading(path);
     let t0 = std::time::Instant::now();
-    let inp = memlens::load::read(path, &g.load)?;
+    let inp = match opened {
+        Some(o) => memlens::load::read_opened(path, &o.file, o.meta.len(), &g.load)?,
+        None => memlens::load::read(path, &g.load)?,
+    };
     let timing = g.load.timing;
     if timing {
         eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());

@@ -1,19 +1,33 @@
 //! `memlens session`: command lines read from standard input, one JSON object per line
 //! (`{"id": 7, "argv": ["top", "snap.pickle", "--at", "end", "--format", "json"]}`), each
 //! answered with one line on standard output (`{"id": 7, "exit": 0, "stdout": "...",
-//! "error": null, "decodes": 1}`): what the command would print, its exit status, its one-line
-//! error. Each file is decoded once per session ([`super::pipeline::cache_decodes`]): the
-//! notebook API (`memlens.open`) keeps one session per handle. Commands that serve, read
-//! standard input or print beside their report are refused.
+//! "error": null, "decodes": 1, "evicted": []}`): what the command would print, its exit
+//! status, its one-line error, and the models dropped meanwhile. The id comes back as it came
+//! (the same JSON text). Each file is decoded once per version, within `--max-memory`
+//! ([`super::pipeline::cache_decodes`], [`super::models`]): the notebook API
+//! (`memlens.open`) keeps one session per handle, the MCP server one for its life. Commands
+//! that serve, read standard input (under any name) or print beside their report are refused,
+//! and so are FIFOs, devices and sockets ([`super::session_files`]); a line that is not UTF-8
+//! or not a request is answered with an error, and the session goes on.
 
+use super::models::{Evicted, DEFAULT_BUDGET};
 use super::output;
+use super::session_files;
 use super::Outcome;
 use memlens::Error;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
 
-/// Arguments of `memlens session` (none).
+/// Arguments of `memlens session`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Memory for the decoded models kept (e.g. 8GiB; default 4GiB): past it the least
+    /// recently used go, each said in the answer (`evicted`); the newest always stays.
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+}
 
 /// The commands a session answers: every report that prints one document.
 const ANSWERED: &[&str] = &[
@@ -34,41 +48,51 @@ const ANSWERED: &[&str] = &[
 ];
 
 #[derive(serde::Deserialize)]
-struct Request {
-    id: serde_json::Value,
+struct Request<'a> {
+    #[serde(borrow)]
+    id: &'a RawValue,
     argv: Vec<String>,
+    /// Files the client opened: a snapshot named NAME is read from PATH (`/proc/PID/fd/N`).
+    #[serde(default)]
+    opened: HashMap<PathBuf, PathBuf>,
 }
 
 #[derive(serde::Serialize)]
 struct Answer<'a> {
-    id: &'a serde_json::Value,
+    id: Option<&'a RawValue>,
     exit: i32,
     stdout: String,
     error: Option<String>,
     decodes: u64,
+    evicted: Vec<Evicted>,
 }
 
 /// Answers lines until standard input ends.
-pub fn run(_: Args) -> Result<Outcome, Error> {
-    super::pipeline::cache_decodes();
-    let stdin = std::io::stdin();
+pub fn run(args: Args) -> Result<Outcome, Error> {
+    let budget = match &args.max_memory {
+        Some(s) => super::size::parse_size(s).map_err(|e| match e {
+            Error::Usage(m) => Error::Usage(format!("session: --max-memory: {m}")),
+            e => e,
+        })?,
+        None => DEFAULT_BUDGET,
+    };
+    super::pipeline::cache_decodes(budget);
+    let proto = session_files::protect_stdio()
+        .map_err(|e| Error::Usage(format!("session: standard input: {e}")))?;
+    let mut input = std::io::BufReader::new(proto);
     let mut out = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
-        let line = line.map_err(|e| Error::Usage(format!("session: standard input: {e}")))?;
-        if line.trim().is_empty() {
-            continue;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = input
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::Usage(format!("session: standard input: {e}")))?;
+        if n == 0 {
+            break;
         }
-        let answer = match serde_json::from_str::<Request>(&line) {
-            Ok(rq) => answer(rq),
-            Err(e) => serde_json::json!({
-                "id": null,
-                "exit": 2,
-                "stdout": "",
-                "error": format!("memlens: session: expected {{\"id\": ..., \"argv\": [...]}}: {e}"),
-                "decodes": super::pipeline::decodes(),
-            }),
+        let Some(mut text) = answer_line(&line) else {
+            continue;
         };
-        let mut text = serde_json::to_vec(&answer).unwrap_or_default();
         text.push(b'\n');
         out.write_all(&text)
             .and_then(|_| out.flush())
@@ -77,16 +101,56 @@ pub fn run(_: Args) -> Result<Outcome, Error> {
     Ok(Outcome::Ok)
 }
 
-fn answer(rq: Request) -> serde_json::Value {
+/// The answer to one line (none to a blank one).
+fn answer_line(bytes: &[u8]) -> Option<Vec<u8>> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            return Some(refusal(format!(
+                "memlens: session: the line is not UTF-8 (byte {}): expected {{\"id\": ..., \"argv\": [...]}}",
+                e.valid_up_to()
+            )))
+        }
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    Some(match serde_json::from_str::<Request>(text) {
+        Ok(rq) => answer(rq),
+        Err(e) => refusal(format!(
+            "memlens: session: expected {{\"id\": ..., \"argv\": [...]}}: {e}"
+        )),
+    })
+}
+
+/// The answer to a line that is no request (its id unknown: null).
+fn refusal(error: String) -> Vec<u8> {
+    encode(&Answer {
+        id: None,
+        exit: 2,
+        stdout: String::new(),
+        error: Some(error),
+        decodes: super::pipeline::decodes(),
+        evicted: super::pipeline::evicted(),
+    })
+}
+
+fn encode(a: &Answer) -> Vec<u8> {
+    serde_json::to_vec(a).unwrap_or_default()
+}
+
+fn answer(rq: Request) -> Vec<u8> {
+    session_files::set_opened(Some(rq.opened));
     let (exit, stdout, error) = run_one(&rq.argv);
-    serde_json::to_value(Answer {
-        id: &rq.id,
+    session_files::set_opened(None);
+    encode(&Answer {
+        id: Some(rq.id),
         exit,
         stdout,
         error,
         decodes: super::pipeline::decodes(),
+        evicted: super::pipeline::evicted(),
     })
-    .unwrap_or(serde_json::Value::Null)
 }
 
 /// Runs one command line with its report captured: (exit status, what it printed, its error).
@@ -101,8 +165,8 @@ fn run_one(argv: &[String]) -> (i32, String, Option<String>) {
             ANSWERED.join(", ")
         ));
     }
-    if argv.iter().any(|a| a == "-") {
-        return refuse("session: standard input is the session's own: name files".into());
+    if let Err(m) = session_files::check_argv(argv) {
+        return refuse(m);
     }
     let cli = match <super::Cli as clap::Parser>::try_parse_from(
         std::iter::once("memlens".to_string()).chain(argv.iter().cloned()),
@@ -118,6 +182,13 @@ fn run_one(argv: &[String]) -> (i32, String, Option<String>) {
             return (2, String::new(), Some(line));
         }
     };
+    if let super::Command::Explain(a) = &cli.command {
+        if a.reads_standard_input() {
+            return refuse(
+                "session: explain reads the message from standard input, the session's own: give the message or --message-file FILE".into(),
+            );
+        }
+    }
     let (result, printed) = output::captured(|| super::execute(cli));
     let stdout = String::from_utf8_lossy(&printed).into_owned();
     match result {

@@ -401,7 +401,21 @@ pub fn read_with(path: &Path, salvage: bool) -> Result<Input, Error> {
 
 /// Reads `path` (opened read-only) into pickle bytes as `opts` say.
 pub fn read_opts(path: &Path, opts: &ReadOptions) -> Result<Input, Error> {
-    let raw = open::open(path, opts)?;
+    from_raw(path, open::open(path, opts)?, opts)
+}
+
+/// Like [`read_opts`], from `file`, a regular file of `len` bytes the caller opened and
+/// checked (`path` names it in errors): nothing is opened again by path.
+pub fn read_opened(
+    path: &Path,
+    file: &std::fs::File,
+    len: u64,
+    opts: &ReadOptions,
+) -> Result<Input, Error> {
+    from_raw(path, open::regular(path, file, len)?, opts)
+}
+
+fn from_raw(path: &Path, raw: open::Raw, opts: &ReadOptions) -> Result<Input, Error> {
     let bytes = raw.as_ref();
     let file_len = bytes.len() as u64;
     if bytes.is_empty() {

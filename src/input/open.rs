@@ -63,28 +63,33 @@ pub fn open(path: &Path, opts: &ReadOptions) -> Result<Raw, Error> {
         };
         return read_stream(path, file, what, opts).map(Raw::Owned);
     }
-    if meta.len() == 0 {
+    regular(path, &file, meta.len())
+}
+
+/// The raw bytes of `file`, a regular file of `len` bytes already opened (by a caller that
+/// checked what it opened: `memlens session` opens each file once); `path` names it in errors.
+pub fn regular(path: &Path, file: &File, len: u64) -> Result<Raw, Error> {
+    if len == 0 {
         return Ok(Raw::Owned(Vec::new()));
     }
     // SAFETY: the map is read-only and private to this process. If another process truncates
     // the file while it is mapped, reads can fault; snapshots are written once and then read,
     // which is the accepted trade-off for zero-copy decoding.
-    match unsafe { memmap2::Mmap::map(&file) } {
+    match unsafe { memmap2::Mmap::map(file) } {
         Ok(m) => Ok(Raw::Mapped(m)),
         Err(map_error) => {
             // Sized from the file, so asked for only where a refusal can be answered.
-            let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+            let size = usize::try_from(len).unwrap_or(usize::MAX);
             let mut v = Vec::new();
-            if fallible(|| v.try_reserve_exact(len)).is_err() {
+            if fallible(|| v.try_reserve_exact(size)).is_err() {
                 return Err(Error::Io {
                     path: path.to_path_buf(),
                     message: format!(
-                        "cannot map the file ({map_error}) nor hold its {} bytes in memory",
-                        meta.len()
+                        "cannot map the file ({map_error}) nor hold its {len} bytes in memory"
                     ),
                 });
             }
-            (&file)
+            (&*file)
                 .read_to_end(&mut v)
                 .map_err(|e| Error::io(path, &e))?;
             Ok(Raw::Owned(v))

@@ -223,3 +223,170 @@ def test_fit_and_oom_tools_give_one_list_of_fixes() -> None:
         fixes = [x["id"] for x in device[0]["fixes"]]
         assert recs, f
         assert fixes == recs, (f, fixes, recs)
+
+
+def _call_in_time(fn: Any, seconds: float) -> Any:
+    """``fn()`` in a thread, failed (and the server's session killed) past ``seconds``: a hung
+    call fails the test rather than wedging the run."""
+    import threading
+
+    box: Dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            box["error"] = e
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        proc = mcp_server._SESSION._proc
+        if proc is not None:
+            proc.kill()
+        pytest.fail(f"a call hung for {seconds} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _without_file(report: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in report.items() if k != "file"}
+
+
+def _swap_races(tmp_path: Path, other: str, seconds: float) -> Tuple[int, int, List[Dict[str, Any]]]:
+    """Calls ``summary`` on ``allowed/x.pickle`` for ``seconds`` while a thread swaps that name
+    (atomically, ``rename``) between the allowed snapshot and ``other``: ``link`` (a symbolic
+    link to a snapshot outside ``--allow``) or ``fifo`` (a FIFO). Returns (races, refusals,
+    results)."""
+    import threading
+    import time
+
+    allowed, stage, outside = tmp_path / "allowed", tmp_path / "stage", tmp_path / "outside"
+    for d in (allowed, stage, outside):
+        d.mkdir()
+    inside_copy = stage / "inside.pickle"
+    inside_copy.write_bytes((SAMPLES / "train_small.pickle").read_bytes())
+    secret = outside / "secret.pickle"
+    secret.write_bytes((SAMPLES / "frag_oom.pickle").read_bytes())
+    target = allowed / "x.pickle"
+    os.link(inside_copy, target)
+    stop = threading.Event()
+    swaps = [0]
+
+    def swapper() -> None:
+        while not stop.is_set():
+            tmp = stage / "next"
+            if swaps[0] % 2 == 0:
+                if other == "link":
+                    os.symlink(secret, tmp)
+                else:
+                    os.mkfifo(tmp)
+            else:
+                os.link(inside_copy, tmp)
+            os.replace(tmp, target)
+            swaps[0] += 1
+
+    allow = [os.path.realpath(allowed)]
+    t = threading.Thread(target=swapper, daemon=True)
+    t.start()
+    races = refusals = 0
+    results: List[Dict[str, Any]] = []
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            races += 1
+            try:
+                results.append(_call_in_time(lambda: mcp_server.run_tool("summary", {"path": str(target)}, allow), 30))
+            except mcp_server.Refused as e:
+                refusals += 1
+                assert str(e).startswith("memlens") and "\n" not in str(e), e
+    finally:
+        stop.set()
+        t.join()
+    assert swaps[0] > 100, swaps
+    return races, refusals, results
+
+
+def test_a_symlink_swapped_in_never_reads_outside_allow(tmp_path: Path) -> None:
+    """The file is opened once and the opened file is what is checked and read: swapping the
+    name for a symbolic link to a file outside ``--allow`` while calls are made (thousands of
+    races) reads the outside file 0 times."""
+    races, refusals, results = _swap_races(tmp_path, "link", 8.0)
+    inside = _without_file(memlens.analyze("summary", SAMPLES / "train_small.pickle"))
+    outside = _without_file(memlens.analyze("summary", SAMPLES / "frag_oom.pickle"))
+    assert inside != outside
+    read_outside = sum(1 for r in results if _without_file(r) == outside)
+    assert read_outside == 0, f"{read_outside} of {races} calls read outside --allow"
+    assert all(_without_file(r) == inside for r in results)
+    assert races >= 300 and results and refusals, (races, len(results), refusals)
+
+
+def test_a_fifo_swapped_in_is_refused_and_never_hangs(tmp_path: Path) -> None:
+    """A FIFO swapped in for the file is refused before a byte is read (opened without
+    blocking, checked with ``fstat``): no call waits, and the calls after it are answered."""
+    races, refusals, results = _swap_races(tmp_path, "fifo", 4.0)
+    inside = _without_file(memlens.analyze("summary", SAMPLES / "train_small.pickle"))
+    assert all(_without_file(r) == inside for r in results)
+    assert races >= 100 and results and refusals, (races, len(results), refusals)
+
+
+def test_the_binary_never_imports_packages_of_its_working_directory(tmp_path: Path) -> None:
+    """``memlens mcp`` started where an ``mcp/`` and a ``memlens/`` package lie (a checkout the
+    agent works in) starts the real server and never imports them (Python runs isolated)."""
+    _need_mcp()
+    marker = tmp_path / "imported"
+    for name in ("mcp", "memlens"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(
+            f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\nraise SystemExit('shadowed {name}')\n"
+        )
+    binary = memlens.find_memlens_bin()
+
+    async def go() -> Tuple[Any, Any]:
+        params = StdioServerParameters(
+            command=str(binary), args=["mcp", "--allow", str(ROOT)], env=subprocess_env(), cwd=str(tmp_path)
+        )
+        async with stdio_client(params) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                tools = await s.list_tools()
+                res = await s.call_tool("summary", {"path": str(SAMPLES / "train_small.pickle")})
+                return tools, res
+
+    tools, res = asyncio.run(asyncio.wait_for(go(), 120))
+    assert not marker.exists(), marker.read_text()
+    assert sorted(t.name for t in tools.tools) == sorted(mcp_server.TOOLS)
+    assert not res.is_error, res.content
+    assert res.structured_content == memlens.analyze("summary", SAMPLES / "train_small.pickle")
+
+
+def test_a_session_that_dies_is_a_tool_error(tmp_path: Path) -> None:
+    """A session that ends (here a binary that exits at once) is a tool error with memlens's
+    one line, not a JSON-RPC error with a traceback; and so is a path refused mid-check."""
+    _need_mcp()
+    dead = tmp_path / "memlens"
+    dead.write_text("#!/bin/sh\nexit 3\n")
+    dead.chmod(0o755)
+
+    async def go() -> List[Any]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "memlens", "mcp", "--allow", str(ROOT)],
+            env=subprocess_env(MEMLENS_BIN=str(dead)),
+            cwd=str(ROOT),
+        )
+        async with stdio_client(params) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                return [
+                    await s.call_tool("summary", {"path": "samples/train_small.pickle"}),
+                    await s.call_tool("top", {"path": "samples/frag_oom.pickle"}),
+                ]
+
+    for res in asyncio.run(asyncio.wait_for(go(), 120)):
+        assert res.is_error, res
+        text = res.content[0].text
+        assert text.startswith("memlens: the session ended"), text
+        assert "\n" not in text and "Traceback" not in text, text
