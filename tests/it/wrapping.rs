@@ -162,27 +162,26 @@ fn every_command_keeps_code_whole_at_80_and_100_columns() {
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get() * 2);
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(|| loop {
-                let Some(args) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                    break;
-                };
-                let mut found = Vec::new();
-                match text(args, 0) {
-                    Err(e) => found.push(format!("{args:?}: {e}")),
-                    Ok(wide) => {
-                        for w in WIDTHS {
-                            match text(args, w) {
-                                Err(e) => found.push(format!("{args:?} at {w}: {e}")),
-                                Ok(narrow) => found.extend(
-                                    defects(&wide, &narrow, w)
-                                        .into_iter()
-                                        .map(|d| format!("{args:?} at {w}: {d}")),
-                                ),
+            s.spawn(|| {
+                while let Some(args) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let mut found = Vec::new();
+                    match text(args, 0) {
+                        Err(e) => found.push(format!("{args:?}: {e}")),
+                        Ok(wide) => {
+                            for w in WIDTHS {
+                                match text(args, w) {
+                                    Err(e) => found.push(format!("{args:?} at {w}: {e}")),
+                                    Ok(narrow) => found.extend(
+                                        defects(&wide, &narrow, w)
+                                            .into_iter()
+                                            .map(|d| format!("{args:?} at {w}: {d}")),
+                                    ),
+                                }
                             }
                         }
                     }
+                    failures.lock().unwrap().extend(found);
                 }
-                failures.lock().unwrap().extend(found);
             });
         }
     });
