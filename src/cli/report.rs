@@ -57,7 +57,7 @@ pub enum Format {
 impl<R: Text + Serialize> Formats<R> for Format {
     fn write(self, report: &R, out: &mut dyn Write, title: &str, style: &Style) -> Result<()> {
         match self {
-            Format::Text => report.text(out, title, style),
+            Format::Text => style.fitted(out, |o| report.text(o, title, style)),
             Format::Json => render::json::write(out, report),
         }
     }
@@ -179,7 +179,7 @@ pub enum DiffFormat {
 impl Formats<DiffView> for DiffFormat {
     fn write(self, v: &DiffView, out: &mut dyn Write, title: &str, style: &Style) -> Result<()> {
         match self {
-            DiffFormat::Text => v.text(out, title, style),
+            DiffFormat::Text => style.fitted(out, |o| v.text(o, title, style)),
             DiffFormat::Json => render::json::write(out, &v.report),
             DiffFormat::Md => render::diff_md::markdown(out, &v.base, &v.cand, &v.report, v.limit),
         }
@@ -274,7 +274,7 @@ impl Formats<CheckReport> for CheckFormat {
         style: &Style,
     ) -> Result<()> {
         match self {
-            CheckFormat::Text => render::check::text(out, r, style),
+            CheckFormat::Text => style.fitted(out, |o| render::check::text(o, r, style)),
             CheckFormat::Md => render::check::markdown(out, r),
             CheckFormat::Junit => render::check::junit(out, r),
             CheckFormat::Json => render::json::write(out, r),
@@ -308,7 +308,7 @@ impl Formats<BatchReport> for BatchFormat {
         style: &Style,
     ) -> Result<()> {
         match self {
-            BatchFormat::Table => render::batch::table(out, r, style),
+            BatchFormat::Table => style.fitted(out, |o| render::batch::table(o, r, style)),
             BatchFormat::Csv => render::batch::csv(out, r),
             BatchFormat::Jsonl => render::batch::jsonl(out, r),
             BatchFormat::Json => render::json::write(out, r),

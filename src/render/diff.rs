@@ -1,10 +1,10 @@
 //! Text rendering of [`DiffReport`].
 
-use super::text::{cell, right, Style};
+use super::text::{cell, right, Style, Table};
 use crate::analyze::diff::{DiffReport, Pair, SiteDelta};
 use crate::units::{iec, plural, signed_iec, signed_percent};
 use crate::vocab::absence;
-use comfy_table::{Cell, Table};
+use comfy_table::Cell;
 use std::io::Write;
 
 fn pair_row(name: &str, p: Pair) -> Vec<Cell> {

@@ -1,12 +1,12 @@
 //! Text rendering of [`LeaksReport`]: per device the steps in a few lines (every step with
 //! `--steps`) and what limited the analysis, then one block per finding.
 
-use super::text::{cell, right, Style};
+use super::text::{cell, right, Style, Table};
 use super::visible::visible;
 use crate::analyze::leaks::{DeviceLeaks, Finding, LeaksReport};
 use crate::replay::steps::StepSource;
 use crate::units::{iec, plural};
-use comfy_table::{Cell, Table};
+use comfy_table::Cell;
 use std::io::Write;
 
 fn signed(delta: i64) -> String {

@@ -5,9 +5,11 @@
 //! `--width N`, or no limit for pipes and files; the snapshot's root for its paths); the
 //! renderers only follow it. JSON never goes through here: its paths stay as recorded.
 
+pub use super::layout::Table;
 use super::visible::{visible, visible_lines};
+use super::wrap::{cut_point, pieces};
 use crate::analyze::profile::normalize_path;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, ContentArrangement, Table};
+use comfy_table::{Cell, CellAlignment};
 use std::io::{Result, Write};
 
 /// How a text report is laid out.
@@ -36,16 +38,11 @@ impl Style {
         self.width.map(|w| w.max(MIN_WIDTH))
     }
 
-    /// An empty table in the reports' look, fitted to the width when there is one (columns
-    /// shrink and their cells wrap, widest first; without a width it is as wide as its content).
+    /// An empty table in the reports' look, fitted to the width when there is one and when it
+    /// is written, without splitting a run of code (see [`super::layout`]); without a width it
+    /// is as wide as its content.
     pub fn table(&self) -> Table {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        if let Some(w) = self.columns() {
-            t.set_content_arrangement(ContentArrangement::Dynamic);
-            t.set_width(u16::try_from(w).unwrap_or(u16::MAX));
-        }
-        t
+        Table::new(self.columns())
     }
 
     /// A table of a few records with many fields (pools, devices): one row per record when
@@ -53,77 +50,51 @@ impl Style {
     /// record's name (`header[0]` names the first column) and one row per field, in as many
     /// tables as the records need to fit. `numeric[i]` right-aligns field `i`.
     pub fn records(&self, header: &[&str], numeric: &[bool], rows: &[Vec<String>]) -> Vec<Table> {
-        let cell = |i: usize, s: &str| {
-            if numeric.get(i).copied().unwrap_or(false) {
-                right(s)
-            } else {
-                cell(s)
-            }
-        };
-        let mut flat = Style::plain().table();
-        flat.set_header(header.to_vec());
+        let mut t = self.table().sideways_first();
+        t.set_header(header.to_vec());
         for r in rows {
-            flat.add_row(r.iter().enumerate().map(|(i, s)| cell(i, s)));
-        }
-        let fits = |t: &Table| {
-            t.to_string()
-                .lines()
-                .all(|l| width(l) <= self.columns().unwrap_or(usize::MAX))
-        };
-        if self.columns().is_none() || rows.is_empty() || fits(&flat) {
-            let mut t = self.table();
-            t.set_header(header.to_vec());
-            for r in rows {
-                t.add_row(r.iter().enumerate().map(|(i, s)| cell(i, s)));
-            }
-            return vec![t];
-        }
-        // On its side: as many record columns per table as fit.
-        let sideways = |group: &[Vec<String>]| {
-            let mut t = Style::plain().table();
-            let mut head = vec![Cell::new(header.first().copied().unwrap_or(""))];
-            head.extend(
-                group
-                    .iter()
-                    .map(|r| right(r.first().map_or("", String::as_str))),
-            );
-            t.set_header(head);
-            for (i, name) in header.iter().enumerate().skip(1) {
-                let mut row = vec![Cell::new(*name)];
-                row.extend(
-                    group
-                        .iter()
-                        .map(|r| right(r.get(i).map_or("", String::as_str))),
-                );
-                t.add_row(row);
-            }
-            t
-        };
-        let mut tables = Vec::new();
-        let mut start = 0;
-        while start < rows.len() {
-            let mut end = start + 1;
-            while end < rows.len() && fits(&sideways(&rows[start..end + 1])) {
-                end += 1;
-            }
-            let mut t = sideways(&rows[start..end]);
-            if !fits(&t) {
-                // One record alone is too wide: let its cells wrap.
-                t = self.table();
-                let mut head = vec![Cell::new(header.first().copied().unwrap_or(""))];
-                head.push(right(rows[start].first().map_or("", String::as_str)));
-                t.set_header(head);
-                for (i, name) in header.iter().enumerate().skip(1) {
-                    t.add_row(vec![
-                        Cell::new(*name),
-                        right(rows[start].get(i).map_or("", String::as_str)),
-                    ]);
+            t.add_row(r.iter().enumerate().map(|(i, s)| {
+                if numeric.get(i).copied().unwrap_or(false) {
+                    right(s)
+                } else {
+                    cell(s)
                 }
-            }
-            tables.push(t);
-            start = end;
+            }));
         }
-        tables
+        vec![t]
+    }
+
+    /// Runs `write` with `out`, every line it writes wider than the width (but a table's)
+    /// wrapped as [`Style::wrap`] wraps prose, under the line's own indent and two more
+    /// columns: the lines renderers write whole (a heading that names a path, a column of
+    /// sites) fit too. Without a width, `write` writes to `out` directly.
+    pub fn fitted(
+        &self,
+        out: &mut dyn Write,
+        write: impl FnOnce(&mut dyn Write) -> Result<()>,
+    ) -> Result<()> {
+        let Some(w) = self.columns() else {
+            return write(out);
+        };
+        let mut buf = Vec::new();
+        write(&mut buf)?;
+        let text = String::from_utf8_lossy(&buf);
+        for line in text.split_inclusive('\n') {
+            let (body, end) = match line.strip_suffix('\n') {
+                Some(b) => (b, "\n"),
+                None => (line, ""),
+            };
+            let table = body.starts_with(['┌', '│', '╞', '├', '└']);
+            if width(body) <= w || table {
+                write!(out, "{line}")?;
+                continue;
+            }
+            let text = body.trim_start_matches(' ');
+            let lead = &body[..body.len() - text.len()];
+            let lines = self.wrap(lead, &format!("{lead}  "), text);
+            write!(out, "{}{end}", lines.join("\n"))?;
+        }
+        Ok(())
     }
 
     /// Writes `text` as one paragraph: `first` before its first line, `rest` before every
@@ -170,17 +141,7 @@ impl Style {
                 if !empty {
                     line.push(' ');
                 }
-                // A word longer than a whole line (a path) is cut where the line ends,
-                // after a `/` when one is near.
-                let mut word = word;
-                while width(&line) + width(word) > w && w > width(&line) + 8 {
-                    let room = w - width(&line);
-                    let cut = cut_point(word, room);
-                    line.push_str(&word[..cut]);
-                    lines.push(std::mem::replace(&mut line, rest.to_string()));
-                    word = &word[cut..];
-                }
-                line.push_str(word);
+                place(&mut lines, &mut line, empty, rest, word, w);
                 empty = false;
             }
             lines.push(line);
@@ -256,13 +217,40 @@ fn split_label(label: &str) -> (&str, &str) {
     }
 }
 
-/// Where to cut `word` to keep at most `room` characters: after the last `/` in the second
-/// half of them, else at `room` (on a character boundary).
-fn cut_point(word: &str, room: usize) -> usize {
-    let end = word.char_indices().nth(room).map_or(word.len(), |(i, _)| i);
-    match word[..end].rfind('/') {
-        Some(i) if i + 1 > end / 2 => i + 1,
-        _ => end,
+/// Appends `word` to `line` (which holds only its lead when `bare`), as much as fits `w`
+/// columns, and the rest on lines that start with `rest` (pushed to `lines`): a word too long
+/// for the room breaks after the punctuation between its runs of code
+/// ([`super::wrap::pieces`]); a piece too long for a line after `rest` gets a line with a
+/// shorter indent when that is enough, and only one longer than the whole width is cut (after
+/// a `/` when one is near).
+fn place(lines: &mut Vec<String>, line: &mut String, bare: bool, rest: &str, word: &str, w: usize) {
+    let mut bare = bare;
+    for piece in pieces(word) {
+        if width(line) + width(piece) > w && !bare {
+            line.truncate(line.trim_end().len());
+            lines.push(std::mem::replace(line, rest.to_string()));
+        }
+        let mut piece = piece;
+        if width(line) + width(piece) > w && width(piece) <= w {
+            // A shorter indent keeps it whole (a lead that is not indent stays alone above).
+            if !line.trim().is_empty() {
+                lines.push(line.trim_end().to_string());
+            }
+            let indent = width(rest).min(w - width(piece));
+            *line = if rest.trim().is_empty() {
+                " ".repeat(indent)
+            } else {
+                String::new()
+            };
+        }
+        while width(line) + width(piece) > w && w > width(line) + 8 {
+            let cut = cut_point(piece, w - width(line));
+            line.push_str(&piece[..cut]);
+            lines.push(std::mem::replace(line, rest.to_string()));
+            piece = &piece[cut..];
+        }
+        line.push_str(piece);
+        bare = false;
     }
 }
 
