@@ -48,6 +48,7 @@ mod properties;
 mod python_package;
 mod readings;
 mod real;
+mod real_readings;
 mod replay;
 mod report;
 mod roundtrip;
