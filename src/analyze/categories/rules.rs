@@ -201,16 +201,20 @@ impl<'a> Ctx<'a> {
             return false;
         };
         // Each burst's first free is found once (phase peaks ask for every event).
-        let first_free = *self.first_free.borrow_mut().entry(b.first).or_insert_with(|| {
-            (b.first..b.end)
-                .find(|&k| {
-                    matches!(
-                        self.trace[k as usize].action,
-                        Action::FreeRequested | Action::FreeCompleted | Action::Free
-                    )
-                })
-                .unwrap_or(b.end)
-        });
+        let first_free = *self
+            .first_free
+            .borrow_mut()
+            .entry(b.first)
+            .or_insert_with(|| {
+                (b.first..b.end)
+                    .find(|&k| {
+                        matches!(
+                            self.trace[k as usize].action,
+                            Action::FreeRequested | Action::FreeCompleted | Action::Free
+                        )
+                    })
+                    .unwrap_or(b.end)
+            });
         i < first_free
     }
 
