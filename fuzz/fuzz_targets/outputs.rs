@@ -6,37 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memlens::model::{build, BuildOptions};
 
-#[path = "edits.rs"]
-mod edits;
-
-#[path = "outputs_harness.rs"]
-#[allow(dead_code)] // `Written` is read by tests/it/fuzz_outputs.rs, not here
-mod outputs_harness;
-
-const SEEDS: [&[u8]; 6] = [
-    include_bytes!("../../samples/train_small.pickle"),
-    include_bytes!("../../samples/cpp_proto2.pickle"),
-    include_bytes!("../../samples/legacy_2_0.pickle"),
-    include_bytes!("../../samples/expandable_multi.pickle"),
-    include_bytes!("../../samples/wrapped_ring.pickle"),
-    include_bytes!("../../samples/retained_graph.pickle"),
-];
+#[path = "harness.rs"]
+mod harness;
 
 fuzz_target!(|data: &[u8]| {
-    let Some(buf) = edits::apply(&SEEDS, data) else {
-        return;
-    };
-    for salvage in [false, true] {
-        let opts = BuildOptions {
-            salvage,
-            threads: 1,
-            ..Default::default()
-        };
-        if let Ok(snap) = build(&buf, opts) {
-            let replays = memlens::replay::replay(&snap);
-            let _ = outputs_harness::exercise(&snap, &replays);
-        }
-    }
+    harness::outputs(data);
 });

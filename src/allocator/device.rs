@@ -9,7 +9,7 @@
 //! fresh addresses above every hinted one are used.
 
 use super::expandable::ExpandableSegment;
-use super::pool::{key, ukey, Block, BlockId, Blocks, Pool, NONE};
+use super::pool::{key, ukey, Block, BlockId, Blocks, EsId, Pool};
 use super::rounding::{allocation_size, round_size, MIN_BLOCK, SMALL_BUFFER, SMALL_SIZE};
 use super::settings::Settings;
 use crate::model::Action;
@@ -233,7 +233,7 @@ impl DeviceAllocator {
         let total: u64 = blocks.iter().map(|b| b.0).sum();
         self.ranges.insert(addr, total);
         self.reserved += total;
-        self.chain(addr, stream, pool, NONE, blocks.iter().map(|&b| (b, true)))
+        self.chain(addr, stream, pool, None, blocks.iter().map(|&b| (b, true)))
     }
 
     /// Adds the mapped ranges of one expandable segment of the state before the trace (same
@@ -259,7 +259,7 @@ impl DeviceAllocator {
         let es = ExpandableSegment::new(base, self.va_bytes.max(span), page, stream);
         self.ranges.insert(base, es.size());
         self.es.push(Some(es));
-        let es_id = (self.es.len() - 1) as u32;
+        let es_id = Some((self.es.len() - 1) as EsId);
         let mut pieces: Vec<(SeedBlock, bool)> = Vec::new();
         let mut at = base;
         for (a, blocks) in ranges {
@@ -283,11 +283,11 @@ impl DeviceAllocator {
         addr: u64,
         stream: u64,
         pool: u16,
-        es: u32,
+        es: Option<EsId>,
         pieces: impl Iterator<Item = (SeedBlock, bool)>,
     ) -> Vec<(u64, BlockId)> {
         let mut live = Vec::new();
-        let (mut at, mut prev) = (addr, NONE);
+        let (mut at, mut prev) = (addr, None);
         for ((size, requested, allocated, pending), mapped) in pieces {
             let id = self.blocks.add(Block {
                 addr: at,
@@ -299,14 +299,12 @@ impl DeviceAllocator {
                 pending,
                 mapped,
                 prev,
-                next: NONE,
+                next: None,
                 es,
                 gc_base: 0,
                 serial: 0,
             });
-            if prev != NONE {
-                self.blocks.get_mut(prev).next = id;
-            }
+            self.blocks.set_next(prev, Some(id));
             if !mapped {
                 let b = *self.blocks.get(id);
                 self.pools[pool as usize].unmapped.insert(ukey(&b), id);
@@ -321,7 +319,7 @@ impl DeviceAllocator {
                 self.cache(id);
             }
             at += size;
-            prev = id;
+            prev = Some(id);
         }
         live
     }
@@ -395,10 +393,13 @@ impl DeviceAllocator {
         self.cache(id);
     }
 
-    fn try_merge(&mut self, dst: BlockId, src: BlockId) -> u64 {
-        let Some(s) = self.blocks.opt(src).copied() else {
+    /// Merges `src`, a neighbour of `dst` (its `prev` or `next` link), into `dst` when both
+    /// are free and alike; the bytes merged. A link that ends the chain merges nothing.
+    fn try_merge(&mut self, dst: BlockId, src: Option<BlockId>) -> u64 {
+        let Some(src) = src else {
             return 0;
         };
+        let s = *self.blocks.get(src);
         let d = *self.blocks.get(dst);
         if !s.is_free() || s.mapped != d.mapped {
             return 0;
@@ -409,17 +410,13 @@ impl DeviceAllocator {
             self.pools[s.pool as usize].unmapped.remove(&ukey(&s));
         }
         let d = self.blocks.get_mut(dst);
-        if d.prev == src {
+        if d.prev == Some(src) {
             d.addr = s.addr;
             d.prev = s.prev;
-            if s.prev != NONE {
-                self.blocks.get_mut(s.prev).next = dst;
-            }
+            self.blocks.set_next(s.prev, Some(dst));
         } else {
             d.next = s.next;
-            if s.next != NONE {
-                self.blocks.get_mut(s.next).prev = dst;
-            }
+            self.blocks.set_prev(s.next, Some(dst));
         }
         self.blocks.get_mut(dst).size += s.size;
         self.blocks.remove(src);
@@ -454,11 +451,11 @@ impl DeviceAllocator {
             .take_while(|(k, _)| k.0 == stream);
         let (_, &first) = it.next()?;
         let mut id = first;
-        if self.blocks.get(id).es != NONE {
+        if self.blocks.get(id).es.is_some() {
             if self.settings.expandable_segments {
                 // Best fit counts what an expandable block can grow into (its unmapped tail).
                 for (_, &next) in it {
-                    if self.blocks.get(id).es == NONE
+                    if self.blocks.get(id).es.is_none()
                         || self.expandable_size(next) >= self.expandable_size(id)
                     {
                         break;
@@ -468,7 +465,7 @@ impl DeviceAllocator {
             } else {
                 id = it
                     .map(|(_, &b)| b)
-                    .find(|&b| self.blocks.get(b).es == NONE)?;
+                    .find(|&b| self.blocks.get(b).es.is_none())?;
             }
         }
         let b = self.blocks.get(id);
@@ -521,16 +518,14 @@ impl DeviceAllocator {
                 pending: false,
                 mapped: true,
                 prev: rem.prev,
-                next: id,
+                next: Some(id),
                 es: rem.es,
                 gc_base: 0,
                 serial: 0,
             });
-            if rem.prev != NONE {
-                self.blocks.get_mut(rem.prev).next = new;
-            }
+            self.blocks.set_next(rem.prev, Some(new));
             let r = self.blocks.get_mut(id);
-            r.prev = new;
+            r.prev = Some(new);
             r.addr += size;
             r.size -= size;
             self.cache(id);
@@ -572,9 +567,9 @@ impl DeviceAllocator {
             allocated: false,
             pending: false,
             mapped: true,
-            prev: NONE,
-            next: NONE,
-            es: NONE,
+            prev: None,
+            next: None,
+            es: None,
             gc_base: 0,
             serial: 0,
         }))

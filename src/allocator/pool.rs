@@ -4,10 +4,14 @@
 
 use std::collections::BTreeMap;
 
-/// Index of a block in [`Blocks`].
-pub type BlockId = u32;
-/// No block (the end of a segment's chain).
-pub const NONE: BlockId = u32::MAX;
+/// Index of a block in [`Blocks`]: only [`Blocks::add`] makes one, so every id names a slot.
+/// The end of a segment's chain is `None` in an `Option<BlockId>` ([`Block::prev`],
+/// [`Block::next`]), never a sentinel index: a link is checked where it is followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockId(u32);
+
+/// Index of an expandable segment in the allocator's list of them.
+pub type EsId = u32;
 
 /// One block: a piece of a segment, allocated or free; for an expandable segment also the
 /// unmapped rest of its address range.
@@ -30,12 +34,12 @@ pub struct Block {
     pub pending: bool,
     /// Backed by memory (always, except for the unmapped ranges of expandable segments).
     pub mapped: bool,
-    /// Previous block of the same segment.
-    pub prev: BlockId,
-    /// Next block of the same segment.
-    pub next: BlockId,
-    /// Expandable segment it belongs to ([`NONE`] for a cudaMalloc segment).
-    pub es: u32,
+    /// Previous block of the same segment (`None`: the segment's first).
+    pub prev: Option<BlockId>,
+    /// Next block of the same segment (`None`: the segment's last).
+    pub next: Option<BlockId>,
+    /// Expandable segment it belongs to (`None` for a cudaMalloc segment).
+    pub es: Option<EsId>,
     /// The pool's best-fit call count when the block was cached (the age the garbage
     /// collection measures).
     pub gc_base: u64,
@@ -47,7 +51,7 @@ pub struct Block {
 impl Block {
     /// True when split from, or next to, other blocks of its segment.
     pub fn is_split(&self) -> bool {
-        self.prev != NONE || self.next != NONE
+        self.prev.is_some() || self.next.is_some()
     }
 
     /// True when free for reuse: not allocated and not awaiting other streams.
@@ -67,11 +71,11 @@ impl Blocks {
     /// Stores `b`, returning its id.
     pub fn add(&mut self, b: Block) -> BlockId {
         if let Some(id) = self.vacant.pop() {
-            self.slots[id as usize] = b;
+            self.slots[id.0 as usize] = b;
             id
         } else {
             self.slots.push(b);
-            (self.slots.len() - 1) as BlockId
+            BlockId((self.slots.len() - 1) as u32)
         }
     }
 
@@ -82,17 +86,32 @@ impl Blocks {
 
     /// The block `id`.
     pub fn get(&self, id: BlockId) -> &Block {
-        &self.slots[id as usize]
+        &self.slots[id.0 as usize]
     }
 
     /// The block `id`, mutably.
     pub fn get_mut(&mut self, id: BlockId) -> &mut Block {
-        &mut self.slots[id as usize]
+        &mut self.slots[id.0 as usize]
     }
 
-    /// Block `id` if it is not [`NONE`].
-    pub fn opt(&self, id: BlockId) -> Option<&Block> {
-        (id != NONE).then(|| &self.slots[id as usize])
+    /// The block a link names, if any (`None`: the link is the end of its segment).
+    pub fn opt(&self, id: Option<BlockId>) -> Option<&Block> {
+        id.map(|id| self.get(id))
+    }
+
+    /// Sets the `next` link of block `at`, if there is one (a chain's end has no neighbour
+    /// to update).
+    pub fn set_next(&mut self, at: Option<BlockId>, next: Option<BlockId>) {
+        if let Some(at) = at {
+            self.get_mut(at).next = next;
+        }
+    }
+
+    /// Sets the `prev` link of block `at`, if there is one.
+    pub fn set_prev(&mut self, at: Option<BlockId>, prev: Option<BlockId>) {
+        if let Some(at) = at {
+            self.get_mut(at).prev = prev;
+        }
     }
 }
 

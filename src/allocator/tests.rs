@@ -1,6 +1,7 @@
 //! The allocator's rules on small hand-made request sequences with known answers.
 
 use super::device::{Capacity, DeviceAllocator, SegEvent};
+use super::pool::BlockId;
 use super::settings::Settings;
 use crate::model::Action;
 
@@ -21,11 +22,11 @@ fn events(a: &mut DeviceAllocator) -> Vec<(Action, u64)> {
     log.iter().map(|e| (e.action, e.size / MIB)).collect()
 }
 
-fn malloc(a: &mut DeviceAllocator, bytes: u64) -> u32 {
+fn malloc(a: &mut DeviceAllocator, bytes: u64) -> BlockId {
     a.malloc(bytes, 0, (0, 0)).expect("served")
 }
 
-fn free(a: &mut DeviceAllocator, id: u32) {
+fn free(a: &mut DeviceAllocator, id: BlockId) {
     a.free_requested(id);
     a.free_completed(id);
 }
@@ -34,7 +35,7 @@ fn free(a: &mut DeviceAllocator, id: u32) {
 fn sixteens_then_thirty_twos_reserve_256_mib_and_the_reverse_128() {
     // GIVEN eight 16 MiB tensors, freed WHEN four 32 MiB follow THEN none fits: 256 MiB.
     let mut a = allocator("", None);
-    let ids: Vec<u32> = (0..8).map(|_| malloc(&mut a, 16 * MIB)).collect();
+    let ids: Vec<BlockId> = (0..8).map(|_| malloc(&mut a, 16 * MIB)).collect();
     ids.into_iter().for_each(|id| free(&mut a, id));
     (0..4).for_each(|_| {
         malloc(&mut a, 32 * MIB);
@@ -42,7 +43,7 @@ fn sixteens_then_thirty_twos_reserve_256_mib_and_the_reverse_128() {
     assert_eq!(a.reserved, 256 * MIB);
     // GIVEN four 32 MiB, freed WHEN eight 16 MiB follow THEN each 32 MiB block splits: 128 MiB.
     let mut b = allocator("", None);
-    let ids: Vec<u32> = (0..4).map(|_| malloc(&mut b, 32 * MIB)).collect();
+    let ids: Vec<BlockId> = (0..4).map(|_| malloc(&mut b, 32 * MIB)).collect();
     ids.into_iter().for_each(|id| free(&mut b, id));
     (0..8).for_each(|_| {
         malloc(&mut b, 16 * MIB);
@@ -54,7 +55,7 @@ fn sixteens_then_thirty_twos_reserve_256_mib_and_the_reverse_128() {
 #[test]
 fn expandable_segments_map_seven_pages_for_eight_sixteens_and_none_for_the_thirty_twos() {
     let mut a = allocator("expandable_segments:True", None);
-    let ids: Vec<u32> = (0..8).map(|_| malloc(&mut a, 16 * MIB)).collect();
+    let ids: Vec<BlockId> = (0..8).map(|_| malloc(&mut a, 16 * MIB)).collect();
     // 128 MiB in 20 MiB pages: seven pages, 140 MiB.
     assert_eq!(a.reserved, 140 * MIB);
     assert_eq!(events(&mut a), vec![(Action::SegmentMap, 20); 7]);
@@ -211,7 +212,7 @@ fn expandable_segments_unmap_free_pages_and_map_them_again_instead_of_failing() 
     // Capacity 100 MiB: five 20 MiB pages. Four 20 MiB tensors, every other one freed,
     // leave two free pages apart; a 40 MiB request fits only once they are unmapped.
     let mut a = allocator("expandable_segments:True", Some(100 * MIB));
-    let ids: Vec<u32> = (0..4).map(|_| malloc(&mut a, 20 * MIB)).collect();
+    let ids: Vec<BlockId> = (0..4).map(|_| malloc(&mut a, 20 * MIB)).collect();
     free(&mut a, ids[0]);
     free(&mut a, ids[2]);
     events(&mut a);
@@ -228,11 +229,34 @@ fn expandable_segments_unmap_free_pages_and_map_them_again_instead_of_failing() 
     );
     // Without expandable segments the freed tensors are whole segments: released on the miss.
     let mut b = allocator("", Some(100 * MIB));
-    let ids: Vec<u32> = (0..4).map(|_| malloc(&mut b, 20 * MIB)).collect();
+    let ids: Vec<BlockId> = (0..4).map(|_| malloc(&mut b, 20 * MIB)).collect();
     free(&mut b, ids[0]);
     free(&mut b, ids[2]);
     assert!(
         b.malloc(40 * MIB, 0, (0, 0)).is_some(),
         "two 20 MiB segments are freed"
     );
+}
+
+#[test]
+fn a_request_larger_than_an_expandable_reservation_is_an_oom_that_maps_nothing() {
+    // Issue 53: a 100 MiB reservation, a small tensor, then a 1 GiB request. The chain of the
+    // new segment ends before the request does: out of memory, no page mapped for it.
+    let mut s = Settings::default();
+    s.apply("expandable_segments:True").unwrap();
+    let mut a = DeviceAllocator::new(s, None, 100 * MIB, 1 << 40, true);
+    malloc(&mut a, 512);
+    assert_eq!(events(&mut a), vec![(Action::SegmentMap, 2)]);
+    assert_eq!(a.malloc(1 << 30, 0, (0, 0)), None);
+    assert!(events(&mut a).is_empty(), "nothing mapped for a request that cannot fit");
+    assert_eq!(a.reserved, 2 * MIB);
+    // The whole reservation is still there to be had: 100 MiB in five 20 MiB pages.
+    let id = malloc(&mut a, 100 * MIB);
+    assert_eq!(a.block(id).size, 100 * MIB);
+    assert_eq!(a.reserved, 102 * MIB);
+    // One byte past a reservation (100 MiB + 512 B, rounded) is refused the same way, after
+    // the miss released the cache (the freed 100 MiB unmapped again).
+    free(&mut a, id);
+    assert_eq!(a.malloc(100 * MIB + 1, 0, (0, 0)), None);
+    assert_eq!(a.reserved, 2 * MIB);
 }

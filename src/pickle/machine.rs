@@ -37,6 +37,9 @@ pub(super) struct Machine<'a> {
     limits: Limits,
     prev_memoize: bool,
     pub(super) next_progress: u64,
+    /// Values without content made so far, and the offset of the first ([`Limits::bare_every`]).
+    bare: usize,
+    bare_from: Option<usize>,
     /// Decoding stops at this offset (the end of the input, a chunk or a definition).
     pub(super) end: usize,
     /// True when reaching `end` is a normal stop rather than a truncation.
@@ -106,6 +109,8 @@ impl<'a> Machine<'a> {
             limits,
             prev_memoize: false,
             next_progress: PROGRESS_STEP,
+            bare: 0,
+            bare_from: None,
             end: buf.len(),
             ranged: false,
             memo_next: None,
@@ -330,6 +335,24 @@ impl<'a> Machine<'a> {
             }
             None => self.eof(what),
         }
+    }
+
+    /// Counts a value without content (`None`, a bool, an empty container, a `DUP`) and
+    /// refuses the input once they are denser than any snapshot's: bounded memory and time
+    /// for a pickle of nothing else (issue 53).
+    fn bare_value(&mut self) -> R<()> {
+        self.bare += 1;
+        let from = *self.bare_from.get_or_insert(self.op_at);
+        let allowed = (self.pos - from) / self.limits.bare_every.max(1) + self.limits.bare_slack;
+        if self.bare > allowed {
+            return self.err(format!(
+                "{} values without content (None, True/False, empty containers, DUP) in {} bytes: more than one per {} bytes, which no snapshot has (a pickle bomb?)",
+                self.bare,
+                self.pos - from,
+                self.limits.bare_every
+            ));
+        }
+        Ok(())
     }
 
     #[inline]

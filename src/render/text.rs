@@ -172,7 +172,7 @@ impl Style {
     /// `site-packages/` or `dist-packages/`, the path below the snapshot's root, or what
     /// follows `lib/pythonX.Y/`. Labels without a path (`<no frames>`, C++ frames) stay.
     pub fn site(&self, label: &str) -> String {
-        visible(&self.site_raw(label)).into_owned()
+        clip_lines(&visible(&self.site_raw(label))).into_owned()
     }
 
     /// [`Style::site`] before escaping (the path is found in the label as recorded).
@@ -262,7 +262,29 @@ pub fn width(s: &str) -> usize {
 /// A left-aligned cell of text that may hold snapshot strings, shown [`visible_lines`] (its own
 /// line breaks kept; every other control escaped).
 pub fn cell(s: &str) -> Cell {
-    Cell::new(visible_lines(s))
+    Cell::new(clip_lines(&visible_lines(s)))
+}
+
+/// The longest line, in characters, a table cell shows of a snapshot's string (a site label,
+/// a metadata value); JSON keeps it whole.
+pub const CELL_LINE_MAX: usize = 4096;
+
+/// `s` with every line longer than [`CELL_LINE_MAX`] characters cut there, ending in how much
+/// was left out. A table lays out a long line in time quadratic in its length (comfy-table
+/// splits a line wider than its u16 column limit word by word, measuring the whole line at
+/// each word: 8.6 s per MiB of `top --by metadata`, issue 53); no cell line reaches it.
+pub fn clip_lines(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= CELL_LINE_MAX {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let clip = |line: &str| match line.char_indices().nth(CELL_LINE_MAX) {
+        None => line.to_string(),
+        Some((at, _)) => {
+            let more = line[at..].chars().count();
+            format!("{}… ({more} more characters; --format json has all)", &line[..at])
+        }
+    };
+    std::borrow::Cow::Owned(s.split('\n').map(clip).collect::<Vec<_>>().join("\n"))
 }
 
 /// A right-aligned cell (numbers).

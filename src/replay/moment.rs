@@ -59,12 +59,16 @@ impl std::fmt::Display for MomentSpec {
 impl std::str::FromStr for MomentSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
         let bad = || {
             format!(
                 "moment {s:?}: expected peak, end, start, oom, oom:K, step:N, an event index, a time_us, index:N, time:T (time_us) or time:SECONDSs (since the first event, e.g. time:12.5s, time:300ms)"
             )
         };
+        // Numbers are digits (and a leading minus where one may be negative): Rust's parsers
+        // would take `+1`, and a moment with spaces in it is a typo to point out, not to read.
+        if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c == '+') {
+            return Err(bad());
+        }
         match s {
             "peak" => return Ok(MomentSpec::Peak),
             "end" => return Ok(MomentSpec::End),
@@ -236,12 +240,28 @@ pub fn resolve(
                     replay.device
                 ));
             };
-            resolve(MomentSpec::Time(t0.saturating_add(us)), replay, trace)
+            resolve(MomentSpec::Time(t0.saturating_add(us)), replay, trace).map_err(|_| {
+                let last = trace.iter().rev().find_map(|e| e.time()).unwrap_or(t0);
+                format!(
+                    "device {}: {spec} is past the trace's end (it spans {} after its first event)",
+                    replay.device,
+                    MomentSpec::Since(last.saturating_sub(t0))
+                        .to_string()
+                        .trim_start_matches("time:")
+                )
+            })
         }
         MomentSpec::Time(t) => {
-            if trace.iter().all(|e| e.time().is_none()) {
+            // Times are non-decreasing: the last recorded one is the trace's end.
+            let Some(last) = trace.iter().rev().find_map(|e| e.time()) else {
                 return Err(format!(
                     "device {}: the trace records no time_us",
+                    replay.device
+                ));
+            };
+            if t > last {
+                return Err(format!(
+                    "device {}: time_us {t} is past the trace's end (its last event is at {last})",
                     replay.device
                 ));
             }

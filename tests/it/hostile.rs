@@ -285,3 +285,37 @@ fn truncated_files_through_the_binary() {
         }
     }
 }
+
+/// Issue 53: pickles of nothing but values without content — `None`s (DUPed or not), bools,
+/// empty dicts, lists or tuples, appended in batches — compressed to a few KB, decoded to
+/// gigabytes (a `None` took 16 bytes for one byte of input, an empty dict 320) in 6-45 s
+/// before the model refused the shape. Each is refused as it is read: at most one such value
+/// per 4 bytes past the first 65,536 (snapshots have one per 16 bytes or fewer).
+#[test]
+fn bombs_of_values_without_content_are_refused_early() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let units: [(&str, &[u8]); 6] = [
+        ("none_dup", b"N2222222222222222222222222222222"),
+        ("none", b"N"),
+        ("false", b"\x89"),
+        ("dict", b"}"),
+        ("list", b"]"),
+        ("tuple", b")"),
+    ];
+    for (name, unit) in units {
+        // 64 MiB of input: batches of 1,000 items appended to one top-level list.
+        let mut body = b"\x80\x04]\x94".to_vec();
+        let batch: Vec<u8> = unit.iter().copied().cycle().take(1000).collect();
+        while body.len() < 64 << 20 {
+            body.push(b'(');
+            body.extend_from_slice(&batch);
+            body.push(b'e');
+        }
+        body.push(b'.');
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&body).unwrap();
+        let p = write(dir.path(), &format!("{name}.pickle.gz"), &gz.finish().unwrap());
+        assert_refused(&p, "values without content");
+    }
+}

@@ -4,14 +4,14 @@
 
 use super::DeviceAllocator;
 use crate::allocator::expandable::ExpandableSegment;
-use crate::allocator::pool::{ukey, Block, BlockId, NONE};
+use crate::allocator::pool::{ukey, Block, BlockId};
 use crate::allocator::rounding::{LARGE_BUFFER, SMALL_BUFFER};
 use crate::model::Action;
 
 impl DeviceAllocator {
     pub(super) fn unmap_block(&mut self, id: BlockId) {
         let b = *self.blocks.get(id);
-        let Some(es) = self.es[b.es as usize] else {
+        let Some(es) = self.segment_of(&b) else {
             return;
         };
         let (ptr, usize_) = es.unmap_range(b.addr, b.size);
@@ -24,13 +24,11 @@ impl DeviceAllocator {
             let bf = self.blocks.add(Block {
                 size: before,
                 prev: b.prev,
-                next: id,
+                next: Some(id),
                 ..b
             });
-            if b.prev != NONE {
-                self.blocks.get_mut(b.prev).next = bf;
-            }
-            self.blocks.get_mut(id).prev = bf;
+            self.blocks.set_next(b.prev, Some(bf));
+            self.blocks.get_mut(id).prev = Some(bf);
             self.cache(bf);
         }
         let after = b.size - before - usize_;
@@ -38,14 +36,12 @@ impl DeviceAllocator {
             let af = self.blocks.add(Block {
                 addr: ptr + usize_,
                 size: after,
-                prev: id,
+                prev: Some(id),
                 next: b.next,
                 ..b
             });
-            if b.next != NONE {
-                self.blocks.get_mut(b.next).prev = af;
-            }
-            self.blocks.get_mut(id).next = af;
+            self.blocks.set_prev(b.next, Some(af));
+            self.blocks.get_mut(id).next = Some(af);
             self.cache(af);
         }
         let m = self.blocks.get_mut(id);
@@ -65,20 +61,37 @@ impl DeviceAllocator {
 
     pub(super) fn release_expandable_segment(&mut self, id: BlockId) {
         let b = *self.blocks.get(id);
-        if let Some(es) = self.es[b.es as usize].take() {
+        if let Some(es) = b.es.and_then(|i| self.es.get_mut(i as usize)?.take()) {
             self.ranges.remove(&es.base);
         }
         self.pools[b.pool as usize].unmapped.remove(&ukey(&b));
         self.blocks.remove(id);
     }
 
-    pub(super) fn find_expandable_block(&mut self, pool: u16, stream: u64, size: u64) -> BlockId {
-        let allocatable = |id: BlockId| self.blocks.opt(id).is_some_and(|b| b.is_free());
-        let has_space = |mut id: BlockId| {
+    /// The expandable segment block `b` belongs to (`None` for a cudaMalloc segment's block,
+    /// or a segment already released).
+    fn segment_of(&self, b: &Block) -> Option<ExpandableSegment> {
+        *self.es.get(b.es? as usize)?
+    }
+
+    /// The first block of a free run of at least `size` bytes (mapped or not) in an
+    /// expandable segment of `pool` on `stream`, reserving a new segment when none has one;
+    /// `None` when `size` is more than a whole reservation (the driver would not give it).
+    pub(super) fn find_expandable_block(
+        &mut self,
+        pool: u16,
+        stream: u64,
+        size: u64,
+    ) -> Option<BlockId> {
+        let allocatable = |id: Option<BlockId>| self.blocks.opt(id).is_some_and(|b| b.is_free());
+        let has_space = |mut id: Option<BlockId>| {
             let mut bytes = 0u64;
-            while bytes < size && allocatable(id) {
-                bytes += self.blocks.get(id).size;
-                id = self.blocks.get(id).next;
+            while let Some(b) = self.blocks.opt(id).filter(|b| b.is_free()) {
+                if bytes >= size {
+                    break;
+                }
+                bytes += b.size;
+                id = b.next;
             }
             bytes >= size
         };
@@ -89,13 +102,19 @@ impl DeviceAllocator {
             .take_while(|(k, _)| k.0 == stream)
         {
             let prev = self.blocks.get(c).prev;
-            let c = if allocatable(prev) { prev } else { c };
-            if has_space(c) {
-                return c;
+            let c = match prev {
+                Some(p) if allocatable(prev) => p,
+                _ => c,
+            };
+            if has_space(Some(c)) {
+                return Some(c);
             }
         }
         let page = if p.small { SMALL_BUFFER } else { LARGE_BUFFER };
         let va = self.va_bytes.div_ceil(page) * page;
+        if va < size {
+            return None;
+        }
         let base = self.reservation_address(va);
         let es = ExpandableSegment::new(base, va, page, stream);
         self.ranges.insert(base, es.size());
@@ -109,21 +128,21 @@ impl DeviceAllocator {
             allocated: false,
             pending: false,
             mapped: false,
-            prev: NONE,
-            next: NONE,
-            es: (self.es.len() - 1) as u32,
+            prev: None,
+            next: None,
+            es: Some((self.es.len() - 1) as u32),
             gc_base: 0,
             serial: 0,
         });
         self.pools[pool as usize]
             .unmapped
             .insert((stream, base), id);
-        id
+        Some(id)
     }
 
     pub(super) fn map_block(&mut self, id: BlockId, size: u64) -> bool {
         let b = *self.blocks.get(id);
-        let Some(es) = self.es[b.es as usize] else {
+        let Some(es) = self.segment_of(&b) else {
             return false;
         };
         let (ptr, msize) = es.map_range(b.addr, size);
@@ -138,18 +157,16 @@ impl DeviceAllocator {
             let rem = self.blocks.add(Block {
                 addr: b.addr + msize,
                 size: b.size - msize,
-                prev: id,
+                prev: Some(id),
                 next: b.next,
                 mapped: false,
                 ..b
             });
-            if b.next != NONE {
-                self.blocks.get_mut(b.next).prev = rem;
-            }
+            self.blocks.set_prev(b.next, Some(rem));
             let r = *self.blocks.get(rem);
             self.pools[b.pool as usize].unmapped.insert(ukey(&r), rem);
             let m = self.blocks.get_mut(id);
-            m.next = rem;
+            m.next = Some(rem);
             m.size = msize;
         }
         let p = self.blocks.get(id).prev;
@@ -169,16 +186,19 @@ impl DeviceAllocator {
         stream: u64,
         size: u64,
     ) -> Option<BlockId> {
-        let mut c = self.find_expandable_block(pool, stream, size);
+        let mut c = self.find_expandable_block(pool, stream, size)?;
         let b = *self.blocks.get(c);
         if !b.mapped && !self.map_block(c, b.size.min(size)) {
             return None;
         }
         while self.blocks.get(c).size < size {
             let remaining = size - self.blocks.get(c).size;
-            let next = self.blocks.get(c).next;
+            // The segment ends before the request does (a request larger than the whole
+            // reservation: the address range the driver would not give) or the next block is
+            // taken: out of memory, as a failed map is.
+            let next = self.blocks.get(c).next?;
             let n = *self.blocks.get(next);
-            if !self.map_block(next, remaining.min(n.size)) {
+            if n.mapped || !n.is_free() || !self.map_block(next, remaining.min(n.size)) {
                 return None;
             }
             c = next;

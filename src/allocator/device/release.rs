@@ -3,7 +3,7 @@
 //! configured threshold (`garbage_collection_threshold`).
 
 use super::DeviceAllocator;
-use crate::allocator::pool::{Block, BlockId, NONE};
+use crate::allocator::pool::{Block, BlockId};
 use crate::model::Action;
 
 impl DeviceAllocator {
@@ -32,7 +32,7 @@ impl DeviceAllocator {
             .free
             .range((stream, want, 0)..)
             .next()
-            .filter(|(k, &id)| k.0 == stream && self.blocks.get(id).es == NONE)
+            .filter(|(k, &id)| k.0 == stream && self.blocks.get(id).es.is_none())
             .map(|(_, &id)| id);
         if let Some(id) = one {
             self.release_block(id);
@@ -45,7 +45,7 @@ impl DeviceAllocator {
             if total >= want || k.1 < mss || k.0 != stream {
                 break;
             }
-            if self.blocks.get(id).es == NONE {
+            if self.blocks.get(id).es.is_none() {
                 chosen.push(id);
                 total += k.1;
             }
@@ -71,7 +71,7 @@ impl DeviceAllocator {
         let mut to_unmap = Vec::new();
         for id in ids {
             let b = self.blocks.get(id);
-            if b.es != NONE {
+            if b.es.is_some() {
                 to_unmap.push(id);
             } else if !b.is_split() {
                 self.release_block(id);
@@ -99,7 +99,7 @@ impl DeviceAllocator {
         let (mut total_age, mut count) = (0u64, 0u64);
         for &id in self.pools[1].free.values() {
             let b = self.blocks.get(id);
-            if !b.is_split() && b.es == NONE {
+            if !b.is_split() && b.es.is_none() {
                 total_age += age(b);
                 count += 1;
             }
@@ -111,7 +111,7 @@ impl DeviceAllocator {
             let ids: Vec<BlockId> = self.pools[1].free.values().copied().collect();
             for id in ids {
                 let b = *self.blocks.get(id);
-                if !b.is_split() && b.es == NONE && age(&b) as f64 >= threshold_age {
+                if !b.is_split() && b.es.is_none() && age(&b) as f64 >= threshold_age {
                     freed = true;
                     reclaimed += b.size;
                     total_age -= age(&b);

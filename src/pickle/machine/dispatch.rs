@@ -99,12 +99,14 @@ impl Machine<'_> {
                     self.stack.truncate(m);
                 }
                 op::DUP => {
+                    self.bare_value()?;
                     self.flat_consumed(self.stack.len().saturating_sub(1))?;
                     let v = self.top("DUP")?;
                     self.heap.note_escaped(v);
                     self.push(v)?;
                 }
                 op::EMPTY_DICT => {
+                    self.bare_value()?;
                     if hooks.wants_flat() && self.depth == 0 {
                         if self.flat_skip > 0 {
                             self.flat_skip -= 1;
@@ -117,10 +119,12 @@ impl Machine<'_> {
                     self.push(v)?;
                 }
                 op::EMPTY_LIST => {
+                    self.bare_value()?;
                     let v = self.heap.new_list();
                     self.push(v)?;
                 }
                 op::EMPTY_TUPLE => {
+                    self.bare_value()?;
                     let v = self.heap.alloc(ObjData::Tuple(Box::new([])));
                     self.push(v)?;
                 }
@@ -288,9 +292,14 @@ impl Machine<'_> {
                         }
                     }
                 }
-                op::NONE => self.push(Value::None)?,
-                op::NEWTRUE => self.push(Value::Bool(true))?,
-                op::NEWFALSE => self.push(Value::Bool(false))?,
+                op::NONE => {
+                    self.bare_value()?;
+                    self.push(Value::None)?
+                }
+                op::NEWTRUE | op::NEWFALSE => {
+                    self.bare_value()?;
+                    self.push(Value::Bool(code == op::NEWTRUE))?
+                }
                 op::MEMOIZE => {
                     if was_memoize {
                         return self.err("MEMOIZE twice in a row on one object; not a snapshot");
