@@ -34,6 +34,7 @@ mod fuzz_outputs;
 mod golden;
 mod golden_outputs;
 mod hostile;
+mod judgement;
 mod leaks;
 mod newer;
 mod oom;

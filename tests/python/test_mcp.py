@@ -202,3 +202,15 @@ def test_the_server_decodes_each_file_once() -> None:
     for name in ("summary", "top", "oom"):
         mcp_server.run_tool(name, {"path": str(SAMPLES / "capacity_oom.pickle")}, allow)
     assert mcp_server._SESSION.decodes == before + 1
+
+
+def test_leaks_tool_carries_the_judgement() -> None:
+    """The leaks tool's result says "cannot judge" (why, what to record) where the trace holds
+    one backward pass and no step, "none" where steps were judged, as the CLI's JSON does."""
+    allow = [os.path.realpath(SAMPLES)]
+    for name, state in (("backward_layers.pickle", "cannot_judge"), ("kv_cache.pickle", "none")):
+        r = mcp_server.run_tool("leaks", {"path": str(SAMPLES / name)}, allow)
+        assert r["judgement"] == memlens.analyze("leaks", SAMPLES / name)["judgement"], name
+        assert r["judgement"]["state"] == state, name
+        assert all(d["judgement"]["state"] == state for d in r["devices"]), name
+    assert r["findings"] == []

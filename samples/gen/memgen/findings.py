@@ -1046,3 +1046,8 @@ FINDING_SAMPLES += _fc.FINDING_SAMPLES
 from . import fit_forward as _ff  # noqa: E402
 
 FINDING_SAMPLES += _ff.FINDING_SAMPLES
+
+# steps against layers (issue 52): memgen/layers.py
+from . import layers as _ly  # noqa: E402
+
+FINDING_SAMPLES += _ly.FINDING_SAMPLES
