@@ -148,13 +148,42 @@ class CategoriesResult(Result):
 
 
 class LeaksResult(Result):
-    """``memlens leaks``: one row per finding."""
+    """``memlens leaks``: one row per finding, and the :attr:`judgement` that says whether no
+    row means "judged: nothing grows" or "cannot judge" (too few steps, no trace)."""
 
     command = "leaks"
     columns = ("device", "kind", "site", "bytes_per_step", "steps", "live_bytes_at_end", "fix")
 
     def _rows(self) -> Iterator[dict[str, Any]]:
         return iter(self.data.get("findings", []))
+
+    @property
+    def judgement(self) -> dict[str, Any]:
+        """``{"state": "found" | "none" | "cannot_judge", "why": str, "record": str | None}``:
+        what the analysis concluded over every device (``data["devices"][i]["judgement"]`` per
+        device)."""
+        j: dict[str, Any] = self.data.get("judgement") or {}
+        return j
+
+    def _judgement_words(self) -> str:
+        j = self.judgement
+        why = str(j.get("why", ""))
+        if j.get("state") == "cannot_judge":
+            record = j.get("record")
+            return f"cannot judge: {why}" + (f"; record {record}" if record else "")
+        return why
+
+    def _repr_html_(self) -> str:
+        if self.judgement.get("state") == "found" or not self.judgement:
+            return super()._repr_html_()
+        state = html.escape(str(self.judgement.get("state")))
+        return (f'<div><b>memlens leaks</b>: <span data-state="{state}">'
+                f"{html.escape(self._judgement_words())}</span></div>")
+
+    def __repr__(self) -> str:
+        if self.judgement.get("state") in ("none", "cannot_judge"):
+            return f"<memlens leaks: {self._judgement_words()}>"
+        return super().__repr__()
 
 
 class OomResult(Result):

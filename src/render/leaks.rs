@@ -6,6 +6,7 @@ use super::visible::visible;
 use crate::analyze::leaks::{DeviceLeaks, Finding, LeaksReport};
 use crate::replay::steps::StepSource;
 use crate::units::{iec, plural};
+use crate::vocab::absence::JudgementState;
 use comfy_table::Cell;
 use std::io::Write;
 
@@ -30,6 +31,14 @@ fn tensors(n: f64) -> String {
     } else {
         format!("{} tensors", count(n))
     }
+}
+
+/// `text` with its first letter upper-case.
+fn capitalized(text: &str) -> String {
+    let mut c = text.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// How the steps were found, in words.
@@ -215,29 +224,16 @@ pub fn text(
         style.para(out, "note: ", "  ", &a.message)?;
     }
     if r.findings.is_empty() {
-        if r.judged_devices.is_empty() {
-            writeln!(out)?;
-            style.para(
-                out,
-                "",
-                "",
-                "No finding either way: no device could be judged (see the notes above).",
-            )?;
-        } else if r.judged_devices.len() < r.devices.len() {
-            let ids: Vec<String> = r.judged_devices.iter().map(|d| d.to_string()).collect();
-            writeln!(out)?;
-            style.para(
-                out,
-                "",
-                "",
-                &format!(
-                    "No memory grows step after step on device {}; the other devices could not be judged (see the notes above).",
-                    ids.join(", ")
-                ),
-            )?;
+        // `none` or `cannot_judge`: the report's judgement in one sentence, "cannot judge: ..."
+        // when some device could not be judged.
+        writeln!(out)?;
+        let j = &r.judgement;
+        let text = if j.state == JudgementState::None {
+            format!("{}.", capitalized(&j.sentence()))
         } else {
-            writeln!(out, "\nNo memory grows step after step.")?;
-        }
+            format!("{}.", j.sentence())
+        };
+        style.para(out, "", "  ", &style.sites_in(&text))?;
         return Ok(());
     }
     writeln!(out, "\nFindings, biggest growth first")?;

@@ -14,6 +14,7 @@
 pub mod annotations;
 pub mod loops;
 mod moment;
+pub mod passes;
 pub mod state;
 pub mod steps;
 

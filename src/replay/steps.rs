@@ -3,7 +3,7 @@
 //! structure of the trace, or from the lines of the loop's frame ([`super::loops`]).
 
 use super::loops::is_module_call;
-use super::{DeviceReplay, Window};
+use super::{passes, DeviceReplay, Window};
 use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use serde::Serialize;
 
@@ -148,9 +148,10 @@ fn is_free(action: Action) -> bool {
 /// same size) that repeats most often at regular intervals — at least 3 times, at least 4
 /// events apart on average, gaps varying by less than 20% of their mean — with memory released
 /// inside every interval (a loop iteration frees its temporaries; a set-up loop that only
-/// allocates, such as building layers, is not a step), outside any `nn.Module` call (a loop
-/// inside a forward pass runs over layers or blocks, not steps). Ties go to the earliest
-/// allocation, so the first allocation of an iteration marks it.
+/// allocates, such as building layers, is not a step), made outside any forward or backward
+/// pass ([`passes::inside_a_pass`]: a repeat inside one runs over layers or blocks, not
+/// steps). Ties go to the earliest allocation, so the first allocation of an iteration marks
+/// it.
 ///
 /// Returns the first event of that allocation and the events where each step starts. The most
 /// frequent regular repeat is the innermost such loop: a decode step rather than a request of
@@ -166,11 +167,11 @@ pub fn periodic_starts(snap: &Snapshot, trace: &[TraceEvent]) -> Option<(i64, Ve
         frees_before.push(n);
     }
     let mut keys: rustc_hash::FxHashMap<(StackId, u64), Vec<i64>> = Default::default();
-    let forward = PerStack::new(&snap.stacks);
+    let inside = PerStack::new(&snap.stacks);
     for (i, e) in trace.iter().enumerate() {
         if e.action == Action::Alloc
             && snap.split_forward(e.stack).0.len() > 1
-            && !*forward.get_or_init(e.stack, || under_module_forward(snap, e.stack))
+            && !*inside.get_or_init(e.stack, || passes::inside_a_pass(snap, e.stack))
         {
             keys.entry((e.stack, e.size)).or_default().push(i as i64);
         }
@@ -204,12 +205,25 @@ type Found = Option<(Ranges, StepSource, String)>;
 pub fn find(snap: &Snapshot, r: &DeviceReplay) -> DeviceSteps {
     let dev = snap.device(r.device).expect("replayed device exists");
     let trace = snap.device_trace(dev);
+    // Steps guessed from repeats (a periodic allocation, a loop's lines) must not be the
+    // layers of one pass ([`passes`]).
+    let backward = passes::backward_passes(snap, trace);
+    let not_layers = |f: &Found| {
+        f.as_ref().map_or(true, |(ranges, _, _)| {
+            let starts: Vec<i64> = ranges.iter().map(|r| r.1).collect();
+            !passes::layer_repeats(snap, trace, &starts, &backward)
+        })
+    };
     let found = profiler_steps(snap, r.device, trace)
         .or_else(|| iteration_annotations(snap, r.device, trace))
         .or_else(|| legacy_markers(snap, trace))
         .or_else(|| optimizer_steps(snap, trace))
-        .or_else(|| periodic_steps(snap, trace))
-        .or_else(|| loop_steps(snap, trace));
+        .or_else(|| {
+            Some(periodic_steps(snap, trace))
+                .filter(not_layers)
+                .flatten()
+        })
+        .or_else(|| Some(loop_steps(snap, trace)).filter(not_layers).flatten());
     let (ranges, source, marker) = match found {
         Some((ranges, source, marker)) => (ranges, Some(source), Some(marker)),
         None => (Vec::new(), None, None),

@@ -4,7 +4,8 @@
 //! Reports that can be silenced by missing data (`categories`, `timeline`, `leaks`, `diff`)
 //! carry a list of [`Absence`]s beside their free-text notes, so that a script can branch on
 //! [`Absence::code`] while people read [`Absence::message`]. Codes are never renamed; new ones
-//! may be added.
+//! may be added. An analysis that can lack evidence also says what it concluded as a
+//! [`Judgement`]: `found`, `none` (judged: nothing) or `cannot_judge` (why, and what to record).
 
 use serde::Serialize;
 
@@ -63,5 +64,73 @@ impl Absence {
     pub fn on_side(mut self, side: &'static str) -> Absence {
         self.side = Some(side);
         self
+    }
+}
+
+/// What an analysis that can lack evidence concluded (`shared/docs/reading.md` §3): it found
+/// something, it judged and found nothing, or it could not judge — never "nothing found" when
+/// the file could not show it.
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgementState {
+    /// Enough evidence, and something was found.
+    Found,
+    /// Enough evidence, and nothing was found.
+    None,
+    /// Not enough evidence to say either way (see `why` and `record`).
+    CannotJudge,
+}
+
+/// A judgement with its reason, and for `cannot_judge` what to record so that it can be made.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+pub struct Judgement {
+    /// `found`, `none` or `cannot_judge`.
+    pub state: JudgementState,
+    /// Why, in words: what was judged (`judged 6 steps: nothing grows`) or what is missing
+    /// (`the trace holds one backward pass and no repeated step`).
+    pub why: String,
+    /// For `cannot_judge`: what to record so that the analysis can judge, in words (`at least
+    /// 4 steps of the training loop with ...`); `null` otherwise.
+    pub record: Option<String>,
+}
+
+impl Judgement {
+    /// Something was found.
+    pub fn found(why: String) -> Judgement {
+        Judgement {
+            state: JudgementState::Found,
+            why,
+            record: None,
+        }
+    }
+
+    /// Judged, and nothing was found.
+    pub fn none(why: String) -> Judgement {
+        Judgement {
+            state: JudgementState::None,
+            why,
+            record: None,
+        }
+    }
+
+    /// Could not judge: `why`, and what to `record`.
+    pub fn cannot_judge(why: String, record: String) -> Judgement {
+        Judgement {
+            state: JudgementState::CannotJudge,
+            why,
+            record: Some(record),
+        }
+    }
+
+    /// The judgement in one sentence, as text shows it: `cannot judge: WHY; record RECORD`,
+    /// or the reason itself when judged.
+    pub fn sentence(&self) -> String {
+        match (&self.state, &self.record) {
+            (JudgementState::CannotJudge, Some(r)) => {
+                format!("cannot judge: {}; record {r}", self.why)
+            }
+            (JudgementState::CannotJudge, None) => format!("cannot judge: {}", self.why),
+            _ => self.why.clone(),
+        }
     }
 }

@@ -156,7 +156,8 @@ fn leaks_that_cannot_be_judged_are_not_called_absent() {
         assert_eq!(v["judged_devices"], serde_json::json!([]), "{name}");
         let (_, t, _) = text(&["leaks", &file]);
         assert!(!t.contains("No memory grows"), "{name}: {t}");
-        assert!(t.contains("No finding either way"), "{name}: {t}");
+        assert!(t.contains("\ncannot judge: "), "{name}: {t}");
+        assert_eq!(v["judgement"]["state"], "cannot_judge", "{name}");
     }
     let (_, v, _) = json(&["leaks"], &[&sample("bare_list.pickle")]);
     let m = v["absent"][0]["message"].as_str().unwrap();
@@ -165,6 +166,7 @@ fn leaks_that_cannot_be_judged_are_not_called_absent() {
     let (_, v, _) = json(&["leaks"], &[&sample("kv_cache.pickle")]);
     assert_eq!(v["judged_devices"], serde_json::json!([0]));
     assert_eq!(codes(&v), []);
+    assert_eq!(v["judgement"]["state"], "none");
 }
 
 /// GIVEN a side without stack frames WHEN diff runs THEN sites and categories are not compared

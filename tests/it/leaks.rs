@@ -408,7 +408,8 @@ fn single_sites_keep_their_kind_and_site() {
 }
 
 /// Golden `leaks` text on real snapshots whose steps are found (annotations, the optimizer,
-/// a repeating allocation): the steps summarized; no finding but ftcourse's kept gradients.
+/// a repeating allocation) or none (ftcourse, one backward pass): the steps summarized; no
+/// finding.
 #[test]
 fn golden_leaks_on_real_files() {
     for name in [
@@ -425,10 +426,9 @@ fn golden_leaks_on_real_files() {
             .output()
             .unwrap();
         let short = name.split("__").next().unwrap();
-        // ftcourse: with C++ sites, 2 tensors per step made by MmBackward0 and never freed
-        // (200 KiB per step over 44 steps) are no longer hidden under `<no frames>`.
-        let expected = if short == "cranberrii" { 1 } else { 0 };
-        assert_eq!(o.status.code(), Some(expected), "{name}");
+        // ftcourse is one backward pass: its 44 repeats are layers, its kept tensors gradients
+        // (issue 52): no step, no finding, "cannot judge".
+        assert_eq!(o.status.code(), Some(0), "{name}");
         golden(&format!("real/{short}.leaks.txt"), &o.stdout);
     }
 }

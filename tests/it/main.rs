@@ -37,6 +37,7 @@ mod fuzz_targets;
 mod golden;
 mod golden_outputs;
 mod hostile;
+mod judgement;
 mod leaks;
 mod newer;
 mod no_panic;

@@ -390,3 +390,14 @@ def test_a_session_that_dies_is_a_tool_error(tmp_path: Path) -> None:
         text = res.content[0].text
         assert text.startswith("memlens: the session ended"), text
         assert "\n" not in text and "Traceback" not in text, text
+
+def test_leaks_tool_carries_the_judgement() -> None:
+    """The leaks tool's result says "cannot judge" (why, what to record) where the trace holds
+    one backward pass and no step, "none" where steps were judged, as the CLI's JSON does."""
+    allow = [os.path.realpath(SAMPLES)]
+    for name, state in (("backward_layers.pickle", "cannot_judge"), ("kv_cache.pickle", "none")):
+        r = mcp_server.run_tool("leaks", {"path": str(SAMPLES / name)}, allow)
+        assert r["judgement"] == memlens.analyze("leaks", SAMPLES / name)["judgement"], name
+        assert r["judgement"]["state"] == state, name
+        assert all(d["judgement"]["state"] == state for d in r["devices"]), name
+    assert r["findings"] == []

@@ -47,7 +47,11 @@ def test_every_method_is_its_command() -> None:
         assert r.data == want, name
         assert len(r.rows) == len(rows_of(want)), name
         assert set(r.rows[0]) == set(r.columns) if r.rows else True
-        assert repr(r) == f"<memlens {cmd}: {len(r.rows)} rows>"
+        if name == "leaks":
+            # frag_oom holds no step: not "0 rows" but why it cannot judge (test below)
+            assert repr(r) == f"<memlens leaks: cannot judge: {r.judgement['why']}; record {r.judgement['record']}>"
+        else:
+            assert repr(r) == f"<memlens {cmd}: {len(r.rows)} rows>"
     base, cand = memlens.open(SAMPLES / "diff_base.pickle"), memlens.open(SAMPLES / "diff_cand.pickle")
     d = base.diff(cand)
     assert d.data == memlens.analyze("diff", SAMPLES / "diff_base.pickle", SAMPLES / "diff_cand.pickle")
@@ -149,3 +153,23 @@ def test_the_example_notebook_runs() -> None:
     assert "fix expandable_segments (free)" in out, out
     assert "the base hits 1 OOM and the candidate no OOM" in out, out
     assert Path(ROOT / "examples" / "notebook.py").read_text().count("# %%") >= 5
+
+
+def test_leaks_show_their_judgement_not_zero_rows() -> None:
+    """An empty leaks table says why: "cannot judge" (with what to record) when the trace cannot
+    tell growth, "judged N steps: nothing grows" when it can; a finding shows its table."""
+    cases = [
+        ("frag_oom.pickle", "cannot_judge", "cannot judge: "),
+        ("kv_cache.pickle", "none", "judged 8 steps: nothing grows"),
+        ("list_leak.pickle", "found", "<table>"),
+    ]
+    for name, state, words in cases:
+        r = memlens.open(SAMPLES / name).leaks()
+        assert r.judgement == r.data["judgement"], name
+        assert r.judgement["state"] == state, name
+        out = r._repr_html_()
+        assert words in out, (name, out)
+        assert "0 rows" not in out, (name, out)
+        if state == "cannot_judge":
+            assert r.judgement["record"] and html.escape(r.judgement["record"]) in out, out
+            assert 'data-state="cannot_judge"' in out

@@ -1063,3 +1063,8 @@ FINDING_SAMPLES += _dp.FINDING_SAMPLES
 from . import advice as _adv  # noqa: E402
 
 FINDING_SAMPLES += _adv.FINDING_SAMPLES
+
+# steps against layers (issue 52): memgen/layers.py
+from . import layers as _ly  # noqa: E402
+
+FINDING_SAMPLES += _ly.FINDING_SAMPLES

@@ -2,8 +2,9 @@
 
 use super::UserRule;
 use crate::model::{Snapshot, StackId};
+use crate::replay::passes;
 use crate::replay::steps::under_module_forward;
-use crate::vocab::sites::{self, cpp, kinds, Kind};
+use crate::vocab::sites::{self, kinds, Kind};
 
 /// The evidence of one stack.
 #[derive(Clone, Debug, Default)]
@@ -20,7 +21,8 @@ pub struct Facts {
     /// Python frames of an autograd backward call (`Tensor.backward`, `torch.autograd.grad`).
     pub backward_python: bool,
     /// The autograd engine's thread: a node's `apply` or the engine's frames (`stacks="all"`;
-    /// that thread runs no Python).
+    /// that thread runs no Python but a custom function's backward), forward frames
+    /// ([`crate::replay::passes::in_backward`] says the same of a stack).
     pub backward_thread: bool,
     /// A cuBLAS/cuDNN workspace ([`sites::is_workspace`]).
     pub workspace: bool,
@@ -74,28 +76,16 @@ impl Facts {
             let kind = kinds::kind(file, name);
             facts.optim |= file.contains("torch/optim/");
             facts.zero_grad |= name == "zero_grad";
-            facts.backward_python |= is_backward(file, name);
+            facts.backward_python |= passes::is_backward_call(file, name);
             facts.param_setup |= is_param_setup(file, name);
             facts.input_copy |= !kinds::is_native_frame(file, name) && is_input_copy(file, name);
             facts.torch |= kind == Kind::Torch;
-            facts.backward_thread |= kinds::is_native_frame(file, name) && is_engine(name);
+            facts.backward_thread |=
+                kinds::is_native_frame(file, name) && passes::is_engine_frame(name);
         }
-        facts.backward_thread |= !forward.is_empty();
+        facts.backward_thread |= !forward.is_empty() || passes::runs_custom_backward(snap, frames);
         facts
     }
-}
-
-/// The autograd engine's C++ frames: a node's `apply`, the engine's loop and calls.
-fn is_engine(name: &str) -> bool {
-    cpp::autograd_node(name).is_some()
-        || name.starts_with("torch::autograd::Engine::")
-        || name.starts_with("torch::autograd::python::PythonEngine::")
-}
-
-fn is_backward(file: &str, name: &str) -> bool {
-    (file.contains("torch/autograd/")
-        && (name == "backward" || name == "_engine_run_backward" || name == "grad"))
-        || (file.ends_with("torch/_tensor.py") && name == "backward")
 }
 
 fn is_param_setup(file: &str, name: &str) -> bool {

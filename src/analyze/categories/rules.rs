@@ -96,14 +96,7 @@ impl<'a> Ctx<'a> {
             final_state: false,
             first_free: Default::default(),
         };
-        ctx.backward = Bursts::find(
-            trace,
-            |e| {
-                let f = ctx.facts(e.stack);
-                f.backward_python || f.backward_thread
-            },
-            |e| !ctx.facts(e.stack).has_frames,
-        );
+        ctx.backward = crate::replay::passes::backward_passes(snap, trace);
         ctx.optimizer = Bursts::find(trace, |e| ctx.facts(e.stack).optim, |_| false);
         ctx.forward = Bursts::find(trace, |e| ctx.facts(e.stack).forward, |_| false);
         for a in allocations.iter().filter(|a| a.start >= 0) {

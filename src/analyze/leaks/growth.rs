@@ -1,5 +1,7 @@
 //! Per call site: live bytes and live tensors at every step boundary after the warm-up, the
-//! tensors still alive at the end, and whether the site grows steadily.
+//! tensors still alive at the end, and whether the site grows steadily. Boundaries are the
+//! same phase (the end) of consecutive steps: what a step makes and releases, or replaces in
+//! the next (its gradients, its temporaries), is flat there; only what every step adds grows.
 
 use crate::model::{Snapshot, StackId, StrId};
 use crate::replay::{annotations, DeviceReplay, NEVER};

@@ -1,10 +1,24 @@
 //! `memlens leaks`: memory that grows step after step — leaks and retained autograd graphs,
 //! one finding per cause.
 //!
+//! The rules (`shared/docs/reading.md` §3), each applied in one place:
+//!
+//! 1. **Steps are iterations of the loop, not layers**: ProfilerStep annotations, optimizer
+//!    steps, or a repeat made outside every forward and backward pass
+//!    ([`crate::replay::passes`]); the same site hit once per layer under one `backward()` call
+//!    is not a step.
+//! 2. **Growth is measured at the same phase of consecutive steps** — each step's end — after
+//!    the warm-up steps (`--warmup`: the first step allocates optimizer state and fills
+//!    caches), over at least [`LeaksOptions::min_steps`] boundaries, and must be steady
+//!    (`growth.rs`). So a step's gradients (made in its backward, replaced or accumulated in
+//!    place by the next) and the optimizer state (made once) are never growth: only what
+//!    every step adds and no step releases is.
+//! 3. **Without enough steps there is no judgement either way** (`judge.rs`): `cannot_judge`,
+//!    with why and what to record — never "no leak found".
+//!
 //! Per device: find the steps, take each call site's live bytes (and live tensors) at every
 //! step boundary after the warm-up, and keep the sites that grow steadily (least-squares
-//! slope, fit R², still growing in the last steps; `growth.rs`). Parameters, optimizer state
-//! made in the first step and caches that fill once plateau, so they are not flagged. The
+//! slope, fit R², still growing in the last steps; `growth.rs`). The
 //! growing sites are then grouped into causes by the user frame their kept tensors share
 //! (`cause.rs`): a retained graph (`total_loss += loss`, a validation loss computed with grad
 //! enabled) keeps a tensor at every line its forward pass saved one, and is one finding naming
@@ -16,18 +30,19 @@
 //! finding are written in `words.rs`.
 //!
 //! What the trace lacks (no trace, no allocation recorded, too few steps, no frames) is said
-//! in each device's notes and as [`Absence`]s with a stable code.
+//! in each device's notes and as [`Absence`]s with a stable code, and decides the device's
+//! [`Judgement`].
 
 mod cause;
 mod growth;
+mod judge;
 mod words;
 
 use crate::analyze::top::AnnotationCount;
 use crate::model::{Snapshot, StackId, StrId};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::DeviceReplay;
-use crate::units::iec;
-use crate::vocab::absence::{self, Absence};
+use crate::vocab::absence::{self, Absence, Judgement};
 use crate::vocab::sites::{self, SiteOptions};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -207,6 +222,9 @@ pub struct DeviceLeaks {
     pub notes: Vec<String>,
     /// The steps in a few numbers; `null` without steps.
     pub summary: Option<StepSummary>,
+    /// What this device's analysis concluded: `found`, `none` (judged: nothing grows) or
+    /// `cannot_judge` (why, and what to record).
+    pub judgement: Judgement,
 }
 
 /// Memory that grows step after step: leaks and retained autograd graphs, with the steps found
@@ -224,6 +242,9 @@ pub struct LeaksReport {
     pub judged_devices: Vec<u32>,
     /// What the snapshot lacks for this analysis, with stable codes (see [`absence`]).
     pub absent: Vec<Absence>,
+    /// What the analysis concluded over every device: `found` (some device grows), `none`
+    /// (every device judged, nothing grows) or `cannot_judge` (why, and what to record).
+    pub judgement: Judgement,
 }
 
 /// True when a stack runs under a module's forward (where autograd saves tensors for
@@ -253,19 +274,6 @@ fn summarize(st: &DeviceSteps) -> Option<StepSummary> {
         highest_peak_bytes: top.peak_bytes,
         highest_peak_step: top.name.clone(),
     })
-}
-
-/// `N live blocks holding X`: what a device's final state still says.
-fn final_state_words(snap: &Snapshot, dev: &crate::model::Device) -> String {
-    let (n, bytes) = snap
-        .live_blocks(dev)
-        .fold((0u64, 0u64), |(n, b), x| (n + 1, b + x.requested_size));
-    format!(
-        "its final state holds {} in {} live block{} (`memlens top` and `memlens categories` show what and where)",
-        iec(bytes),
-        n,
-        if n == 1 { "" } else { "s" }
-    )
 }
 
 /// The finding of one cause.
@@ -349,6 +357,44 @@ fn two_decimals(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// The causes of growth on one judged device (`st` holds enough steps), as findings.
+fn device_findings(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    st: &DeviceSteps,
+    opts: &LeaksOptions,
+) -> Vec<Finding> {
+    let n = st.steps.len();
+    let measured = &st.steps[opts.warmup..];
+    let bounds: Vec<i64> = measured.iter().map(|s| s.last_event).collect();
+    let step_starts: Vec<i64> = measured.iter().map(|s| s.first_event).collect();
+    let series = growth::measure(snap, r, &bounds, step_starts[0], opts.sites);
+    let (mut triggers, mut weak) = (Vec::new(), Vec::new());
+    for (k, s) in series.iter().enumerate() {
+        let g = growth::growth(&s.bytes);
+        if !g.steady {
+            continue;
+        }
+        if g.slope >= opts.min_bytes_per_step as f64 {
+            triggers.push(k);
+        } else {
+            weak.push(k);
+        }
+    }
+    let scope = cause::Scope {
+        snap,
+        replay: r,
+        step_starts: &step_starts,
+        step_ends: &bounds,
+        last: *bounds.last().expect("enough steps"),
+        opts: opts.sites,
+    };
+    cause::group(&scope, &series, &triggers, &weak)
+        .iter()
+        .map(|c| finding(snap, r.device, n, &series, c))
+        .collect()
+}
+
 /// Runs the analysis on every replayed device (and says why the others cannot be judged).
 pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> LeaksReport {
     let mut findings = Vec::new();
@@ -358,119 +404,44 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
     for dev in &snap.devices {
         let Some(r) = replays.iter().find(|r| r.device == dev.id) else {
             if snap.device_trace(dev).is_empty() && !snap.device_segments(dev).is_empty() {
-                let msg = format!(
-                    "device {} has no trace (allocation history was not recorded): growth between steps cannot be measured; {}",
-                    dev.id,
-                    final_state_words(snap, dev)
-                );
-                absent.push(Absence::new(absence::NO_TRACE, Some(dev.id), msg.clone()));
+                let (a, judgement) = judge::no_trace(snap, dev, opts);
                 devices.push(DeviceLeaks {
-                    steps: DeviceSteps {
-                        device: dev.id,
-                        source: None,
-                        marker: None,
-                        steps: Vec::new(),
-                    },
-                    notes: vec![msg],
+                    steps: DeviceSteps::none(dev.id),
+                    notes: vec![a.message.clone()],
                     summary: None,
+                    judgement,
                 });
+                absent.push(a);
             }
             continue;
         };
         let st = steps::find(snap, r);
-        let trace = snap.device_trace(dev);
-        let mut notes = Vec::new();
-        if !crate::analyze::profile::records_activity(trace) {
-            let msg = format!(
-                "the trace of device {} records no allocation or free ({}: a `snapshot` marker or a history of max_entries=1): growth between steps cannot be measured; {}",
-                r.device,
-                if trace.len() == 1 { "1 entry".to_string() } else { format!("{} entries", trace.len()) },
-                final_state_words(snap, dev)
-            );
-            absent.push(Absence::new(
-                absence::NO_ACTIVITY,
-                Some(r.device),
-                msg.clone(),
-            ));
-            notes.push(msg);
+        if let Some((a, judgement)) = judge::unjudged(snap, r, dev, &st, opts) {
             devices.push(DeviceLeaks {
                 summary: summarize(&st),
                 steps: st,
-                notes,
+                notes: vec![a.message.clone()],
+                judgement,
             });
-            continue;
-        }
-        let n = st.steps.len();
-        if n < opts.steps_needed() {
-            let msg = format!(
-                "{} steps found{}; at least {} are needed ({} warm-up + {}) to tell growth from noise, so no finding is made",
-                n,
-                if st.source.is_none() { " (no ProfilerStep annotations, user_defined markers, optimizer steps, periodic structure or repeating loop lines)" } else { "" },
-                opts.steps_needed(),
-                opts.warmup,
-                opts.min_steps
-            );
-            let msg = if n == 0 {
-                format!(
-                    "{msg}; over the whole trace, live bytes went from {} to {} (`memlens timeline` plots them)",
-                    iec(r.live_at(-1)),
-                    iec(r.live_at(r.events as i64 - 1))
-                )
-            } else {
-                msg
-            };
-            let code = if n == 0 {
-                absence::NO_STEPS
-            } else {
-                absence::TOO_FEW_STEPS
-            };
-            absent.push(Absence::new(code, Some(r.device), msg.clone()));
-            notes.push(msg);
-            devices.push(DeviceLeaks {
-                summary: summarize(&st),
-                steps: st,
-                notes,
-            });
+            absent.push(a);
             continue;
         }
         judged.push(r.device);
+        let mut notes = Vec::new();
         if !snap.has_frames() {
             notes.push(
                 "no stack frames recorded: growth can be measured but not attributed to code"
                     .into(),
             );
         }
-        let measured = &st.steps[opts.warmup..];
-        let bounds: Vec<i64> = measured.iter().map(|s| s.last_event).collect();
-        let step_starts: Vec<i64> = measured.iter().map(|s| s.first_event).collect();
-        let series = growth::measure(snap, r, &bounds, step_starts[0], opts.sites);
-        let (mut triggers, mut weak) = (Vec::new(), Vec::new());
-        for (k, s) in series.iter().enumerate() {
-            let g = growth::growth(&s.bytes);
-            if !g.steady {
-                continue;
-            }
-            if g.slope >= opts.min_bytes_per_step as f64 {
-                triggers.push(k);
-            } else {
-                weak.push(k);
-            }
-        }
-        let scope = cause::Scope {
-            snap,
-            replay: r,
-            step_starts: &step_starts,
-            step_ends: &bounds,
-            last: *bounds.last().expect("enough steps"),
-            opts: opts.sites,
-        };
-        for c in cause::group(&scope, &series, &triggers, &weak) {
-            findings.push(finding(snap, r.device, n, &series, &c));
-        }
+        let found = device_findings(snap, r, &st, opts);
+        let judgement = judge::judged(st.steps.len(), found.len());
+        findings.extend(found);
         devices.push(DeviceLeaks {
             summary: summarize(&st),
             steps: st,
             notes,
+            judgement,
         });
     }
     if !snap.has_frames() && !judged.is_empty() {
@@ -488,6 +459,7 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
     LeaksReport {
         schema_version: crate::analyze::SCHEMA_VERSION,
         findings,
+        judgement: judge::overall(&devices, opts),
         devices,
         judged_devices: judged,
         absent,
@@ -495,279 +467,4 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::input::json_to_pickle;
-    use crate::model::build;
-
-    /// A loop of 6 ProfilerSteps keeping, per step, one tensor of a module's forward at
-    /// train.py:20 and one tensor made directly at train.py:21, the line's first when `leak_first`.
-    fn two_lines(leak_first: bool) -> LeaksReport {
-        let graph = r#"[{"name": "forward", "filename": "/u/model.py", "line": 5}, {"name": "main", "filename": "/u/train.py", "line": 20}]"#;
-        let line = r#"[{"name": "main", "filename": "/u/train.py", "line": 21}]"#;
-        let (mut trace, mut ann) = (Vec::new(), Vec::new());
-        for step in 0..6u64 {
-            let t0 = 1000 * step;
-            ann.push(format!(
-                r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
-            ));
-            let mut t = t0;
-            let mut alloc = |addr: u64, frames: &str, trace: &mut Vec<String>| {
-                t += 1;
-                trace.push(format!(r#"{{"action": "alloc", "addr": {addr}, "size": 1048576, "stream": 0, "time_us": {t}, "frames": {frames}}}"#));
-            };
-            let base = (step + 1) << 24;
-            let order = if leak_first {
-                [(base, line), (base | 1 << 20, graph)]
-            } else {
-                [(base, graph), (base | 1 << 20, line)]
-            };
-            for (addr, frames) in order {
-                alloc(addr, frames, &mut trace);
-            }
-            // a temporary of the forward, freed within the step
-            alloc(base | 2 << 20, graph, &mut trace);
-            trace.push(format!(r#"{{"action": "free_completed", "addr": {}, "size": 1048576, "stream": 0, "time_us": {}}}"#, base | 2 << 20, t0 + 8));
-            ann.push(format!(
-                r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
-                t0 + 9
-            ));
-        }
-        leaks_of(&trace, &ann)
-    }
-
-    /// `leaks` with the default options on device 0's `trace` entries and the
-    /// `external_annotations` `ann` (JSON objects as text).
-    fn leaks_of(trace: &[String], ann: &[String]) -> LeaksReport {
-        let json = format!(
-            r#"{{"device_traces": [[{}]], "external_annotations": [{}]}}"#,
-            trace.join(","),
-            ann.join(",")
-        );
-        let snap = build(
-            &json_to_pickle(json.as_bytes()).unwrap(),
-            Default::default(),
-        )
-        .unwrap();
-        let replays = crate::replay::replay(&snap);
-        run(&snap, &replays, &LeaksOptions::default())
-    }
-
-    /// GIVEN a tensor kept at a loop line just before a retained graph's forward, WHEN leaks
-    /// runs, THEN it is that graph's input: one finding. GIVEN it is kept after the forward
-    /// (a list of outputs), THEN it is a leak of its own: two findings.
-    #[test]
-    fn a_kept_tensor_joins_the_graph_only_as_its_input() {
-        let r = two_lines(true);
-        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
-        let f = &r.findings[0];
-        assert_eq!(f.kind, "retained_graph");
-        // the line to change is the graph's own (its input does not move it)
-        assert_eq!(f.site, "/u/model.py:5:forward");
-        assert_eq!(f.bytes_per_step, 2 << 20);
-        assert_eq!(f.tensors_per_step, 2.0);
-        let roles: Vec<(&str, &str)> = f.sites.iter().map(|s| (s.site.as_str(), s.role)).collect();
-        assert!(
-            roles.contains(&("/u/train.py:21:main", "input")),
-            "{roles:?}"
-        );
-        assert!(
-            roles.contains(&("/u/model.py:5:forward", "saved")),
-            "{roles:?}"
-        );
-        let r = two_lines(false);
-        let kinds: Vec<(&str, &str)> = r
-            .findings
-            .iter()
-            .map(|f| (f.kind, f.site.as_str()))
-            .collect();
-        assert_eq!(
-            kinds,
-            [
-                ("retained_graph", "/u/model.py:5:forward"),
-                ("leak", "/u/train.py:21:main")
-            ]
-        );
-    }
-
-    /// A loop of 6 ProfilerSteps making, each step, the tensors `made` (frames as JSON text,
-    /// innermost first; size; whether the step frees it), in order, after a retained graph's
-    /// forward pass at train.py:20 (a 1 MiB activation of model.py:5 kept, a temporary freed).
-    fn after_a_graph(made: &[(&str, u64, bool)]) -> LeaksReport {
-        let graph = r#"[{"name": "forward", "filename": "/u/model.py", "line": 5}, {"name": "_call_impl", "filename": "/e/site-packages/torch/nn/modules/module.py", "line": 1747}, {"name": "main", "filename": "/u/train.py", "line": 20}]"#;
-        let (mut trace, mut ann) = (Vec::new(), Vec::new());
-        for step in 0..6u64 {
-            let t0 = 1000 * step;
-            ann.push(format!(
-                r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
-            ));
-            let mut t = t0;
-            let base = (step + 1) << 28;
-            let mut freed = Vec::new();
-            let all = [(graph, 1 << 20, false), (graph, 1 << 20, true)];
-            for (i, &(frames, size, free)) in all.iter().chain(made).enumerate() {
-                t += 1;
-                let addr = base | (i as u64) << 22;
-                trace.push(format!(r#"{{"action": "alloc", "addr": {addr}, "size": {size}, "stream": 0, "time_us": {t}, "frames": {frames}}}"#));
-                if free {
-                    freed.push((addr, size));
-                }
-            }
-            for (addr, size) in freed {
-                t += 1;
-                trace.push(format!(r#"{{"action": "free_completed", "addr": {addr}, "size": {size}, "stream": 0, "time_us": {t}}}"#));
-            }
-            ann.push(format!(
-                r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
-                t + 1
-            ));
-        }
-        leaks_of(&trace, &ann)
-    }
-
-    /// A finding's kind and site, and each of its sites with its role (by site).
-    type Shape<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
-
-    /// The findings' kinds and sites, and each site's role (by site).
-    fn shape(r: &LeaksReport) -> Vec<Shape<'_>> {
-        r.findings
-            .iter()
-            .map(|f| {
-                let mut roles: Vec<(&str, &str)> =
-                    f.sites.iter().map(|s| (s.site.as_str(), s.role)).collect();
-                roles.sort();
-                (f.kind, f.site.as_str(), roles)
-            })
-            .collect()
-    }
-
-    /// GIVEN a retained graph's forward pass at train.py:20 and, at train.py:21, a loss computed
-    /// from its output outside any module's forward that keeps a 1 MiB tensor and the 4-byte
-    /// loss every step — `F.cross_entropy`, an `nn.CrossEntropyLoss` module, or raw tensor code
-    /// — WHEN leaks runs, THEN it is one finding of the graph, with that site as its `loss`.
-    #[test]
-    fn a_loss_computed_after_the_forward_joins_its_graph() {
-        let functional = r#"[{"name": "cross_entropy", "filename": "/e/site-packages/torch/nn/functional.py", "line": 3479}, {"name": "main", "filename": "/u/train.py", "line": 21}]"#;
-        let module = r#"[{"name": "cross_entropy", "filename": "/e/site-packages/torch/nn/functional.py", "line": 3479}, {"name": "forward", "filename": "/e/site-packages/torch/nn/modules/loss.py", "line": 1310}, {"name": "_call_impl", "filename": "/e/site-packages/torch/nn/modules/module.py", "line": 1747}, {"name": "main", "filename": "/u/train.py", "line": 21}]"#;
-        let raw = r#"[{"name": "main", "filename": "/u/train.py", "line": 21}]"#;
-        let want = vec![(
-            "retained_graph",
-            "/u/model.py:5:forward",
-            vec![
-                ("/u/model.py:5:forward", "saved"),
-                ("/u/train.py:21:main", "loss"),
-            ],
-        )];
-        for frames in [functional, module] {
-            let r = after_a_graph(&[(frames, 1 << 20, false), (frames, 4, false)]);
-            assert_eq!(shape(&r), want, "{frames}");
-            let f = &r.findings[0];
-            assert_eq!(f.bytes_per_step, (2 << 20) + 4);
-            assert_eq!(f.tensors_per_step, 3.0);
-            assert_eq!(f.live_bytes_at_end, 6 * ((2 << 20) + 4));
-            assert!(f
-                .fix
-                .contains("what the loss computed at /u/train.py:21:main saved"));
-        }
-        // raw tensor code: the line keeps what it saved and makes the loss value (freed here)
-        let r = after_a_graph(&[(raw, 1 << 20, false), (raw, 1 << 20, true), (raw, 4, true)]);
-        assert_eq!(shape(&r), want);
-        assert_eq!(r.findings[0].bytes_per_step, 2 << 20);
-        // a slow one (its line grows too slowly to be a finding) joins too
-        let r = after_a_graph(&[(functional, 4096, false), (functional, 4, false)]);
-        assert_eq!(shape(&r), want);
-        assert_eq!(r.findings[0].bytes_per_step, (1 << 20) + 4100);
-    }
-
-    /// GIVEN tensors kept every step after a retained graph's forward pass that no loss
-    /// computation made — a list of `F.softmax` outputs, a list of tensors made at a line that
-    /// makes no loss value, a list of loss values — WHEN leaks runs, THEN they stay a leak of
-    /// their own (the loss values, too slow to be a finding, are in none).
-    #[test]
-    fn what_no_loss_computation_made_stays_a_leak() {
-        let softmax = r#"[{"name": "softmax", "filename": "/e/site-packages/torch/nn/functional.py", "line": 2140}, {"name": "main", "filename": "/u/train.py", "line": 21}]"#;
-        let raw = r#"[{"name": "main", "filename": "/u/train.py", "line": 21}]"#;
-        let leak = |r: &LeaksReport| {
-            let kinds: Vec<(&str, &str)> = r
-                .findings
-                .iter()
-                .map(|f| (f.kind, f.site.as_str()))
-                .collect();
-            assert_eq!(
-                kinds,
-                [
-                    ("retained_graph", "/u/model.py:5:forward"),
-                    ("leak", "/u/train.py:21:main")
-                ]
-            );
-            assert_eq!(r.findings[0].bytes_per_step, 1 << 20);
-        };
-        leak(&after_a_graph(&[(softmax, 1 << 20, false)]));
-        leak(&after_a_graph(&[
-            (raw, 1 << 20, false),
-            (raw, 1 << 20, true),
-        ]));
-        // a list of loss values (scalars only) is not a graph's
-        let r = after_a_graph(&[(raw, 4, false)]);
-        assert_eq!(r.findings.len(), 1);
-        assert_eq!(r.findings[0].bytes_per_step, 1 << 20);
-    }
-
-    /// GIVEN a loop whose per-step tensor is annotated as packed into the autograd graph but
-    /// allocated outside any module forward, WHEN leaks runs, THEN it is a retained graph and
-    /// the finding and its site list the annotation with its tensors and bytes; an annotate
-    /// made before the tensor at that address existed marks nothing (it is attached to the
-    /// allocation live at the address, not to the address).
-    #[test]
-    fn annotate_events_mark_retained_graphs() {
-        let leaks = |annotate_first: bool| {
-            let mut trace = Vec::new();
-            let mut ann = Vec::new();
-            let frames = r#"[{"name": "train_step", "filename": "/home/u/train.py", "line": 9}]"#;
-            for step in 0..6u64 {
-                let t0 = 1000 * step;
-                ann.push(format!(
-                    r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
-                ));
-                let addr = 1 << 20 | step << 12;
-                let alloc = format!(
-                    r#"{{"action": "alloc", "addr": {addr}, "size": 1048576, "stream": 0, "time_us": {}, "frames": {frames}}}"#,
-                    t0 + 1
-                );
-                let note = format!(
-                    r#"{{"action": "annotate", "addr": {addr}, "size": 0, "stream": 0, "time_us": {}, "user_metadata": "packed into the autograd graph"}}"#,
-                    t0 + 2
-                );
-                if annotate_first {
-                    trace.extend([note, alloc]);
-                } else {
-                    trace.extend([alloc, note]);
-                }
-                ann.push(format!(
-                    r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
-                    t0 + 3
-                ));
-            }
-            leaks_of(&trace, &ann)
-        };
-        let r = leaks(false);
-        assert_eq!(r.findings.len(), 1, "{:?}", r.devices);
-        let f = &r.findings[0];
-        assert_eq!(f.kind, "retained_graph");
-        assert_eq!(f.graph_evidence, Some(cause::AUTOGRAD_ANNOTATION));
-        assert_eq!(f.bytes_per_step, 1 << 20);
-        assert_eq!(f.site, "/home/u/train.py:9:train_step");
-        let want = vec![AnnotationCount {
-            text: "packed into the autograd graph".into(),
-            count: 6,
-            bytes: 6 << 20,
-        }];
-        assert_eq!(f.annotations, want);
-        assert_eq!(f.sites[0].annotations, want);
-        // annotated before the tensor was made: nothing to attach to, no evidence
-        let r = leaks(true);
-        assert_eq!(r.findings.len(), 1, "{:?}", r.devices);
-        assert_eq!(r.findings[0].kind, "leak");
-        assert!(r.findings[0].annotations.is_empty());
-    }
-}
+mod tests;

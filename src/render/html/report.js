@@ -1600,6 +1600,17 @@
   }
 
   // 6. leaks, categories, summary
+  // The leaks analysis's judgement of a device without a finding: judged and nothing grows, or
+  // "cannot judge" with why and what to record (never "no leak found" when it could not judge).
+  function leaksJudgement(j) {
+    if (!j) return null;
+    if (j.state === "cannot_judge") {
+      return el("p", { class: "judgement cannot-judge", "data-state": j.state },
+        el("b", null, "Cannot judge: "), rich(j.why), j.record ? el("span", null, ". Record ", rich(j.record), ".") : ".");
+    }
+    if (j.state === "none") return el("p", { class: "judgement", "data-state": j.state }, "No leak or retained graph: " + j.why + ".");
+    return el("p", { class: "judgement", "data-state": j.state }, j.why + ".");
+  }
   function renderLeaks() {
     const s = sections.leaks;
     const d = devId();
@@ -1613,7 +1624,7 @@
         el("tbody", null, found.map((f) => [
           el("tr", null, el("td", null, el("span", { class: "badge k-" + f.kind }, f.kind.replace(/_/g, " "))), el("td", { class: "mono site" }, f.site), bytesCell(f.bytes_per_step), el("td", { class: "num" }, fmtInt(f.steps)), bytesCell(f.live_bytes_at_end), el("td", { class: "num" }, f.fit_r2 != null ? f.fit_r2.toFixed(3) : "–")),
           el("tr", { class: "fix-row" }, el("td"), el("td", { colspan: 5 }, el("span", { class: "fix-label" }, "Fix: "), rich(f.fix)))])))) :
-        el("p", null, "No leak or retained graph found on this device."),
+        leaksJudgement(dl ? dl.judgement : DATA.leaks.judgement),
       notes.length ? el("ul", { class: "plain muted" }, notes.map((t) => el("li", null, rich(t)))) : null,
       !dl ? el("p", { class: "muted" }, "No leak search: this device has no trace.") : null);
   }
