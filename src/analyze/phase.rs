@@ -6,8 +6,11 @@
 //! ([`crate::analyze::categories::rules::Ctx::phase_at`]): a backward pass (the autograd
 //! engine's allocations), an optimizer step (allocations under `torch/optim`), a forward pass
 //! (under a module's `forward`). A moment outside every burst of a trace that has some is
-//! `between` phases (a loss, a data copy, `zero_grad`); a trace with no burst at all (no
-//! frames, or no trace) cannot say, and the answer is `unknown` with the reason.
+//! `between` phases (a data copy, `zero_grad`, set-up code), except the loss: a moment after a
+//! forward burst and before the backward that follows it is the forward's end. A trace with
+//! frames but no burst at all places every moment `between` (set-up, or a model without
+//! `nn.Module`); a trace without frames, or no trace, cannot say, and the answer is `unknown`
+//! with the reason.
 
 use crate::analyze::categories::rules::Ctx;
 use crate::model::Snapshot;
@@ -97,6 +100,10 @@ pub fn with_ctx(ctx: &Ctx, steps: &DeviceSteps, at: i64) -> MomentPhase {
         Phase::Forward if at >= 0 && ctx.phase_at(at) == Some("backward") => {
             "at the end of the forward pass (its backward has begun and freed nothing yet)".into()
         }
+        Phase::Forward if at >= 0 && ctx.phase_at(at).is_none() => {
+            "at the end of the forward pass (the loss: after the model's forward, before its backward)".into()
+        }
+        Phase::Between if !ctx.has_phases() => "between phases: no allocation of the trace is made under a module's forward, a backward or an optimizer step (set-up code, or a model without nn.Module)".into(),
         Phase::Unknown if at < 0 => {
             "cannot tell the phase: the moment is before the trace (no allocation history)".into()
         }
@@ -121,7 +128,10 @@ fn phase_at(ctx: &Ctx, at: i64) -> Phase {
         Some("backward") if ctx.backward_not_yet_freeing(at) => Phase::Forward,
         Some("backward") => Phase::Backward,
         Some("optimizer") => Phase::Optimizer,
-        _ if ctx.has_phases() => Phase::Between,
+        // The loss, computed after the model's forward and before its backward, is the
+        // forward's last operation: every activation is still alive.
+        None if ctx.after_forward_before_backward(at) => Phase::Forward,
+        _ if ctx.has_phases() || ctx.has_framed_allocations() => Phase::Between,
         _ => Phase::Unknown,
     }
 }

@@ -75,6 +75,18 @@ impl Bursts {
         k.checked_sub(1).map(|k| self.0[k]).filter(|b| i < b.end)
     }
 
+    /// The last burst that ended at or before event `i`.
+    pub fn last_before(&self, i: i64) -> Option<Burst> {
+        let k = self.0.partition_point(|b| b.end <= i);
+        k.checked_sub(1).map(|k| self.0[k])
+    }
+
+    /// The first burst that begins after event `i`.
+    pub fn first_after(&self, i: i64) -> Option<Burst> {
+        let k = self.0.partition_point(|b| b.first <= i);
+        self.0.get(k).copied()
+    }
+
     /// True when there is none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -329,11 +329,8 @@ fn attention_chain_prices_fused_attention_at_the_kept_scores() {
 
 /// attention_chain, exactly: fused attention saves every B×H×S×S tensor the chain keeps,
 /// the dropout's bool masks included (reading.md §4: flash and memory-efficient kernels keep
-/// no mask either). Fails today: `src/analyze/fit/attention.rs` takes a tensor as
-/// score-shaped only above a quarter of the score size, so the bool mask of fp32 scores
-/// (exactly a quarter) is left out.
+/// no mask either): a bool tensor of exactly a quarter of fp32 scores under a dropout frame.
 #[test]
-#[ignore = "attention.rs leaves out dropout's bool mask of fp32 scores (exactly a quarter of the score size); the owner of src/analyze/fit decides"]
 fn attention_chain_fused_attention_saves_every_kept_score_tensor() {
     let t = truth("attention_chain");
     let v = json_of("fit", &sample("attention_chain.pickle"));

@@ -34,7 +34,8 @@ fn assert_refused(path: &Path, needle: &str) {
     let took = start.elapsed();
     let size = std::fs::metadata(path).unwrap().len();
     assert!(
-        took.as_secs_f64() < 1.0 + size as f64 / 50e6,
+        // Generous for a loaded CI machine: the refusals this guards against took 6-45 s.
+        took.as_secs_f64() < 4.0 + size as f64 / 50e6,
         "{}: took {took:?}",
         path.display()
     );
@@ -120,7 +121,7 @@ fn structural_attacks_are_refused_quickly() {
     let start = std::time::Instant::now();
     assert_refused(
         &write(dir.path(), "run.pickle", &run),
-        "pending on the pickle stack",
+        "values without content",
     );
     assert!(start.elapsed().as_secs() < 5);
 }

@@ -60,10 +60,14 @@ class PhaseTrainer(MLPTrainer):
         self.r.clock.advance(50, 200)
         seed = tk.malloc(4, [py("_make_grads", AUTOGRAD, 220), py("backward", AUTOGRAD, 340),
                              py("backward", TENSOR, 581)] + self.step(63), cat="act_grad")
-        self._mark("backward")
         bw = self.bw
         np_ = len(self.params)
         tk.free(seed, bw())
+        # reading.md §1: until the backward frees anything every activation is alive, so the
+        # moment is still the end of the forward pass; the backward begins at its first free
+        # (the free's request: its bytes stay live until the free completes).
+        trace = self.r.alloc[tk.dev].trace.buf
+        self.starts.setdefault("backward", max(i for i, e in enumerate(trace) if e.action == "free_requested"))
         tk.free(s["logits"], bw())
         self.grads[np_ - 1] = tk.malloc(self.params[np_ - 1].requested_size, bw(), cat="grad")
         tk.free(s["ln"], bw())

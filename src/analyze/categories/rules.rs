@@ -61,6 +61,8 @@ pub struct Ctx<'a> {
     final_state: bool,
     /// Per backward burst (by its first event): its first free, found on first use.
     first_free: std::cell::RefCell<FxHashMap<i64, i64>>,
+    /// True when some allocation of the trace carries frames.
+    framed: bool,
 }
 
 /// A rule's verdict: category, rule in words, confidence.
@@ -95,10 +97,14 @@ impl<'a> Ctx<'a> {
             backward_from: Vec::new(),
             final_state: false,
             first_free: Default::default(),
+            framed: false,
         };
         ctx.backward = crate::replay::passes::backward_passes(snap, trace);
         ctx.optimizer = Bursts::find(trace, |e| ctx.facts(e.stack).optim, |_| false);
         ctx.forward = Bursts::find(trace, |e| ctx.facts(e.stack).forward, |_| false);
+        ctx.framed = trace
+            .iter()
+            .any(|e| e.action == Action::Alloc && ctx.facts(e.stack).has_frames);
         for a in allocations.iter().filter(|a| a.start >= 0) {
             if !ctx.reaches_forward_rule(ctx.facts(a.stack)) {
                 continue;
@@ -209,6 +215,42 @@ impl<'a> Ctx<'a> {
                     .unwrap_or(b.end)
             });
         i < first_free
+    }
+
+    /// True when event `i`, outside every burst, comes after a forward pass and before the
+    /// backward that follows it with no other phase between: the loss (autograd records it
+    /// as the forward's last operation), the end of the forward pass (reading.md §1).
+    pub fn after_forward_before_backward(&self, i: i64) -> bool {
+        if self.phase_at(i).is_some() {
+            return false;
+        }
+        let ended = |b: &Bursts| b.last_before(i).map(|b| b.end);
+        let last = [
+            ended(&self.forward),
+            ended(&self.backward),
+            ended(&self.optimizer),
+        ];
+        let begins = |b: &Bursts| b.first_after(i).map(|b| b.first);
+        let next = [
+            begins(&self.forward),
+            begins(&self.backward),
+            begins(&self.optimizer),
+        ];
+        let latest = last.iter().flatten().max();
+        let soonest = next.iter().flatten().min();
+        matches!((last[0], latest), (Some(f), Some(&l)) if f == l)
+            && matches!((next[1], soonest), (Some(b), Some(&s)) if b == s)
+    }
+
+    /// True when the trace holds an allocation.
+    pub fn has_allocations(&self) -> bool {
+        self.trace.iter().any(|e| e.action == Action::Alloc)
+    }
+
+    /// True when some allocation of the trace carries frames: a moment outside every burst
+    /// can then be placed between phases, even when the trace shows none (set-up code).
+    pub fn has_framed_allocations(&self) -> bool {
+        self.framed
     }
 
     /// True when the trace shows any phase (a forward, backward or optimizer burst).

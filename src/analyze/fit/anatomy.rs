@@ -139,6 +139,12 @@ pub struct Flags {
     /// How many activation sites share that count: the more, the surer the layers (three
     /// and more make checkpointing's estimate `medium`).
     pub layer_sites: u64,
+    /// The file shows that nothing trains on the device, so its weights serve inference:
+    /// a trace of allocations without a backward or optimizer step, or, without a trace, a
+    /// state whose blocks carry Python frames none of which builds an optimizer or gradient
+    /// buffers (`*optimizer*`, `*grad_buffer*`). A frameless state cannot tell weights from
+    /// same-sized gradients and optimizer state.
+    pub no_training_shown: bool,
 }
 
 /// The anatomy of one device at one moment.
@@ -348,6 +354,8 @@ pub fn measure(
         layer_sites,
         engine_kv_cache_bytes: engine_kv,
         engine: engine.map(str::to_string),
+        no_training_shown: !trains
+            && (ctx.has_allocations() || state_built_without_training(snap, replay)),
     };
     Anatomy {
         parts: p,
@@ -425,6 +433,36 @@ const EVAL_WORDS: [&str; 14] = [
 /// forward's stack is a function named for training (`trainers.py:train`,
 /// `train_one_epoch`, `training_step`), and no frame of any forward's stack is named for
 /// evaluation, generation or measurement.
+/// True when some allocation carries Python frames and none was made by code that builds an
+/// optimizer or gradient buffers (a file or function naming `optimizer` or `grad_buffer`:
+/// `torch/optim/optimizer.py`, Megatron's `distrib_optimizer.py`, `param_and_grad_buffer.py`).
+fn state_built_without_training(snap: &Snapshot, replay: &DeviceReplay) -> bool {
+    let mut seen = rustc_hash::FxHashSet::default();
+    let mut framed = false;
+    for a in &replay.allocations {
+        if !seen.insert(a.stack) {
+            continue;
+        }
+        for &f in snap.stacks.get(a.stack) {
+            let fr = snap.frames.get(f);
+            let (file, name) = (snap.strings.get(fr.filename), snap.strings.get(fr.name));
+            if is_native_frame(file, name) {
+                continue;
+            }
+            framed = true;
+            let base = file.rsplit(['/', '\\']).next().unwrap_or(file).to_ascii_lowercase();
+            let lname = name.to_ascii_lowercase();
+            if ["optimizer", "grad_buffer"]
+                .iter()
+                .any(|w| base.contains(w) || lname.contains(w))
+            {
+                return false;
+            }
+        }
+    }
+    framed
+}
+
 fn called_from_training_code(snap: &Snapshot, replay: &DeviceReplay) -> bool {
     let mut seen = rustc_hash::FxHashSet::default();
     let (mut train, mut eval) = (false, false);

@@ -17,9 +17,13 @@
 //!   told apart by their call site too, so `forward` of an MLP in the same file stays out.
 //! - **the chain**: the function that calls an attention function (an attention module's
 //!   `forward`, which scales and masks the scores before the call) is part of it: its
-//!   score-shaped tensors count against the score size of the function it calls, so fused
-//!   attention is priced at every score-shaped tensor the chain keeps (reading.md §4), not
-//!   only those of the innermost function.
+//!   tensors of exactly the score size (or twice it) count against the score size of the
+//!   function it calls, so fused attention is priced at every score tensor the chain keeps
+//!   (reading.md §4), not only those of the innermost function. Only exact sizes: the caller
+//!   runs the rest of its block too (an MLP's B×S×4H outputs are half of fp32 scores at
+//!   S = 512 and heads of 64).
+//! - **dropout's mask**: a bool tensor of exactly a quarter of fp32 scores made under a
+//!   dropout frame in the chain is the mask of the scores; fused attention keeps none.
 //! - **shape**: within one attention function, the score matrix is the size the softmax
 //!   allocates (a frame naming `softmax`), else the largest the function allocates; the
 //!   tensors of that size, up to twice it (an fp32 softmax of 16-bit scores) and above a
@@ -76,11 +80,14 @@ struct StackFacts {
     outer: Option<Key>,
     named: bool,
     softmax: bool,
+    /// A frame names dropout: its bool mask of the scores is a quarter of fp32 scores.
+    dropout: bool,
     in_module: bool,
 }
 
 fn stack_facts(snap: &Snapshot, stack: StackId) -> Option<StackFacts> {
     let mut softmax = false;
+    let mut dropout = false;
     let mut users: Vec<(StrId, StrId, i64, bool)> = Vec::new();
     for &f in snap.stacks.get(stack) {
         let frame = snap.frames.get(f);
@@ -93,6 +100,7 @@ fn stack_facts(snap: &Snapshot, stack: StackId) -> Option<StackFacts> {
             return None;
         }
         softmax |= lname.contains("softmax");
+        dropout |= lname.contains("dropout");
         if native || is_torch(file) {
             continue;
         }
@@ -116,6 +124,7 @@ fn stack_facts(snap: &Snapshot, stack: StackId) -> Option<StackFacts> {
         outer,
         named,
         softmax,
+        dropout,
         in_module: under_module_forward(snap, stack),
     })
 }
@@ -171,6 +180,21 @@ impl Function {
 /// quarter of it (16-bit copies; projections of heads of d are S/d times smaller).
 fn score_shaped(size: u64, z: u64) -> bool {
     z > 0 && size <= z.saturating_mul(ABOVE) && size.saturating_mul(BELOW) > z
+}
+
+/// A tensor the caller of an attention function keeps for the scores: exactly their size
+/// or twice it (the scaled and masked copies, an fp32 copy of 16-bit scores). A caller
+/// also runs the rest of a block (an MLP's outputs of B×S×4H are half of fp32 scores at
+/// S = 512, heads of 64), so only exact sizes count there.
+fn caller_score_tensor(size: u64, z: u64) -> bool {
+    z > 0 && (size == z || size == z.saturating_mul(2))
+}
+
+/// Dropout's mask of the scores: a bool tensor of B×H×S×S, exactly a quarter of fp32
+/// scores, made under a dropout frame. Fused attention keeps no mask (it regenerates it
+/// from the random state), so the mask is part of what it saves.
+fn dropout_mask(size: u64, z: u64, dropout: bool) -> bool {
+    dropout && z > 0 && size.saturating_mul(BELOW) == z
 }
 
 /// Where the score-shaped bytes sit among `fit`'s parts.
@@ -254,14 +278,15 @@ pub fn measure<'a>(
             .entry(a.stack)
             .or_insert_with(|| stack_facts(snap, a.stack));
         let Some(h) = hit else { continue };
-        let Some(z) = functions
-            .get(&h.key)
-            .map(Function::score_bytes)
-            .or_else(|| callers.get(&h.key).copied())
-        else {
+        let counts = if let Some(f) = functions.get(&h.key) {
+            let z = f.score_bytes();
+            score_shaped(a.size, z) || dropout_mask(a.size, z, h.dropout)
+        } else if let Some(&z) = callers.get(&h.key) {
+            caller_score_tensor(a.size, z) || dropout_mask(a.size, z, h.dropout)
+        } else {
             continue;
         };
-        if score_shaped(a.size, z) {
+        if counts {
             *slot += a.size;
             let e = per.entry(h.key).or_default();
             e.0 += a.size;

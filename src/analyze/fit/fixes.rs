@@ -490,10 +490,15 @@ fn batch_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
             rewrite: Box::new(accumulate),
         });
     }
-    if f.trains && p.activations_bytes > 0 {
+    // Accumulation shrinks the activations a backward needs: the moment must be in a forward
+    // (or the trace must show a backward). A training job whose trace has no backward and
+    // whose moment is outside any forward (a zeroth-order method's update) keeps its
+    // activations for no backward.
+    let saved_for_backward = !f.forward_without_backward || f.phase == Some("forward");
+    if f.trains && p.activations_bytes > 0 && saved_for_backward {
         out.push(Candidate {
             id: "gradient_accumulation",
-            premise: "a training job; activations scale with the micro-batch".into(),
+            premise: "a training job whose activations, saved for a backward, scale with the micro-batch".into(),
             for_verdict: false,
             cost: "slower",
             confidence: "medium",
@@ -622,7 +627,9 @@ fn model_fixes(a: &Anatomy, out: &mut Vec<Candidate>) {
             rewrite: Box::new(lora),
         });
     }
-    if !f.trains && p.parameters_bytes > 0 {
+    // The premise (weights serving inference) must be shown: a frameless state without a
+    // trace cannot tell weights from gradients and optimizer state of the same sizes.
+    if f.no_training_shown && p.parameters_bytes > 0 {
         out.push(Candidate {
             id: "int8_weights",
             premise: "weights in a trace without training".into(),
