@@ -189,11 +189,7 @@ pub fn parallel_agrees(data: &[u8]) {
                 "{strategy:?} threads={threads} chunk={chunk} cap={cap:?} step={step}"
             ),
             (Err(_), Err(_)) => {}
-            (w, g) => panic!(
-                "reference ok={} {strategy:?} ok={}",
-                w.is_ok(),
-                g.is_ok()
-            ),
+            (w, g) => panic!("reference ok={} {strategy:?} ok={}", w.is_ok(), g.is_ok()),
         }
     }
 }

@@ -150,7 +150,11 @@ pub fn snapshot_json(data: &[u8]) -> (Vec<u8>, Option<u64>) {
         let stream = if flags & 4 == 0 { 0 } else { 7 };
         let first = b.pick(&SIZES);
         segments.push(segment(addr, total, first, state, flags & 8 != 0, stream));
-        let act = if flags & 8 != 0 { "segment_map" } else { "segment_alloc" };
+        let act = if flags & 8 != 0 {
+            "segment_map"
+        } else {
+            "segment_alloc"
+        };
         trace.push(entry(act, addr, total, stream, t));
         t += 1;
     }
@@ -266,7 +270,10 @@ pub fn exercise(snap: &Snapshot, capacity: Option<u64>) -> Reached {
         }
     }
     let opts = WhatifOptions {
-        scenarios: vec!["expandable_segments:True".into(), "max_split_size_mb:20".into()],
+        scenarios: vec![
+            "expandable_segments:True".into(),
+            "max_split_size_mb:20".into(),
+        ],
         suggest: true,
         capacity: source(),
         only_device: None,

@@ -69,7 +69,9 @@ pub fn check(snap: &Snapshot, replays: &[DeviceReplay]) {
         let blocks = snap
             .blocks
             .get(s.blocks.start as usize..s.blocks.end as usize)
-            .unwrap_or_else(|| panic!("segment {i}: blocks {:?} outside the block array", s.blocks));
+            .unwrap_or_else(|| {
+                panic!("segment {i}: blocks {:?} outside the block array", s.blocks)
+            });
         t.blocks += blocks.len();
         for b in blocks {
             all += b.size as u128;
@@ -92,10 +94,12 @@ pub fn check(snap: &Snapshot, replays: &[DeviceReplay]) {
         }
     }
     for dev in &snap.devices {
-        let trace = snap
-            .events
-            .get(dev.trace.clone())
-            .unwrap_or_else(|| panic!("device {}: trace {:?} outside the event array", dev.id, dev.trace));
+        let trace = snap.events.get(dev.trace.clone()).unwrap_or_else(|| {
+            panic!(
+                "device {}: trace {:?} outside the event array",
+                dev.id, dev.trace
+            )
+        });
         let t = per.entry(dev.id).or_default();
         for e in trace {
             all += e.size as u128;
@@ -125,11 +129,18 @@ pub fn check(snap: &Snapshot, replays: &[DeviceReplay]) {
                     | Action::SegmentMap
                     | Action::SegmentUnmap
             ) {
-                range_fits(e.addr, e.size, &format!("a trace entry of device {}", dev.id));
+                range_fits(
+                    e.addr,
+                    e.size,
+                    &format!("a trace entry of device {}", dev.id),
+                );
             }
         }
     }
-    assert!(all <= BOUND, "a snapshot whose sizes add up to {all} (> 2^60) built");
+    assert!(
+        all <= BOUND,
+        "a snapshot whose sizes add up to {all} (> 2^60) built"
+    );
 
     // The summary: per device, the same sums.
     let summary = memlens::analyze::summary::run(snap);
@@ -143,22 +154,49 @@ pub fn check(snap: &Snapshot, replays: &[DeviceReplay]) {
         let dev = d.device;
         assert_eq!(d.segments, t.segments, "device {dev}: segments");
         assert_eq!(d.blocks, t.blocks, "device {dev}: blocks");
-        assert_eq!(d.reserved_bytes as u128, t.reserved, "device {dev}: reserved_bytes");
-        assert_eq!(d.allocated_bytes as u128, t.allocated, "device {dev}: allocated_bytes");
-        assert_eq!(d.requested_bytes as u128, t.requested, "device {dev}: requested_bytes");
+        assert_eq!(
+            d.reserved_bytes as u128, t.reserved,
+            "device {dev}: reserved_bytes"
+        );
+        assert_eq!(
+            d.allocated_bytes as u128, t.allocated,
+            "device {dev}: allocated_bytes"
+        );
+        assert_eq!(
+            d.requested_bytes as u128, t.requested,
+            "device {dev}: requested_bytes"
+        );
         assert_eq!(
             d.rounding_waste_bytes as u128,
             t.allocated.saturating_sub(t.requested),
             "device {dev}: rounding_waste_bytes"
         );
-        assert_eq!(d.pending_free_bytes as u128, t.pending_free, "device {dev}: pending_free_bytes");
-        assert_eq!(d.inactive_bytes as u128, t.inactive, "device {dev}: inactive_bytes");
+        assert_eq!(
+            d.pending_free_bytes as u128, t.pending_free,
+            "device {dev}: pending_free_bytes"
+        );
+        assert_eq!(
+            d.inactive_bytes as u128, t.inactive,
+            "device {dev}: inactive_bytes"
+        );
         let pools = |f: fn(&memlens::analyze::summary::PoolSummary) -> u64| -> u128 {
             d.pools.iter().map(|p| f(p) as u128).sum()
         };
-        assert_eq!(pools(|p| p.reserved_bytes), t.reserved, "device {dev}: Σ pool reserved");
-        assert_eq!(pools(|p| p.allocated_bytes), t.allocated, "device {dev}: Σ pool allocated");
-        assert_eq!(pools(|p| p.inactive_bytes), t.inactive, "device {dev}: Σ pool inactive");
+        assert_eq!(
+            pools(|p| p.reserved_bytes),
+            t.reserved,
+            "device {dev}: Σ pool reserved"
+        );
+        assert_eq!(
+            pools(|p| p.allocated_bytes),
+            t.allocated,
+            "device {dev}: Σ pool allocated"
+        );
+        assert_eq!(
+            pools(|p| p.inactive_bytes),
+            t.inactive,
+            "device {dev}: Σ pool inactive"
+        );
         assert_eq!(
             d.pools.iter().map(|p| p.segments).sum::<usize>(),
             t.segments,
@@ -169,7 +207,12 @@ pub fn check(snap: &Snapshot, replays: &[DeviceReplay]) {
     // The replay: live bytes never exceed what was ever allocated plus what started live
     // (final live blocks and frees without their alloc); reserved bytes stay within what
     // the segments and the segment entries add up to.
-    let with_trace: Vec<u32> = snap.devices.iter().filter(|d| !d.trace.is_empty()).map(|d| d.id).collect();
+    let with_trace: Vec<u32> = snap
+        .devices
+        .iter()
+        .filter(|d| !d.trace.is_empty())
+        .map(|d| d.id)
+        .collect();
     assert_eq!(
         replays.iter().map(|r| r.device).collect::<Vec<_>>(),
         with_trace,
@@ -190,8 +233,17 @@ pub fn check(snap: &Snapshot, replays: &[DeviceReplay]) {
             "device {dev}: peak_bytes {} > {ceiling} (Σ alloc + initial)",
             r.peak_bytes
         );
-        let max_live = r.live.iter().copied().max().unwrap_or(0).max(r.initial_bytes);
-        assert_eq!(r.peak_bytes, max_live, "device {dev}: peak_bytes is not the largest live");
+        let max_live = r
+            .live
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(r.initial_bytes);
+        assert_eq!(
+            r.peak_bytes, max_live,
+            "device {dev}: peak_bytes is not the largest live"
+        );
         let rounded_ceiling = t.alloc_rounded + t.free_rounded + t.live_requested_rounded;
         assert!(
             r.initial_rounded as u128 <= t.free_rounded + t.live_requested_rounded,
@@ -199,7 +251,10 @@ pub fn check(snap: &Snapshot, replays: &[DeviceReplay]) {
             r.initial_rounded
         );
         if let Some(&m) = r.rounded.iter().max() {
-            assert!(m as u128 <= rounded_ceiling, "device {dev}: rounded {m} > {rounded_ceiling}");
+            assert!(
+                m as u128 <= rounded_ceiling,
+                "device {dev}: rounded {m} > {rounded_ceiling}"
+            );
         }
         let reserved_ceiling = t.reserved + t.segment_shrink;
         assert!(

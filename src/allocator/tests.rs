@@ -248,7 +248,10 @@ fn a_request_larger_than_an_expandable_reservation_is_an_oom_that_maps_nothing()
     malloc(&mut a, 512);
     assert_eq!(events(&mut a), vec![(Action::SegmentMap, 2)]);
     assert_eq!(a.malloc(1 << 30, 0, (0, 0)), None);
-    assert!(events(&mut a).is_empty(), "nothing mapped for a request that cannot fit");
+    assert!(
+        events(&mut a).is_empty(),
+        "nothing mapped for a request that cannot fit"
+    );
     assert_eq!(a.reserved, 2 * MIB);
     // The whole reservation is still there to be had: 100 MiB in five 20 MiB pages.
     let id = malloc(&mut a, 100 * MIB);

@@ -281,7 +281,10 @@ pub fn clip_lines(s: &str) -> std::borrow::Cow<'_, str> {
         None => line.to_string(),
         Some((at, _)) => {
             let more = line[at..].chars().count();
-            format!("{}… ({more} more characters; --format json has all)", &line[..at])
+            format!(
+                "{}… ({more} more characters; --format json has all)",
+                &line[..at]
+            )
         }
     };
     std::borrow::Cow::Owned(s.split('\n').map(clip).collect::<Vec<_>>().join("\n"))

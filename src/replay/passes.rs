@@ -148,10 +148,10 @@ pub fn in_backward(snap: &Snapshot, stack: StackId) -> bool {
 }
 
 /// True when `stack` was made inside a forward pass (under an `nn.Module` call,
-/// [`super::steps::under_module_forward`]) or a backward pass ([`in_backward`]): a repeat of
+/// [`under_module_forward`]) or a backward pass ([`in_backward`]): a repeat of
 /// it is a layer's, never a step's.
 pub fn inside_a_pass(snap: &Snapshot, stack: StackId) -> bool {
-    in_backward(snap, stack) || super::steps::under_module_forward(snap, stack)
+    in_backward(snap, stack) || under_module_forward(snap, stack)
 }
 
 /// The backward passes of a device's trace (see the module documentation).
@@ -192,6 +192,26 @@ pub fn layer_repeats(
                     .get(i as usize)
                     .is_some_and(|e| in_backward(snap, e.stack))
             }))
+}
+
+/// True when a stack runs inside an `nn.Module` call ([`super::loops::is_module_call`]). A `forward` of
+/// PyTorch's own machinery outside `torch/nn` (AOTAutograd's compiled function,
+/// `torch/_functorch/aot_autograd.py:forward`, which also runs a compiled helper such as
+/// flex attention's `create_block_mask` before any model runs) is no module's.
+pub fn under_module_forward(snap: &Snapshot, stack: StackId) -> bool {
+    // A backward-pass entry's forward frames name the forward it differentiates, not a
+    // forward it runs under.
+    snap.split_forward(stack).0.iter().any(|&f| {
+        let fr = snap.frames.get(f);
+        let name = snap.strings.get(fr.name);
+        super::loops::is_module_call(name)
+            && (name != "forward" || !is_torch_machinery(snap.strings.get(fr.filename)))
+    })
+}
+
+/// A file of PyTorch itself outside `torch/nn` (whose modules' `forward`s are module calls).
+fn is_torch_machinery(file: &str) -> bool {
+    crate::model::kinds::is_torch(file) && !file.replace('\\', "/").contains("torch/nn/")
 }
 
 #[cfg(test)]

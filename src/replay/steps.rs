@@ -3,6 +3,7 @@
 //! structure of the trace, or from the lines of the loop's frame ([`super::loops`]).
 
 use super::loops::is_module_call;
+pub use super::passes::under_module_forward;
 use super::{passes, DeviceReplay, Window};
 use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use serde::Serialize;
@@ -124,25 +125,6 @@ fn has_optim_frame(snap: &Snapshot, stack: StackId) -> bool {
         // Optimizers subclass torch.optim.Optimizer: its `wrapper` frame is on every step.
         file.contains("torch/optim/") || file.contains("torch\\optim\\")
     })
-}
-
-/// True when a stack runs inside an `nn.Module` call ([`is_module_call`]). A `forward` of
-/// PyTorch's own machinery outside `torch/nn` (AOTAutograd's compiled function,
-/// `torch/_functorch/aot_autograd.py:forward`, which also runs a compiled helper such as
-/// flex attention's `create_block_mask` before any model runs) is no module's.
-pub fn under_module_forward(snap: &Snapshot, stack: StackId) -> bool {
-    // A backward-pass entry's forward frames name the forward it differentiates, not a
-    // forward it runs under.
-    snap.split_forward(stack).0.iter().any(|&f| {
-        let fr = snap.frames.get(f);
-        let name = snap.strings.get(fr.name);
-        is_module_call(name) && (name != "forward" || !is_torch_machinery(snap.strings.get(fr.filename)))
-    })
-}
-
-/// A file of PyTorch itself outside `torch/nn` (whose modules' `forward`s are module calls).
-fn is_torch_machinery(file: &str) -> bool {
-    crate::model::kinds::is_torch(file) && !file.replace('\\', "/").contains("torch/nn/")
 }
 
 /// True for the actions that release a block.

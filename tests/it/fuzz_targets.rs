@@ -71,7 +71,11 @@ fn oom_paths_runs_on_seeded_inputs_and_reaches_every_path() {
     });
     // Most generated snapshots build, and each path is reached.
     assert!(n > 250, "only {n} of 400 built");
-    assert!(total.ooms >= n, "OOMs found {} in {n} snapshots", total.ooms);
+    assert!(
+        total.ooms >= n,
+        "OOMs found {} in {n} snapshots",
+        total.ooms
+    );
     assert!(total.fits >= n, "fit reports {} in {n}", total.fits);
     assert!(total.whatif && total.page, "{total:?}");
 }
@@ -84,7 +88,8 @@ fn oom_paths_runs_on_seeded_inputs_and_reaches_every_path() {
 fn the_small_oom_of_issue_53_goes_through_every_path() {
     for conf in ["", "expandable_segments:True"] {
         for oom in [1u64 << 30, 1 << 40, 1 << 59] {
-            let json = serde_json::to_vec(&harness::oom_paths_harness::small_oom(oom, conf)).unwrap();
+            let json =
+                serde_json::to_vec(&harness::oom_paths_harness::small_oom(oom, conf)).unwrap();
             let pickle = memlens::input::json_to_pickle(&json).unwrap();
             let snap = build(&pickle, BuildOptions::default()).expect("builds");
             for cap in [None, Some(80u64 << 30)] {

@@ -201,7 +201,10 @@ fn the_truth_reads_every_real_snapshot_once() {
             // A known gap says why, and names fields the tests compare.
             assert!(!s(&r["memlens_today"], "why").is_empty(), "{file}: why");
             for k in gap.keys().filter(|k| *k != "why") {
-                assert!(["first_fix", "peak_phase"].contains(&k.as_str()), "{file}: {k}");
+                assert!(
+                    ["first_fix", "peak_phase"].contains(&k.as_str()),
+                    "{file}: {k}"
+                );
             }
         }
         for id in r["not_offered"].as_array().unwrap() {

@@ -53,6 +53,7 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/attention_chain.pickle", 0, 55, 55, 497025024),
     ("samples/no_optimizer_state.pickle", 0, 41, 41, 15302918144),
     ("samples/vllm_kv.pickle", 0, 33, 33, 3193962496),
+    ("samples/backward_layers.pickle", 0, 16, 16, 90177536),
     ("samples/train_small.pickle", 0, 8, 8, 180355072),
     ("samples/wrapped_ring.pickle", 0, 2, 2, 144703488),
     ("samples/snapshot.json", 0, 8, 8, 180355072),

@@ -450,7 +450,11 @@ fn state_built_without_training(snap: &Snapshot, replay: &DeviceReplay) -> bool 
                 continue;
             }
             framed = true;
-            let base = file.rsplit(['/', '\\']).next().unwrap_or(file).to_ascii_lowercase();
+            let base = file
+                .rsplit(['/', '\\'])
+                .next()
+                .unwrap_or(file)
+                .to_ascii_lowercase();
             let lname = name.to_ascii_lowercase();
             if ["optimizer", "grad_buffer"]
                 .iter()
