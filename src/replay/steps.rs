@@ -2,7 +2,6 @@
 //! from legacy `user_defined` markers, from the optimizer's steps, from the periodic
 //! structure of the trace, or from the lines of the loop's frame ([`super::loops`]).
 
-use super::loops::is_module_call;
 pub use super::passes::under_module_forward;
 use super::{passes, DeviceReplay, Window};
 use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};

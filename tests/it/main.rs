@@ -8,6 +8,11 @@
 //! one process run on parallel threads: a test passes what it changes (environment, working
 //! directory) to the child `Command` it starts, never to the process (`std::env::set_var`).
 
+// The fuzz targets' harnesses (fuzz/fuzz_targets/*.rs) are shared with the fuzz crate,
+// which builds each of them (and tests/common/canonical.rs) as its own module: the tests
+// that run them here include the same files again, on purpose.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "../common/mod.rs"]
 mod common;
 
