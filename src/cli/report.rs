@@ -334,13 +334,7 @@ impl Formats<PageReport> for ReportFormat {
     fn write(self, r: &PageReport, out: &mut dyn Write, title: &str, _: &Style) -> Result<()> {
         match self {
             ReportFormat::Html => render::html::write(out, title, r),
-            ReportFormat::Json => render::json::write(
-                out,
-                &render::html::Embedded {
-                    file: title,
-                    report: r,
-                },
-            ),
+            ReportFormat::Json => render::json::write(out, &render::html::Embedded::new(title, r)?),
         }
     }
 }

@@ -31,7 +31,7 @@ const url = pathToFileURL(path.resolve(file)).href;
 const out = {
   console_errors: [], page_errors: [], requests: [], ready: false, ready_ms: null, script_ready_ms: null,
   drawn: null, memlens_errors: [], peak_bytes: null, peak_text: null, oom_verdicts: [],
-  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null,
+  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null, top_rows: [],
 };
 const memlens = (page) => page.evaluate(() => {
   const m = window.memlens;
@@ -130,6 +130,18 @@ try {
       return r ? r.getAttribute("data-site") : null;
     });
     out.pin = { band, pinned, highlighted_row: site !== null, highlighted_site: site };
+  }
+
+  // The top table's rows as shown: each row's recorded site (data-site), the text of its site
+  // cell's first line and its "via" context line.
+  if (out.ready) {
+    out.top_rows = await page.evaluate(() => [...document.querySelectorAll("#top tr.row")].map((r) => {
+      const cell = r.querySelector("td.site");
+      const via = cell ? cell.querySelector("[data-testid=site-context]") : null;
+      let own = "";
+      if (cell) for (const n of cell.childNodes) { if (n.nodeType === 3 || n.nodeName === "WBR") own += n.textContent || ""; }
+      return { site: r.getAttribute("data-site"), shown: own, via: via ? via.textContent : null };
+    }));
   }
 
   // The top row of memory alive before the trace with no stack: its tooltip, and what it

@@ -489,6 +489,7 @@ fn browser_files() -> Vec<PathBuf> {
     for real in [
         "Constructor-Sun__code_location__memory_snapshot.pickle",
         "Yiyi-philosophy__LLM-inference__oom_snapshot.pickle",
+        "volcengine__verl__mem.pickle",
     ] {
         if let Some(p) = require_real(real) {
             v.push(p);
@@ -536,6 +537,7 @@ fn check_page(name: &str, file: &str, page: &Value) {
     );
     let report = report_json(Path::new(file));
     let first = &report["devices"][0];
+    check_sites_as_the_cli_shows_them(name, file, page, first);
     assert!(
         u(&page["drawn"]["state_blocks"]) > 0,
         "{name}: state view drawn"
@@ -630,6 +632,56 @@ fn check_page(name: &str, file: &str, page: &Value) {
         page["pin"]["highlighted_row"], listed,
         "{name}: {site} highlighted"
     );
+}
+
+/// Issue 52 item 4: the page's top table shows each site, and its library context, as
+/// `memlens top`'s text does (the snapshot's root and library prefixes stripped): every label
+/// the page shows is a line of the CLI's table, a row with a context shows it ("via ..."), and
+/// no shown label keeps a path the CLI strips.
+fn check_sites_as_the_cli_shows_them(name: &str, file: &str, page: &Value, first: &Value) {
+    let rows = page["top_rows"].as_array().unwrap();
+    let sites = first["moments"][0]["top"]["sites"].as_array().unwrap();
+    assert_eq!(rows.len(), sites.len(), "{name}: one row per site");
+    let moment = first["moments"][0]["top"]["at"]["event_index"].as_i64();
+    let limit = (rows.len() + 1).to_string();
+    let mut args = vec![
+        "top", file, "--width", "1000", "--limit", &limit, "--device",
+    ];
+    let dev = first["device"].to_string();
+    args.push(&dev);
+    let at = moment.filter(|&e| e >= 0).map(|e| format!("index:{e}"));
+    if let Some(a) = &at {
+        args.extend(["--at", a]);
+    }
+    let o = memlens(&args);
+    let cli = String::from_utf8_lossy(&o.stdout);
+    let cells: Vec<&str> = cli
+        .lines()
+        .filter_map(|l| l.split('┆').next_back())
+        .map(|c| c.trim_end_matches('│').trim())
+        .collect();
+    for (row, site) in rows.iter().zip(sites) {
+        assert_eq!(row["site"], site["site"], "{name}");
+        let shown = row["shown"].as_str().unwrap();
+        if !shown.starts_with('<') {
+            assert!(
+                cells.contains(&shown),
+                "{name}: {shown:?} is not a site of `memlens top`"
+            );
+        }
+        match site["context"].as_str() {
+            Some(_) => {
+                let via = row["via"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{name}: {shown}: no context"));
+                assert!(
+                    cells.contains(&via),
+                    "{name}: {via:?} not in `memlens top`"
+                );
+            }
+            None => assert!(row["via"].is_null(), "{name}: {row}"),
+        }
+    }
 }
 
 /// A snapshot of pinned host memory alone has nothing to draw per device, and says where

@@ -187,6 +187,9 @@ pub struct PageReport {
     /// Stacks shown, each once, as indices in `frames`, innermost first; bands, blocks and top
     /// rows index it.
     pub stacks: Vec<Vec<u32>>,
+    /// The common directory of the snapshot's user files, which the page strips from the
+    /// paths of sites as the text reports do; `null` when there is none.
+    pub site_root: Option<String>,
 }
 
 /// Gathers the page of `snap`. The device sections (timeline, moments) and the whole-file
@@ -220,6 +223,7 @@ pub fn run(
         absent,
         frames,
         stacks,
+        site_root: crate::analyze::profile::snapshot_root(snap),
     })
 }
 

@@ -11,6 +11,8 @@ use std::io::{Result, Write};
 
 const TEMPLATE: &str = include_str!("report.html");
 const STYLE: &str = include_str!("report.css");
+use std::collections::BTreeMap;
+
 const SCRIPT: &str = include_str!("report.js");
 const RUNS_SCRIPT: &str = include_str!("runs.js");
 
@@ -22,9 +24,58 @@ const RUNS_SCRIPT: &str = include_str!("runs.js");
 pub struct Embedded<'a> {
     /// The snapshot file, as given.
     pub file: &'a str,
+    /// Each site and context label of the report (`site`, `context` keys) that the text
+    /// reports show otherwise, as they show it: the snapshot's root
+    /// (`site_root`), `site-packages/` and `lib/pythonX.Y/` stripped from its path. The page
+    /// shows these; labels absent here are shown as they are.
+    pub shown_sites: BTreeMap<String, String>,
     /// The report.
     #[serde(flatten)]
     pub report: &'a PageReport,
+}
+
+impl<'a> Embedded<'a> {
+    /// The page's data for `report` of the snapshot `file`.
+    pub fn new(file: &'a str, report: &'a PageReport) -> Result<Embedded<'a>> {
+        let style = crate::render::text::Style {
+            width: None,
+            root: report.site_root.clone(),
+        };
+        let mut shown = BTreeMap::new();
+        collect_labels(&serde_json::to_value(report)?, &style, &mut shown);
+        Ok(Embedded {
+            file,
+            shown_sites: shown,
+            report,
+        })
+    }
+}
+
+/// Every string under a `site` or `context` key of `v` whose text label differs.
+fn collect_labels(
+    v: &serde_json::Value,
+    style: &crate::render::text::Style,
+    out: &mut BTreeMap<String, String>,
+) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    ("site" | "context", serde_json::Value::String(label)) => {
+                        if !out.contains_key(label) {
+                            let short = style.site(label);
+                            if &short != label {
+                                out.insert(label.clone(), short);
+                            }
+                        }
+                    }
+                    _ => collect_labels(x, style, out),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_labels(x, style, out)),
+        _ => {}
+    }
 }
 
 /// The page's policy: its one script and its one style element run by their SHA-256 (no
@@ -115,10 +166,7 @@ fn write_page(
     report: &PageReport,
     served: Option<&Served>,
 ) -> Result<()> {
-    let data = serde_json::to_string(&Embedded {
-        file: title,
-        report,
-    })?;
+    let data = serde_json::to_string(&Embedded::new(title, report)?)?;
     let serve = serde_json::to_string(&served)?;
     fill(out, title, &data, &serve, SCRIPT)
 }

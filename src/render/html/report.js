@@ -101,6 +101,9 @@
     return parts.map((x, i) => (i % 2 && i < parts.length - 1 ? el("code", null, x) : (i % 2 ? "`" + x : x)));
   }
   // A path or site with break opportunities after "/" and ":".
+  // A site or context label as the text reports show it (the snapshot's root and library
+  // prefixes stripped, computed by memlens: DATA.shown_sites), else as recorded.
+  function shownSite(t) { return (DATA.shown_sites && Object.prototype.hasOwnProperty.call(DATA.shown_sites, t)) ? DATA.shown_sites[t] : t; }
   function path(t) {
     const out = [];
     for (const piece of String(t).split(/(?<=[/:])/)) { out.push(piece); out.push(el("wbr")); }
@@ -366,7 +369,7 @@
         o.cannot_conclude && o.cannot_conclude.length ? el("div", null, el("h3", null, "Cannot conclude"), el("ul", { class: "plain" }, o.cannot_conclude.map((t) => el("li", null, rich(t))))) : null,
         o.implied_limit ? el("p", { class: "muted" }, "Implied per-process limit: at least " + fmtBytes(o.implied_limit.at_least_bytes) + ", below " + fmtBytes(o.implied_limit.below_bytes) + ".") : null,
         o.live_sites && o.live_sites.length ? el("details", null, el("summary", null, "Live at the OOM, by site (" + o.live_sites.length + ")"),
-          el("table", { class: "grid compact" }, el("tbody", null, o.live_sites.map((r) => el("tr", null, el("td", { class: "mono site" }, r.site), bytesCell(r.bytes), el("td", { class: "num" }, fmtPct(r.share))))))) : null);
+          el("table", { class: "grid compact" }, el("tbody", null, o.live_sites.map((r) => el("tr", null, el("td", { class: "mono site" }, path(shownSite(r.site))), bytesCell(r.bytes), el("td", { class: "num" }, fmtPct(r.share))))))) : null);
       s.appendChild(card);
     });
     if (rep.notes && rep.notes.length) s.appendChild(el("ul", { class: "plain muted" }, rep.notes.map((t) => el("li", null, rich(t)))));
@@ -845,7 +848,7 @@
     return el("div", { class: "tip" },
       el("div", { class: "tip-title" }, el("i", { class: "sw", style: "background:" + T.bands[i].color }), el("b", null, fmtBytes(b.size)), el("span", { class: "muted" }, " " + fmtInt(b.size) + " bytes")),
       kv([
-        ["site", el("span", { class: "mono" }, path(b.site))],
+        ["site", el("span", { class: "mono" }, path(shownSite(b.site)))],
         ["address", el("span", { class: "mono" }, hex(b.address))],
         ["allocated", when(b.alloc_event, b.alloc_time_us)],
         b.free_requested_event != null && b.free_requested_event !== b.free_event ? ["free requested", "event " + fmtInt(b.free_requested_event)] : null,
@@ -872,7 +875,7 @@
       el("div", { class: "tip-title" }, el("i", { class: "sw", style: "background:" + rows[0][1].color }), el("b", null, fmtBytes(h.bytes)), " " , el("span", null, head)),
       el("p", { class: "muted" }, "Each under a pixel tall at this zoom, so painted together; zoom in or pin one to see it alone."),
       el("table", { class: "grid compact" }, el("tbody", null, rows.slice(0, 8).map(([site, e]) =>
-        el("tr", null, el("td", null, el("i", { class: "sw", style: "background:" + e.color })), el("td", { class: "mono site" }, path(site)), el("td", { class: "num" }, fmtInt(e.n)), bytesCell(e.bytes))))),
+        el("tr", null, el("td", null, el("i", { class: "sw", style: "background:" + e.color })), el("td", { class: "mono site" }, path(shownSite(site))), el("td", { class: "num" }, fmtInt(e.n)), bytesCell(e.bytes))))),
       rows.length > 8 ? el("p", { class: "muted" }, "… and " + (rows.length - 8) + " more sites") : null,
       eventDetails(h));
   }
@@ -1370,7 +1373,8 @@
       const open = TOP.open.has(i);
       const tr = el("tr", { class: "row", "data-site": r.site, onclick: () => { if (TOP.open.has(i)) TOP.open.delete(i); else TOP.open.add(i); fillTop(); } },
         el("td", { class: "exp" }, open ? "▾" : "▸"),
-        el("td", { class: "mono site", title: r.evidence ? r.site + "\n" + r.evidence : r.site }, path(r.site),
+        el("td", { class: "mono site", title: r.evidence ? r.site + "\n" + r.evidence : r.site }, path(shownSite(r.site)),
+          r.context ? el("div", { class: "row-note", "data-testid": "site-context" }, "via ", path(shownSite(r.context))) : null,
           (r.annotations || []).slice(0, 3).map((a) => el("div", { class: "row-note", "data-testid": "row-annotation" }, "annotated \u201c" + a.text + "\u201d on " + fmtInt(a.count) + " (" + fmtBytes(a.bytes) + ")"))),
         bytesCell(r.bytes),
         shareCell(r.share),
@@ -1622,7 +1626,7 @@
       found.length ? el("div", { class: "table-wrap" }, el("table", { class: "grid" },
         el("thead", null, el("tr", null, el("th", null, "kind"), el("th", null, "site"), el("th", { class: "num" }, "growth per step"), el("th", { class: "num" }, "steps"), el("th", { class: "num" }, "live at end"), el("th", { class: "num" }, "fit R²"))),
         el("tbody", null, found.map((f) => [
-          el("tr", null, el("td", null, el("span", { class: "badge k-" + f.kind }, f.kind.replace(/_/g, " "))), el("td", { class: "mono site" }, f.site), bytesCell(f.bytes_per_step), el("td", { class: "num" }, fmtInt(f.steps)), bytesCell(f.live_bytes_at_end), el("td", { class: "num" }, f.fit_r2 != null ? f.fit_r2.toFixed(3) : "–")),
+          el("tr", null, el("td", null, el("span", { class: "badge k-" + f.kind }, f.kind.replace(/_/g, " "))), el("td", { class: "mono site" }, path(shownSite(f.site))), bytesCell(f.bytes_per_step), el("td", { class: "num" }, fmtInt(f.steps)), bytesCell(f.live_bytes_at_end), el("td", { class: "num" }, f.fit_r2 != null ? f.fit_r2.toFixed(3) : "–")),
           el("tr", { class: "fix-row" }, el("td"), el("td", { colspan: 5 }, el("span", { class: "fix-label" }, "Fix: "), rich(f.fix)))])))) :
         leaksJudgement(dl ? dl.judgement : DATA.leaks.judgement),
       notes.length ? el("ul", { class: "plain muted" }, notes.map((t) => el("li", null, rich(t)))) : null,
