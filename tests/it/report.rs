@@ -674,10 +674,7 @@ fn check_sites_as_the_cli_shows_them(name: &str, file: &str, page: &Value, first
                 let via = row["via"]
                     .as_str()
                     .unwrap_or_else(|| panic!("{name}: {shown}: no context"));
-                assert!(
-                    cells.contains(&via),
-                    "{name}: {via:?} not in `memlens top`"
-                );
+                assert!(cells.contains(&via), "{name}: {via:?} not in `memlens top`");
             }
             None => assert!(row["via"].is_null(), "{name}: {row}"),
         }
