@@ -135,8 +135,26 @@ class TimelineResult(Result):
                 yield dict(p, device=d["device"])
 
 
+def judgement_words(j: dict[str, Any]) -> str:
+    """A judgement (``{"state", "why", "record"}``) in the CLI's words: ``cannot judge: WHY;
+    record RECORD``, or the reason itself when judged."""
+    why = str(j.get("why", ""))
+    if j.get("state") == "cannot_judge":
+        record = j.get("record")
+        return f"cannot judge: {why}" + (f"; record {record}" if record else "")
+    return why
+
+
+def _judgement_html(label: str, j: dict[str, Any]) -> str:
+    state = html.escape(str(j.get("state")))
+    return (f'<p><b>{html.escape(label)}</b>: <span data-state="{state}">'
+            f"{html.escape(judgement_words(j))}</span></p>")
+
+
 class CategoriesResult(Result):
-    """``memlens categories``: one row per (device, category)."""
+    """``memlens categories``: one row per (device, category), and the :attr:`judgement` that
+    says whether the memory could be told by kind (``cannot_judge`` when more than half of it
+    matches no rule: no stack frames, or stacks no rule knows)."""
 
     command = "categories"
     columns = ("device", "category", "bytes", "count", "share", "confidence")
@@ -146,10 +164,29 @@ class CategoriesResult(Result):
             for c in d.get("categories", []):
                 yield dict(c, device=d["device"])
 
+    @property
+    def judgement(self) -> dict[str, Any]:
+        """``{"state": "found" | "none" | "cannot_judge", "why": str, "record": str | None}``
+        over every device (``data["devices"][i]["judgement"]`` per device)."""
+        j: dict[str, Any] = self.data.get("judgement") or {}
+        return j
+
+    def _repr_html_(self) -> str:
+        table = super()._repr_html_()
+        if self.judgement.get("state") in ("none", "cannot_judge"):
+            return table + _judgement_html("judgement", self.judgement)
+        return table
+
+    def __repr__(self) -> str:
+        if self.judgement.get("state") in ("none", "cannot_judge"):
+            return f"<memlens categories: {len(self.rows)} rows; {judgement_words(self.judgement)}>"
+        return super().__repr__()
+
 
 class LeaksResult(Result):
     """``memlens leaks``: one row per finding, and the :attr:`judgement` that says whether no
-    row means "judged: nothing grows" or "cannot judge" (too few steps, no trace)."""
+    row means "judged: nothing grows" or "cannot judge" (too few steps, no trace); :attr:`leak`
+    and :attr:`retained_graph` judge each kind of growth apart."""
 
     command = "leaks"
     columns = ("device", "kind", "site", "bytes_per_step", "steps", "live_bytes_at_end", "fix")
@@ -165,20 +202,35 @@ class LeaksResult(Result):
         j: dict[str, Any] = self.data.get("judgement") or {}
         return j
 
+    @property
+    def leak(self) -> dict[str, Any]:
+        """Leaks alone (growth kept outside an autograd graph), judged as :attr:`judgement`."""
+        j: dict[str, Any] = self.data.get("leak") or {}
+        return j
+
+    @property
+    def retained_graph(self) -> dict[str, Any]:
+        """Retained autograd graphs alone, judged as :attr:`judgement`."""
+        j: dict[str, Any] = self.data.get("retained_graph") or {}
+        return j
+
     def _judgement_words(self) -> str:
-        j = self.judgement
-        why = str(j.get("why", ""))
-        if j.get("state") == "cannot_judge":
-            record = j.get("record")
-            return f"cannot judge: {why}" + (f"; record {record}" if record else "")
-        return why
+        return judgement_words(self.judgement)
+
+    def _kinds_html(self) -> str:
+        # Each kind on its own when growth was found, as the CLI does.
+        if not self.leak or not self.retained_graph:
+            return ""
+        if self.judgement.get("state") != "found":
+            return ""
+        return _judgement_html("leak", self.leak) + _judgement_html("retained graph", self.retained_graph)
 
     def _repr_html_(self) -> str:
         if self.judgement.get("state") == "found" or not self.judgement:
-            return super()._repr_html_()
+            return super()._repr_html_() + self._kinds_html()
         state = html.escape(str(self.judgement.get("state")))
         return (f'<div><b>memlens leaks</b>: <span data-state="{state}">'
-                f"{html.escape(self._judgement_words())}</span></div>")
+                f"{html.escape(self._judgement_words())}</span></div>") + self._kinds_html()
 
     def __repr__(self) -> str:
         if self.judgement.get("state") in ("none", "cannot_judge"):
@@ -198,7 +250,8 @@ class OomResult(Result):
 
 
 class FitResult(Result):
-    """``memlens fit``: one row per (device, fix), cheapest first."""
+    """``memlens fit``: one row per (device, fix), cheapest first; :attr:`capacity` says per
+    device whether the moment fits (``cannot_judge`` without a known capacity)."""
 
     command = "fit"
     columns = ("device", "id", "action", "cost", "confidence", "saves_bytes", "peak_after_bytes")
@@ -207,6 +260,17 @@ class FitResult(Result):
         for d in self.data.get("devices", []):
             for f in d.get("fixes", []):
                 yield dict(f, device=d["device"])
+
+    @property
+    def capacity(self) -> dict[int, dict[str, Any]]:
+        """Per device: ``{"state": "found" (a shortage) | "none" (it fits) | "cannot_judge",
+        "why": str, "record": str | None}``."""
+        return {int(d["device"]): dict(d.get("capacity") or {}) for d in self.data.get("devices", [])}
+
+    def _repr_html_(self) -> str:
+        notes = "".join(_judgement_html(f"device {dev} capacity", j)
+                        for dev, j in self.capacity.items() if j.get("state") == "cannot_judge")
+        return super()._repr_html_() + notes
 
 
 class DiffResult(Result):

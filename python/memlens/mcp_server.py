@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ._api import command_line
 from ._errors import MemlensError
-from ._notebook import _Session
+from ._notebook import _Session, judgement_words
 
 # One `memlens session` for the server's life: every file is decoded once, whichever tools ask.
 _SESSION = _Session()
@@ -405,11 +405,35 @@ def error_line(e: BaseException) -> str:
     return line if line.startswith("memlens") else f"memlens: {line}"
 
 
+def judgement_lines(result: dict[str, Any]) -> list[str]:
+    """The report's judgements in the CLI's words (``leak: found: judged 6 steps: ...``,
+    ``judgement: cannot judge: ...; record ...``): the report's own (``judgement``, ``leak``,
+    ``retained_graph``), then each device's ``capacity`` (``fit``), so a client that shows
+    text never reads "nothing found" where nothing could be judged."""
+    def words(j: Any) -> str | None:
+        if not isinstance(j, dict) or j.get("state") not in ("found", "none", "cannot_judge"):
+            return None
+        return judgement_words(j) if j["state"] == "cannot_judge" else f"{j['state']}: {j.get('why', '')}"
+
+    lines = []
+    for key in ("judgement", "leak", "retained_graph"):
+        w = words(result.get(key))
+        if w is not None:
+            lines.append(f"{key.replace('_', ' ')}: {w}")
+    for d in result.get("devices") or []:
+        w = words(d.get("capacity")) if isinstance(d, dict) else None
+        if w is not None:
+            lines.append(f"device {d.get('device')} capacity: {w}")
+    return lines
+
+
 def text_of(name: str, result: dict[str, Any]) -> str:
-    """A few lines for a client that shows text: what the tool returned and what was cut."""
+    """A few lines for a client that shows text: what the tool returned, what it judged and
+    what was cut."""
     cut = result.get("memlens_truncated", [])
     head = f"memlens {name}: {len(json.dumps(result))} bytes of JSON (structured content)"
-    lines = [head] + [f"cut {c['path']}: {c['shown']} of {c['total']}" for c in cut[:10]]
+    lines = [head] + judgement_lines(result)
+    lines += [f"cut {c['path']}: {c['shown']} of {c['total']}" for c in cut[:10]]
     if len(cut) > 10:
         lines.append(f"... {len(cut) - 10} more lists cut (raise `limit`)")
     return "\n".join(lines)

@@ -4,6 +4,7 @@
 use super::text::{cell, right, Style};
 use crate::analyze::categories::CategoriesReport;
 use crate::units::iec;
+use crate::vocab::absence::JudgementState;
 use comfy_table::Cell;
 use std::io::Write;
 
@@ -53,6 +54,14 @@ pub fn text(
         writeln!(out, "{t}")?;
         for n in &d.notes {
             style.para(out, "note: ", "  ", &style.sites_in(n))?;
+        }
+        // The table is the finding; what could not be told (or nothing alive) is said.
+        match d.judgement.state {
+            JudgementState::Found => {}
+            JudgementState::None => writeln!(out, "Nothing is alive at the moment.")?,
+            JudgementState::CannotJudge => {
+                style.para(out, "", "  ", &format!("{}.", d.judgement.sentence()))?
+            }
         }
     }
     // Devices left out (a moment their data cannot place) are not in `devices`.

@@ -167,6 +167,15 @@ fn device(out: &mut dyn Write, d: &DeviceFit, style: &Style) -> std::io::Result<
             }
             None => {}
         }
+    } else {
+        // Without a capacity, whether the moment fits is undetermined: said, with what to give.
+        writeln!(out)?;
+        style.para(
+            out,
+            "Capacity: ",
+            "  ",
+            &format!("{}.", d.capacity.sentence()),
+        )?;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use super::visible::visible;
 use crate::analyze::leaks::{DeviceLeaks, Finding, LeaksReport};
 use crate::replay::steps::StepSource;
 use crate::units::{iec, plural};
-use crate::vocab::absence::JudgementState;
+use crate::vocab::absence::{Judgement, JudgementState};
 use comfy_table::Cell;
 use std::io::Write;
 
@@ -234,11 +234,31 @@ pub fn text(
             format!("{}.", j.sentence())
         };
         style.para(out, "", "  ", &style.sites_in(&text))?;
+    } else {
+        writeln!(out, "\nFindings, biggest growth first")?;
+        for (i, f) in r.findings.iter().enumerate() {
+            finding(out, i, f, style)?;
+        }
+    }
+    kinds(out, r, style)
+}
+
+/// Each kind of growth's judgement in one line when growth was found (judged without growth,
+/// or not judged, both kinds are what the sentence above says).
+fn kinds(out: &mut dyn Write, r: &LeaksReport, style: &Style) -> std::io::Result<()> {
+    if r.judgement.state != JudgementState::Found {
         return Ok(());
     }
-    writeln!(out, "\nFindings, biggest growth first")?;
-    for (i, f) in r.findings.iter().enumerate() {
-        finding(out, i, f, style)?;
-    }
-    Ok(())
+    let word = |j: &Judgement| match j.state {
+        JudgementState::Found => "found".to_string(),
+        JudgementState::None => "none".to_string(),
+        JudgementState::CannotJudge => j.sentence(),
+    };
+    let text = format!(
+        "Leak: {}. Retained graph: {}.",
+        word(&r.leak),
+        word(&r.retained_graph)
+    );
+    writeln!(out)?;
+    style.para(out, "", "  ", &style.sites_in(&text))
 }

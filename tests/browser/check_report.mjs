@@ -31,7 +31,7 @@ const url = pathToFileURL(path.resolve(file)).href;
 const out = {
   console_errors: [], page_errors: [], requests: [], ready: false, ready_ms: null, script_ready_ms: null,
   drawn: null, memlens_errors: [], peak_bytes: null, peak_text: null, oom_verdicts: [],
-  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null, top_rows: [],
+  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null, top_rows: [], judgements: [],
 };
 const memlens = (page) => page.evaluate(() => {
   const m = window.memlens;
@@ -142,6 +142,15 @@ try {
       if (cell) for (const n of cell.childNodes) { if (n.nodeType === 3 || n.nodeName === "WBR") own += n.textContent || ""; }
       return { site: r.getAttribute("data-site"), shown: own, via: via ? via.textContent : null };
     }));
+  }
+
+  // Every judgement line the page shows (leaks, each kind of growth, categories, capacity):
+  // its test id, state(s) and text.
+  if (out.ready) {
+    out.judgements = await page.evaluate(() => [...document.querySelectorAll("[data-testid$=judgement], [data-testid=leaks-kinds]")].map((e) => ({
+      testid: e.getAttribute("data-testid"), state: e.getAttribute("data-state"),
+      leak: e.getAttribute("data-leak"), retained_graph: e.getAttribute("data-retained-graph"), text: e.textContent,
+    })));
   }
 
   // The top row of memory alive before the trace with no stack: its tooltip, and what it

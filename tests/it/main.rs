@@ -43,6 +43,7 @@ mod golden;
 mod golden_outputs;
 mod hostile;
 mod judgement;
+mod judgements;
 mod leaks;
 mod newer;
 mod no_panic;

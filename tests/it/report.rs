@@ -538,6 +538,7 @@ fn check_page(name: &str, file: &str, page: &Value) {
     let report = report_json(Path::new(file));
     let first = &report["devices"][0];
     check_sites_as_the_cli_shows_them(name, file, page, first);
+    check_judgements(name, page, &report, first["device"].as_u64().unwrap());
     assert!(
         u(&page["drawn"]["state_blocks"]) > 0,
         "{name}: state view drawn"
@@ -678,6 +679,85 @@ fn check_sites_as_the_cli_shows_them(name: &str, file: &str, page: &Value, first
             }
             None => assert!(row["via"].is_null(), "{name}: {row}"),
         }
+    }
+}
+
+/// The page's judgement lines for the device it shows first, against the page's JSON (the
+/// commands' reports): the leaks card says the device's judgement when it has no finding and
+/// each kind's state when it has; the categories card says a judgement that is not `found`; the
+/// advice card says "Capacity: Cannot judge" without a capacity (unless the OOM card holds
+/// the list). Text is compared without markup (backticks become code).
+fn check_judgements(name: &str, page: &Value, report: &Value, dev: u64) {
+    let shown = page["judgements"].as_array().unwrap();
+    let of =
+        |testid: &str| -> Vec<&Value> { shown.iter().filter(|j| j["testid"] == testid).collect() };
+    let plain = |s: &str| s.replace('`', "");
+    let says = |testid: &str, j: &Value| {
+        let lines = of(testid);
+        assert_eq!(lines.len(), 1, "{name}: {testid}: {shown:?}");
+        let line = lines[0];
+        assert_eq!(line["state"], j["state"], "{name}: {testid}");
+        let text = line["text"].as_str().unwrap();
+        let why = plain(j["why"].as_str().unwrap());
+        assert!(
+            text.contains(&why),
+            "{name}: {testid}: {text:?} lacks {why:?}"
+        );
+        if j["state"] == "cannot_judge" {
+            assert!(text.contains("Cannot judge: "), "{name}: {text}");
+            let record = plain(j["record"].as_str().unwrap());
+            assert!(text.contains(&record), "{name}: {text:?} lacks {record:?}");
+        }
+    };
+    let by_device = |list: &Value| -> Value {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["device"] == dev)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    // leaks
+    let leaks = &report["leaks"];
+    let dl = leaks["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["device"] == dev);
+    let found = leaks["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["device"] == dev);
+    let src = dl.unwrap_or(leaks);
+    if found {
+        assert!(of("leaks-judgement").is_empty(), "{name}");
+        let kinds = of("leaks-kinds");
+        assert_eq!(kinds.len(), 1, "{name}: {shown:?}");
+        assert_eq!(kinds[0]["leak"], src["leak"]["state"], "{name}");
+        assert_eq!(
+            kinds[0]["retained_graph"], src["retained_graph"]["state"],
+            "{name}"
+        );
+    } else {
+        says("leaks-judgement", &src["judgement"]);
+        assert!(of("leaks-kinds").is_empty(), "{name}");
+    }
+    // categories
+    let c = by_device(&report["categories"]["devices"]);
+    if c.is_null() || c["judgement"]["state"] == "found" {
+        assert!(of("categories-judgement").is_empty(), "{name}");
+    } else {
+        says("categories-judgement", &c["judgement"]);
+    }
+    // capacity, in the advice card (the OOM card holds the list at an OOM)
+    let a = by_device(&report["advice"]);
+    let at_oom = a["moment"] == "oom" && !report["oom"].is_null();
+    if a.is_null() || at_oom || !a["plan"].is_null() {
+        assert!(of("capacity-judgement").is_empty(), "{name}");
+    } else {
+        assert_eq!(a["capacity"]["state"], "cannot_judge", "{name}");
+        says("capacity-judgement", &a["capacity"]);
     }
 }
 

@@ -401,3 +401,28 @@ def test_leaks_tool_carries_the_judgement() -> None:
         assert r["judgement"]["state"] == state, name
         assert all(d["judgement"]["state"] == state for d in r["devices"]), name
     assert r["findings"] == []
+
+
+def test_every_judgement_reaches_the_tool_and_its_text() -> None:
+    """The leaks (each kind of growth), categories and fit (capacity) tools carry the CLI's
+    judgements, and the text a client shows says each in the CLI's words: "cannot judge: WHY;
+    record WHAT" where the file cannot tell, never a bare count of bytes of JSON."""
+    allow = [os.path.realpath(SAMPLES)]
+    r = mcp_server.run_tool("leaks", {"path": str(SAMPLES / "retained_graph.pickle")}, allow)
+    cli = memlens.analyze("leaks", SAMPLES / "retained_graph.pickle")
+    assert (r["leak"]["state"], r["retained_graph"]["state"]) == ("none", "found")
+    assert (r["leak"], r["retained_graph"]) == (cli["leak"], cli["retained_graph"])
+    text = mcp_server.text_of("leaks", r).splitlines()
+    assert f"retained graph: found: {cli['retained_graph']['why']}" in text, text
+    assert f"leak: none: {cli['leak']['why']}" in text, text
+
+    r = mcp_server.run_tool("categories", {"path": str(SAMPLES / "state_only.pickle")}, allow)
+    j = r["judgement"]
+    assert j == memlens.analyze("categories", SAMPLES / "state_only.pickle")["judgement"]
+    assert j["state"] == "cannot_judge" and j["record"], j
+    assert f"judgement: cannot judge: {j['why']}; record {j['record']}" in mcp_server.text_of("categories", r)
+
+    r = mcp_server.run_tool("fit", {"path": str(SAMPLES / "train_small.pickle")}, allow)
+    cap = r["devices"][0]["capacity"]
+    assert cap["state"] == "cannot_judge" and r["devices"][0]["plan"] is None, cap
+    assert f"device 0 capacity: cannot judge: {cap['why']}; record {cap['record']}" in mcp_server.text_of("fit", r)

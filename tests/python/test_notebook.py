@@ -173,3 +173,27 @@ def test_leaks_show_their_judgement_not_zero_rows() -> None:
         if state == "cannot_judge":
             assert r.judgement["record"] and html.escape(r.judgement["record"]) in out, out
             assert 'data-state="cannot_judge"' in out
+
+
+def test_categories_fit_and_kinds_of_growth_show_their_judgements() -> None:
+    """The notebook says what could not be judged as the CLI does: categories of a file without
+    frames, the capacity of a moment without one, and each kind of growth apart."""
+    c = memlens.open(SAMPLES / "state_only.pickle").categories()
+    assert c.judgement == c.data["judgement"] and c.judgement["state"] == "cannot_judge"
+    out = c._repr_html_()
+    assert "<table>" in out and 'data-state="cannot_judge"' in out, out
+    assert html.escape(f"cannot judge: {c.judgement['why']}; record {c.judgement['record']}") in out, out
+    assert repr(c).endswith(f"cannot judge: {c.judgement['why']}; record {c.judgement['record']}>"), repr(c)
+    assert memlens.open(SAMPLES / "train_small.pickle").categories().judgement["state"] == "found"
+
+    f = memlens.open(SAMPLES / "train_small.pickle").fit()
+    cap = f.capacity[0]
+    assert cap == f.data["devices"][0]["capacity"] and cap["state"] == "cannot_judge", cap
+    assert html.escape(cap["why"]) in f._repr_html_()
+
+    r = memlens.open(SAMPLES / "retained_graph.pickle").leaks()
+    assert (r.leak["state"], r.retained_graph["state"]) == ("none", "found")
+    out = r._repr_html_()
+    assert "<b>retained graph</b>" in out and 'data-state="found"' in out, out
+    # judged without growth: no line per kind (the judgement says it for both)
+    assert "<b>leak</b>" not in memlens.open(SAMPLES / "kv_cache.pickle").leaks()._repr_html_()

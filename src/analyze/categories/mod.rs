@@ -16,6 +16,7 @@
 //! low confidence); an [`Absence`] says so.
 
 pub mod facts;
+mod judge;
 pub mod pairing;
 pub mod phases;
 pub mod rules;
@@ -23,7 +24,7 @@ pub mod rules;
 use crate::model::{Action, Snapshot, StackId};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
-use crate::vocab::absence::{self, Absence};
+use crate::vocab::absence::{self, Absence, Judgement};
 use regex::Regex;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -157,6 +158,10 @@ pub struct DeviceCategories {
     /// by stack then category (not part of the JSON report).
     #[serde(skip)]
     pub per_stack: Vec<(StackId, String, u64, u64)>,
+    /// Whether the live memory could be told by kind: `found` (at most half of it is
+    /// `unknown`), `none` (nothing is alive) or `cannot_judge` (more than half matches no
+    /// rule: why, and what to record or give).
+    pub judgement: Judgement,
 }
 
 /// Live memory by kind (parameters, optimizer state, gradients, activations, temporaries, ...)
@@ -172,6 +177,9 @@ pub struct CategoriesReport {
     pub devices: Vec<DeviceCategories>,
     /// What the snapshot lacks for this analysis, with stable codes (see [`absence`]).
     pub absent: Vec<Absence>,
+    /// Over every device: `cannot_judge` when some device cannot be judged (or none has
+    /// anything to categorise), `none` when nothing is alive anywhere, else `found`.
+    pub judgement: Judgement,
 }
 
 /// Per category: bytes, count, and bytes per (rule, confidence).
@@ -213,6 +221,12 @@ pub fn run(
         }
         let (rows, live, per_stack) = tally(&ctx, r, at, opts.per_stack);
         let categories = category_rows(rows, live);
+        let unknown = categories
+            .iter()
+            .filter(|c| c.category == "unknown")
+            .map(|c| c.bytes)
+            .sum();
+        let judgement = judge::device(live, unknown, snap.has_frames());
         let notes = device_notes(snap, dev.id, &st, final_state, live, &mut absent);
         devices.push(DeviceCategories {
             device: r.device,
@@ -227,11 +241,13 @@ pub fn run(
                     (StackId(stack), cat.to_string(), bytes, count)
                 })
                 .collect(),
+            judgement,
         });
     }
     Ok(CategoriesReport {
         schema_version: crate::analyze::SCHEMA_VERSION,
         moment: opts.at.to_string(),
+        judgement: judge::overall(&devices),
         devices,
         absent,
     })

@@ -11,6 +11,7 @@
 pub mod anatomy;
 pub mod attention;
 pub mod fixes;
+mod judge;
 
 use crate::analyze::categories::rules::Ctx;
 use crate::analyze::frag::{self, FragOptions};
@@ -21,7 +22,7 @@ use crate::analyze::whatif;
 use crate::model::{Action, Snapshot};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
-use crate::vocab::absence::{self, Absence};
+use crate::vocab::absence::{self, Absence, Judgement};
 use anatomy::Anatomy;
 use fixes::{Fix, COSTS};
 use serde::Serialize;
@@ -150,6 +151,10 @@ pub struct DeviceFit {
     pub shortfall_bytes: Option<u64>,
     /// With a capacity: the plan; `null` without one.
     pub plan: Option<Plan>,
+    /// Whether the moment fits the device: `found` (a shortage: the demand exceeds the
+    /// capacity less its margin), `none` (it fits) or `cannot_judge` (no capacity known: why,
+    /// and what to record or give).
+    pub capacity: Judgement,
     /// Remarks (the trace's flags in words, what was assumed).
     pub notes: Vec<String>,
 }
@@ -481,6 +486,7 @@ pub fn run_with(
             immaterial_fixes: immaterial.iter().map(|&i| measured[i].clone()).collect(),
             moment_phase: phase::with_ctx(&ctx, &st, at),
             shortfall_bytes: shortfall,
+            capacity: judge::capacity(a.parts.demand(), plan.as_ref()),
             plan,
             notes: notes_of(&a),
             anatomy: a,

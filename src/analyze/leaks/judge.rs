@@ -7,7 +7,7 @@
 //! what to record, never "no leak found". A judged device is `found` when a cause grows, else
 //! `none`. The report's own judgement gathers its devices'.
 
-use super::{DeviceLeaks, LeaksOptions};
+use super::{DeviceLeaks, Finding, LeaksOptions};
 use crate::model::{Device, Snapshot};
 use crate::replay::steps::DeviceSteps;
 use crate::replay::{passes, DeviceReplay};
@@ -130,13 +130,70 @@ pub(super) fn judged(steps: usize, findings: usize) -> Judgement {
     }
 }
 
+/// What to record so that a retained graph can be told from a leak: the stacks of the
+/// allocations.
+const RECORD_STACKS: &str = "the history with Python stacks: `torch.cuda.memory._record_memory_history(stacks=\"python\")` (the default records them), then `torch.cuda.memory._dump_snapshot(...)`";
+
+/// One kind of growth (`leak` or `retained_graph`) on a device, from the device's growth
+/// judgement and its findings: what could not be judged stays so; a finding of the kind is
+/// `found`; a judged device without one is `none` — except that growth made at stacks without
+/// frames cannot be told apart (`cannot_judge` for both kinds: its finding says `leak` only
+/// because nothing shows a forward pass).
+pub(super) fn of_kind(growth: &Judgement, found: &[Finding], kind: &str) -> Judgement {
+    // Judged without growth, or not judged: each kind is what the growth's judgement says.
+    if growth.state != JudgementState::Found {
+        return growth.clone();
+    }
+    let steps = found.first().map(|f| f.steps);
+    let mine: Vec<&Finding> = found.iter().filter(|f| f.kind == kind).collect();
+    let what = if kind == "leak" {
+        "leak"
+    } else {
+        "retained graph"
+    };
+    // Growth at stacks without frames is a finding of kind `leak` only because nothing shows
+    // a forward pass: it tells neither kind.
+    let frameless = |f: &&Finding| f.site == crate::vocab::sites::NO_FRAMES;
+    let told: Vec<&Finding> = mine.iter().copied().filter(|f| !frameless(f)).collect();
+    if told.is_empty() && found.iter().any(|f| frameless(&f)) {
+        return Judgement::cannot_judge(
+            format!("memory grows at stacks without frames, where a {what} cannot be told from other growth (nothing shows a forward pass)"),
+            RECORD_STACKS.into(),
+        );
+    }
+    let mine = if kind == "leak" { told } else { mine };
+    match (mine.first(), steps) {
+        (Some(first), Some(steps)) => Judgement::found(format!(
+            "judged {}: {} {what}{} (biggest at {})",
+            plural(steps as u64, "step"),
+            mine.len(),
+            if mine.len() == 1 { "" } else { "s" },
+            first.site
+        )),
+        _ => {
+            let tail = match kind {
+                "leak" => "nothing kept outside an autograd graph grows",
+                _ => "no forward pass's tensors grow",
+            };
+            Judgement::none(match steps {
+                Some(n) => format!("judged {}: {tail}", plural(n as u64, "step")),
+                None => format!("{}: {tail}", growth.why),
+            })
+        }
+    }
+}
+
 /// The report's judgement: `found` when a device found growth, `none` when every device was
 /// judged and nothing grows, else `cannot_judge` (some device, or the file, lacks evidence).
-pub(super) fn overall(devices: &[DeviceLeaks], opts: &LeaksOptions) -> Judgement {
+pub(super) fn overall(
+    devices: &[DeviceLeaks],
+    opts: &LeaksOptions,
+    judgement: fn(&DeviceLeaks) -> &Judgement,
+) -> Judgement {
     let Some(first) = devices.first() else {
         return Judgement::cannot_judge("the file holds no device".into(), record(opts));
     };
-    let of = |d: &DeviceLeaks| d.judgement.state;
+    let of = |d: &DeviceLeaks| judgement(d).state;
     let state = if devices.iter().any(|d| of(d) == JudgementState::Found) {
         JudgementState::Found
     } else if devices.iter().all(|d| of(d) == JudgementState::None) {
@@ -146,20 +203,26 @@ pub(super) fn overall(devices: &[DeviceLeaks], opts: &LeaksOptions) -> Judgement
     };
     // Several devices: those that could not be judged first (they decide `cannot_judge`).
     let why = if devices.len() == 1 {
-        first.judgement.why.clone()
+        judgement(first).why.clone()
     } else {
         let unjudged = |d: &&DeviceLeaks| of(d) == JudgementState::CannotJudge;
         let parts: Vec<String> = devices
             .iter()
             .filter(unjudged)
             .chain(devices.iter().filter(|d| !unjudged(d)))
-            .map(|d| format!("device {}: {}", d.steps.device, d.judgement.why))
+            .map(|d| format!("device {}: {}", d.steps.device, judgement(d).why))
             .collect();
         parts.join("; ")
     };
     match state {
         JudgementState::Found => Judgement::found(why),
         JudgementState::None => Judgement::none(why),
-        JudgementState::CannotJudge => Judgement::cannot_judge(why, record(opts)),
+        JudgementState::CannotJudge => Judgement::cannot_judge(
+            why,
+            devices
+                .iter()
+                .find_map(|d| judgement(d).record.clone())
+                .unwrap_or_else(|| record(opts)),
+        ),
     }
 }

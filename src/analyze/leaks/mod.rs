@@ -225,6 +225,12 @@ pub struct DeviceLeaks {
     /// What this device's analysis concluded: `found`, `none` (judged: nothing grows) or
     /// `cannot_judge` (why, and what to record).
     pub judgement: Judgement,
+    /// Leaks alone (growth kept outside an autograd graph): `found`, `none`, or `cannot_judge`
+    /// (the device's growth could not be judged, or grows at stacks without frames, which
+    /// cannot tell a leak from a retained graph).
+    pub leak: Judgement,
+    /// Retained autograd graphs alone, judged as [`DeviceLeaks::leak`].
+    pub retained_graph: Judgement,
 }
 
 /// Memory that grows step after step: leaks and retained autograd graphs, with the steps found
@@ -245,6 +251,11 @@ pub struct LeaksReport {
     /// What the analysis concluded over every device: `found` (some device grows), `none`
     /// (every device judged, nothing grows) or `cannot_judge` (why, and what to record).
     pub judgement: Judgement,
+    /// Leaks alone over every device (`found` when some device has one, `none` when every
+    /// device was judged without one, else `cannot_judge`).
+    pub leak: Judgement,
+    /// Retained autograd graphs alone over every device, gathered as [`LeaksReport::leak`].
+    pub retained_graph: Judgement,
 }
 
 /// True when a stack runs under a module's forward (where autograd saves tensors for
@@ -409,6 +420,8 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
                     steps: DeviceSteps::none(dev.id),
                     notes: vec![a.message.clone()],
                     summary: None,
+                    leak: judgement.clone(),
+                    retained_graph: judgement.clone(),
                     judgement,
                 });
                 absent.push(a);
@@ -421,6 +434,8 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
                 summary: summarize(&st),
                 steps: st,
                 notes: vec![a.message.clone()],
+                leak: judgement.clone(),
+                retained_graph: judgement.clone(),
                 judgement,
             });
             absent.push(a);
@@ -436,12 +451,16 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
         }
         let found = device_findings(snap, r, &st, opts);
         let judgement = judge::judged(st.steps.len(), found.len());
+        let leak = judge::of_kind(&judgement, &found, "leak");
+        let retained_graph = judge::of_kind(&judgement, &found, "retained_graph");
         findings.extend(found);
         devices.push(DeviceLeaks {
             summary: summarize(&st),
             steps: st,
             notes,
             judgement,
+            leak,
+            retained_graph,
         });
     }
     if !snap.has_frames() && !judged.is_empty() {
@@ -459,7 +478,9 @@ pub fn run(snap: &Snapshot, replays: &[DeviceReplay], opts: &LeaksOptions) -> Le
     LeaksReport {
         schema_version: crate::analyze::SCHEMA_VERSION,
         findings,
-        judgement: judge::overall(&devices, opts),
+        judgement: judge::overall(&devices, opts, |d| &d.judgement),
+        leak: judge::overall(&devices, opts, |d| &d.leak),
+        retained_graph: judge::overall(&devices, opts, |d| &d.retained_graph),
         devices,
         judged_devices: judged,
         absent,

@@ -3,6 +3,7 @@
 use super::*;
 use crate::input::json_to_pickle;
 use crate::model::build;
+use crate::vocab::absence::JudgementState;
 
 /// A loop of 6 ProfilerSteps keeping, per step, one tensor of a module's forward at
 /// train.py:20 and one tensor made directly at train.py:21, the line's first when `leak_first`.
@@ -273,4 +274,58 @@ fn annotate_events_mark_retained_graphs() {
     assert_eq!(r.findings.len(), 1, "{:?}", r.devices);
     assert_eq!(r.findings[0].kind, "leak");
     assert!(r.findings[0].annotations.is_empty());
+}
+
+/// GIVEN a retained graph and a leak on separate lines, WHEN leaks runs, THEN each kind is
+/// `found` on the device and over the report; GIVEN the same steps kept at stacks without
+/// frames, THEN growth is `found` but neither kind can be judged (nothing shows a forward
+/// pass), with what to record.
+#[test]
+fn each_kind_of_growth_is_judged_apart() {
+    let r = two_lines(false);
+    assert_eq!(r.judgement.state, JudgementState::Found);
+    assert_eq!(r.leak.state, JudgementState::Found);
+    assert_eq!(r.retained_graph.state, JudgementState::Found);
+    assert_eq!(
+        r.retained_graph.why,
+        "judged 6 steps: 1 retained graph (biggest at /u/model.py:5:forward)"
+    );
+    assert_eq!(r.devices[0].leak, r.leak);
+    let (mut trace, mut ann) = (Vec::new(), Vec::new());
+    for step in 0..6u64 {
+        let t0 = 1000 * step;
+        ann.push(format!(
+            r#"{{"name": "ProfilerStep#{step}", "stage": "START", "time_us": {t0}}}"#
+        ));
+        trace.push(format!(
+            r#"{{"action": "alloc", "addr": {}, "size": 1048576, "stream": 0, "time_us": {}}}"#,
+            (step + 1) << 24,
+            t0 + 1
+        ));
+        ann.push(format!(
+            r#"{{"name": "ProfilerStep#{step}", "stage": "END", "time_us": {}}}"#,
+            t0 + 9
+        ));
+    }
+    let r = leaks_of(&trace, &ann);
+    assert_eq!(r.judgement.state, JudgementState::Found);
+    assert_eq!(r.findings[0].site, crate::vocab::sites::NO_FRAMES);
+    for j in [&r.leak, &r.retained_graph] {
+        assert_eq!(j.state, JudgementState::CannotJudge, "{j:?}");
+        assert!(j.why.contains("stacks without frames"), "{}", j.why);
+        assert!(j.record.as_deref().unwrap().contains("stacks="), "{j:?}");
+    }
+}
+
+/// GIVEN growth that is only a leak, THEN the retained graph's `none` names the judged steps
+/// (not the growth's own sentence).
+#[test]
+fn a_kind_not_found_is_none_over_the_judged_steps() {
+    let r = after_a_graph(&[]);
+    assert_eq!(r.retained_graph.state, JudgementState::Found);
+    assert_eq!(r.leak.state, JudgementState::None);
+    assert_eq!(
+        r.leak.why,
+        "judged 6 steps: nothing kept outside an autograd graph grows"
+    );
 }

@@ -320,7 +320,8 @@
       f.immaterial_fixes && f.immaterial_fixes.length ? el("p", { class: "muted", "data-testid": "immaterial" }, "Immaterial (each saves under 1% of the " + fmtBytes(f.demand_bytes) + " to hold): " + f.immaterial_fixes.map((x) => x.id + " (" + fmtBytes(x.saves_bytes) + ")").join(", ")) : null,
       plan ? el("p", { class: "muted" }, plan.fits_now ? "It fits " + fmtBytes(plan.capacity_bytes) + " as it is." : plan.fits
         ? "Plan for " + fmtBytes(plan.capacity_bytes) + " (" + plan.capacity_source + "): " + plan.steps.map((p) => p.id).join(" + ") + " → " + fmtBytes(plan.steps[plan.steps.length - 1].peak_after_bytes) + "."
-        : "With every fix it is still " + fmtBytes(plan.short_by_bytes) + " short of " + fmtBytes(plan.target_bytes) + ".") : null);
+        : "With every fix it is still " + fmtBytes(plan.short_by_bytes) + " short of " + fmtBytes(plan.target_bytes) + ".")
+        : judgementLine(f.capacity, "capacity-judgement", "Capacity: "));
   }
 
   // What to change on the device shown: at its OOM (the OOM card holds the list), else at its peak.
@@ -1607,13 +1608,27 @@
   // The leaks analysis's judgement of a device without a finding: judged and nothing grows, or
   // "cannot judge" with why and what to record (never "no leak found" when it could not judge).
   function leaksJudgement(j) {
+    if (j && j.state === "none") return el("p", { class: "judgement", "data-state": j.state }, "No leak or retained graph: " + j.why + ".");
+    return judgementLine(j, "leaks-judgement", "");
+  }
+  // Any analysis's judgement (leaks, a kind of growth, categories, capacity) as one line:
+  // "Cannot judge: why. Record what." or the reason itself, after `label`.
+  function judgementLine(j, testid, label) {
     if (!j) return null;
+    const attrs = (cls) => ({ class: cls, "data-state": j.state, "data-testid": testid });
     if (j.state === "cannot_judge") {
-      return el("p", { class: "judgement cannot-judge", "data-state": j.state },
+      return el("p", attrs("judgement cannot-judge"), label ? el("b", null, label) : null,
         el("b", null, "Cannot judge: "), rich(j.why), j.record ? el("span", null, ". Record ", rich(j.record), ".") : ".");
     }
-    if (j.state === "none") return el("p", { class: "judgement", "data-state": j.state }, "No leak or retained graph: " + j.why + ".");
-    return el("p", { class: "judgement", "data-state": j.state }, j.why + ".");
+    return el("p", attrs("judgement"), label ? el("b", null, label) : null, rich(j.why + "."));
+  }
+  // Each kind of growth (leak, retained graph) on its own when growth was found (judged
+  // without growth, or not judged, both kinds are what the judgement says), as the CLI does.
+  function leaksKinds(src) {
+    if (!src || !src.leak || !src.retained_graph || src.judgement.state !== "found") return null;
+    const word = (j) => j.state === "found" ? "found" : j.state === "none" ? "none" : "cannot judge: " + j.why + (j.record ? "; record " + j.record : "");
+    return el("p", { class: "judgement kinds", "data-testid": "leaks-kinds", "data-leak": src.leak.state, "data-retained-graph": src.retained_graph.state },
+      rich("Leak: " + word(src.leak) + ". Retained graph: " + word(src.retained_graph) + "."));
   }
   function renderLeaks() {
     const s = sections.leaks;
@@ -1629,6 +1644,7 @@
           el("tr", null, el("td", null, el("span", { class: "badge k-" + f.kind }, f.kind.replace(/_/g, " "))), el("td", { class: "mono site" }, path(shownSite(f.site))), bytesCell(f.bytes_per_step), el("td", { class: "num" }, fmtInt(f.steps)), bytesCell(f.live_bytes_at_end), el("td", { class: "num" }, f.fit_r2 != null ? f.fit_r2.toFixed(3) : "–")),
           el("tr", { class: "fix-row" }, el("td"), el("td", { colspan: 5 }, el("span", { class: "fix-label" }, "Fix: "), rich(f.fix)))])))) :
         leaksJudgement(dl ? dl.judgement : DATA.leaks.judgement),
+      leaksKinds(dl || DATA.leaks),
       notes.length ? el("ul", { class: "plain muted" }, notes.map((t) => el("li", null, rich(t)))) : null,
       !dl ? el("p", { class: "muted" }, "No leak search: this device has no trace.") : null);
   }
@@ -1700,6 +1716,7 @@
           el("td", { class: "num" }, fmtInt(k.count)),
           el("td", null, el("span", { class: "conf conf-" + k.confidence }, k.confidence)),
           el("td", { class: "rules" }, el("ul", { class: "plain" }, (k.rules || []).map((r) => el("li", null, r.rule, el("span", { class: "muted" }, " · " + fmtBytes(r.bytes) + " · " + r.confidence)))))))))),
+      c.judgement && c.judgement.state !== "found" ? judgementLine(c.judgement, "categories-judgement", "") : null,
       c.notes && c.notes.length ? el("ul", { class: "plain muted" }, c.notes.map((t) => el("li", null, rich(t)))) : null);
   }
   function renderSummary() {
