@@ -31,7 +31,7 @@ const url = pathToFileURL(path.resolve(file)).href;
 const out = {
   console_errors: [], page_errors: [], requests: [], ready: false, ready_ms: null, script_ready_ms: null,
   drawn: null, memlens_errors: [], peak_bytes: null, peak_text: null, oom_verdicts: [],
-  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null, top_rows: [], judgements: [],
+  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null, top_rows: [], judgements: [], header: null,
 };
 const memlens = (page) => page.evaluate(() => {
   const m = window.memlens;
@@ -142,6 +142,14 @@ try {
       if (cell) for (const n of cell.childNodes) { if (n.nodeType === 3 || n.nodeName === "WBR") own += n.textContent || ""; }
       return { site: r.getAttribute("data-site"), shown: own, via: via ? via.textContent : null };
     }));
+  }
+
+  // The header's capacity and the device the page opened on.
+  if (out.ready) {
+    out.header = await page.evaluate(() => {
+      const c = document.querySelector("[data-testid=capacity]");
+      return { capacity: c ? c.textContent : null, device: window.memlens.device };
+    });
   }
 
   // Every judgement line the page shows (leaks, each kind of growth, categories, capacity):

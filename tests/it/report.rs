@@ -536,7 +536,14 @@ fn check_page(name: &str, file: &str, page: &Value) {
         "{name}: a network request"
     );
     let report = report_json(Path::new(file));
-    let first = &report["devices"][0];
+    check_header(name, page, &report);
+    // The device the page opened on (the first OOM's, else the highest peak's).
+    let first = report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["device"] == page["header"]["device"])
+        .unwrap_or_else(|| panic!("{name}: the page opened on no device of its JSON"));
     check_sites_as_the_cli_shows_them(name, file, page, first);
     check_judgements(name, page, &report, first["device"].as_u64().unwrap());
     assert!(
@@ -587,10 +594,13 @@ fn check_page(name: &str, file: &str, page: &Value) {
     }
     // The peak shown is `memlens timeline`'s.
     let timeline = json_of(&["timeline", file, "--format", "json"]);
-    assert_eq!(
-        page["peak_bytes"], timeline["devices"][0]["peak_bytes"],
-        "{name}"
-    );
+    let shown = timeline["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["device"] == first["device"])
+        .unwrap_or_else(|| panic!("{name}: no timeline of the device shown"));
+    assert_eq!(page["peak_bytes"], shown["peak_bytes"], "{name}");
     assert!(
         u(&page["drawn"]["timeline_bands"]) > 0,
         "{name}: bands drawn"
@@ -679,6 +689,49 @@ fn check_sites_as_the_cli_shows_them(name: &str, file: &str, page: &Value, first
             }
             None => assert!(row["via"].is_null(), "{name}: {row}"),
         }
+    }
+}
+
+/// The header and the device the page opens on, against the page's JSON and `memlens oom`:
+/// the page opens on the first OOM's device (else the highest peak's); the header's capacity is
+/// the one given or the one the OOM infers — never "not known" beside an OOM that names a GPU.
+fn check_header(name: &str, page: &Value, report: &Value) {
+    let h = &page["header"];
+    let ooms = report["oom"]["ooms"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let want = match ooms.iter().find_map(|o| o["device"].as_u64()) {
+        Some(d) => d,
+        None => {
+            // the highest peak among the devices with a timeline (the first on ties)
+            let mut best: Option<(u64, u64)> = None;
+            for d in report["devices"].as_array().unwrap() {
+                let Some(p) = d["timeline"]["peak_bytes"].as_u64() else {
+                    continue;
+                };
+                if best.is_none_or(|(_, b)| p > b) {
+                    best = Some((d["device"].as_u64().unwrap(), p));
+                }
+            }
+            best.map_or(report["devices"][0]["device"].as_u64().unwrap(), |b| b.0)
+        }
+    };
+    assert_eq!(
+        h["device"], want,
+        "{name}: the page opened on another device"
+    );
+    let text = h["capacity"].as_str().unwrap();
+    match ooms
+        .iter()
+        .find_map(|o| o["capacity_inferred"]["capacity_bytes"].as_u64())
+    {
+        Some(bytes) => {
+            assert_eq!(report["capacity_shown"]["bytes"], bytes, "{name}");
+            assert!(text.contains("inferred at the OOM"), "{name}: {text}");
+            assert!(!text.contains("not known"), "{name}: {text}");
+        }
+        None => assert!(text.contains("not known"), "{name}: {text}"),
     }
 }
 

@@ -51,7 +51,17 @@ def require(condition: bool, why: str) -> None:
         return
     if IN_CI:
         pytest.fail("%s (a prerequisite; required under CI)" % why, pytrace=False)
+    log_skip(why)
     pytest.skip(why)
+
+
+def log_skip(why: str) -> None:
+    """Appends the skip to the file ``MEMLENS_SKIP_LOG`` names, when set: ``scripts/test``
+    counts the lines on its last line ("skipped: N"), as the Rust tests' skips."""
+    path = os.environ.get("MEMLENS_SKIP_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("python: " + why.replace("\n", " ") + "\n")
 
 
 def require_installed() -> None:

@@ -6,6 +6,7 @@
 
 pub mod bands;
 pub mod frames;
+pub mod header;
 pub mod notes;
 pub mod pools;
 pub mod state;
@@ -161,6 +162,12 @@ pub struct PageReport {
     pub layout: Layout,
     /// The GPU capacity given (`--capacity`, `--gpu`); `null` when not given.
     pub capacity_bytes: Option<u64>,
+    /// The capacity the header shows: the one given, else the one an OOM implies (as
+    /// `memlens oom` infers it); `null` when neither.
+    pub capacity_shown: Option<header::ShownCapacity>,
+    /// The device the page opens on: the first OOM's, else the one with the highest peak;
+    /// `null`: the first.
+    pub first_device: Option<u32>,
     /// `memlens summary`.
     pub summary: SummaryReport,
     /// `memlens oom`, when the snapshot holds an OOM; `null` otherwise.
@@ -213,6 +220,8 @@ pub fn run(
         memlens_version: env!("CARGO_PKG_VERSION"),
         layout: snap.layout,
         capacity_bytes: opts.oom.capacity_bytes,
+        capacity_shown: header::capacity(&opts.oom, oom.as_ref()),
+        first_device: header::first_device(oom.as_ref(), replays),
         summary,
         oom,
         advice,

@@ -173,7 +173,8 @@
   // A page served by `memlens serve`: the files served and which one this is (null: static).
   const SERVE = (function () { const e = document.getElementById("memlens-serve"); return e ? JSON.parse(e.textContent) : null; })();
   const TOKEN = SERVE ? new URLSearchParams(location.search).get("token") : null;
-  const S = { dev: 0, moment: 0, showCpp: true, showTorch: true, pinned: null, tl: null };
+  // The page opens on the device Rust chose (the first OOM's, else the highest peak's).
+  const S = { dev: Math.max(0, DATA.devices.findIndex((d) => d.device === DATA.first_device)), moment: 0, showCpp: true, showTorch: true, pinned: null, tl: null };
   const tooltip = el("div", { id: "tooltip", role: "tooltip", hidden: true });
 
   function devPage() { return DATA.devices[S.dev]; }
@@ -275,7 +276,9 @@
       el("div", { class: "meta" },
         el("span", null, "layout ", el("b", null, DATA.layout)),
         el("span", null, "devices ", el("b", null, String(DATA.devices.length))),
-        el("span", null, "capacity ", el("b", null, DATA.capacity_bytes != null ? fmtBytes(DATA.capacity_bytes) : "not known (pass --gpu or --capacity)")),
+        el("span", { "data-testid": "capacity" }, "capacity ", DATA.capacity_shown
+          ? [el("b", { "data-bytes": String(DATA.capacity_shown.bytes) }, fmtBytes(DATA.capacity_shown.bytes)), el("span", { class: "muted" }, " (" + DATA.capacity_shown.source + ")")]
+          : el("b", null, "not known (pass --gpu or --capacity)")),
         el("span", null, "memlens ", el("b", null, DATA.memlens_version))),
       devs.length ? devTable : null,
       warnings.length ? el("div", { class: "notes-block" }, el("h3", null, "Data quality"), el("ul", { class: "flags" }, warnings)) : null,
