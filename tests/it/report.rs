@@ -710,7 +710,7 @@ fn check_header(name: &str, page: &Value, report: &Value) {
                 let Some(p) = d["timeline"]["peak_bytes"].as_u64() else {
                     continue;
                 };
-                if best.is_none_or(|(_, b)| p > b) {
+                if best.map_or(true, |(_, b)| p > b) {
                     best = Some((d["device"].as_u64().unwrap(), p));
                 }
             }
