@@ -31,6 +31,10 @@ pub const SITES_NOT_COMPARABLE: &str = "sites_not_comparable";
 /// sides were categorised from different data: a trace on one, the final blocks on the other).
 pub const CATEGORIES_NOT_COMPARABLE: &str = "categories_not_comparable";
 
+/// What to record so that memory can be attributed to code (a retained graph told from a
+/// leak, memory told by kind): the stacks of the allocations. A judgement's `record`.
+pub const RECORD_STACKS: &str = "the history with Python stacks: `torch.cuda.memory._record_memory_history(stacks=\"python\")` (the default records them), then `torch.cuda.memory._dump_snapshot(...)`";
+
 /// Something a report could not use, with what it still says.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Absence {

@@ -5,10 +5,7 @@
 
 use super::DeviceCategories;
 use crate::units::iec;
-use crate::vocab::absence::{Judgement, JudgementState};
-
-/// What to record so that memory can be told by kind: the stacks of the allocations.
-const RECORD_STACKS: &str = "the history with Python stacks: `torch.cuda.memory._record_memory_history(stacks=\"python\")` (the default records them), then `torch.cuda.memory._dump_snapshot(...)`";
+use crate::vocab::absence::{self, Judgement, JudgementState};
 
 /// What to give when the stacks are there but no rule knows them: rules of one's own.
 const GIVE_RULES: &str = "a history whose stacks reach your own code, or give rules for its frames: `memlens categories --rules FILE`, one `category: regex` per line, matched on `filename:line:name`";
@@ -41,7 +38,7 @@ pub(super) fn device(live: u64, unknown: u64, frames: bool) -> Judgement {
                 format!(
                     "{share}: no stack frames were recorded, and lifetimes alone tell little apart"
                 ),
-                RECORD_STACKS.into(),
+                absence::RECORD_STACKS.into(),
             )
         };
     }
@@ -68,7 +65,7 @@ pub(super) fn overall(devices: &[DeviceCategories]) -> Judgement {
     let Some(first) = devices.first() else {
         return Judgement::cannot_judge(
             "no device has a trace or live blocks to categorise".into(),
-            RECORD_STACKS.into(),
+            absence::RECORD_STACKS.into(),
         );
     };
     let of = |d: &DeviceCategories| d.judgement.state;
@@ -114,7 +111,7 @@ mod tests {
         let j = device(100 << 20, (50 << 20) + 1, false);
         assert_eq!(j.state, JudgementState::CannotJudge);
         assert!(j.why.contains("no stack frames were recorded"), "{}", j.why);
-        assert_eq!(j.record.as_deref(), Some(RECORD_STACKS));
+        assert_eq!(j.record.as_deref(), Some(absence::RECORD_STACKS));
         let j = device(1 << 30, 1 << 30, true);
         assert_eq!(j.record.as_deref(), Some(GIVE_RULES));
         assert_eq!(

@@ -130,10 +130,6 @@ pub(super) fn judged(steps: usize, findings: usize) -> Judgement {
     }
 }
 
-/// What to record so that a retained graph can be told from a leak: the stacks of the
-/// allocations.
-const RECORD_STACKS: &str = "the history with Python stacks: `torch.cuda.memory._record_memory_history(stacks=\"python\")` (the default records them), then `torch.cuda.memory._dump_snapshot(...)`";
-
 /// One kind of growth (`leak` or `retained_graph`) on a device, from the device's growth
 /// judgement and its findings: what could not be judged stays so; a finding of the kind is
 /// `found`; a judged device without one is `none` — except that growth made at stacks without
@@ -158,7 +154,7 @@ pub(super) fn of_kind(growth: &Judgement, found: &[Finding], kind: &str) -> Judg
     if told.is_empty() && found.iter().any(|f| frameless(&f)) {
         return Judgement::cannot_judge(
             format!("memory grows at stacks without frames, where a {what} cannot be told from other growth (nothing shows a forward pass)"),
-            RECORD_STACKS.into(),
+            absence::RECORD_STACKS.into(),
         );
     }
     let mine = if kind == "leak" { told } else { mine };
