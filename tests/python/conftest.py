@@ -39,7 +39,8 @@ def flag_on(value: Optional[str]) -> bool:
 IN_CI = flag_on(os.environ.get("CI"))
 INSTALLED = os.environ.get("MEMLENS_TEST_INSTALLED") == "1"
 # `cargo test` runs these tests from the source tree (tests/it/python_package.rs); the checks of
-# the installed wheel's layout then belong to .ci/run's wheel stage, which runs them all.
+# the installed wheel's layout then belong to .ci/run's wheel stage, which runs the tests marked
+# `installed` (pyproject.toml; test_ci_rule.py checks that every require_installed test is one).
 SOURCE_RUN = os.environ.get("MEMLENS_TEST_SOURCE") == "1"
 # The directory that holds the imported memlens package (site-packages, or python/).
 PACKAGE_PARENT = str(Path(memlens.__file__).resolve().parent.parent)

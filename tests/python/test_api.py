@@ -59,6 +59,7 @@ def test_command_line_refuses_bad_command(cmd: object) -> None:
 # -- analyze ---------------------------------------------------------------------------
 
 
+@pytest.mark.installed
 def test_analyze_summary(memlens_bin: str) -> None:
     report = memlens.analyze("summary", TRAIN)
     assert report["schema_version"] == 1
@@ -133,6 +134,7 @@ def test_memlens_bin_override(monkeypatch: pytest.MonkeyPatch, memlens_bin: str)
 # -- check -----------------------------------------------------------------------------
 
 
+@pytest.mark.installed
 def test_check_passes(memlens_bin: str) -> None:
     r = memlens.check(TRAIN, max_peak="40GiB", max_frag="90%")
     assert r.passed and bool(r) and r.returncode == 0
@@ -206,6 +208,7 @@ def test_format_size() -> None:
 # -- the package as installed --------------------------------------------------------------
 
 
+@pytest.mark.installed
 def test_package_is_typed_and_documented() -> None:
     pkg = Path(memlens.__file__).parent
     assert (pkg / "py.typed").is_file()
@@ -215,6 +218,7 @@ def test_package_is_typed_and_documented() -> None:
             assert obj.__doc__, name
 
 
+@pytest.mark.installed
 def test_installed_wheel_layout(memlens_bin: str) -> None:
     """Under .ci/run (MEMLENS_TEST_INSTALLED=1): the wheel's binary is in the venv's scripts
     directory, found there without MEMLENS_BIN, and is `memlens` on PATH."""

@@ -1,8 +1,11 @@
 """The one definition of "under CI" (conftest.py's ``flag_on``), the same as the Rust tests'
-(tests/common/ci.rs): ``CI=0``, ``CI=false`` and an empty ``CI`` are not CI."""
+(tests/common/ci.rs): ``CI=0``, ``CI=false`` and an empty ``CI`` are not CI; and every check of
+the installed wheel is among the tests .ci/run's wheel stage runs."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Optional
 
 import pytest
@@ -28,3 +31,25 @@ from conftest import flag_on
 )
 def test_ci_values(value: Optional[str], on: bool) -> None:
     assert flag_on(value) is on
+
+
+def test_every_check_of_the_install_runs_against_the_wheel() -> None:
+    """A test that checks the installed wheel (calls ``require_installed``) is marked
+    ``installed``: .ci/run's wheel stage runs only those (``-m installed``), and the source-tree
+    run of ``cargo test`` skips it, so an unmarked one would run nowhere."""
+    unmarked = []
+    checks = 0
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+                continue
+            calls = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+            if "require_installed" not in calls:
+                continue
+            checks += 1
+            marks = {d.attr for d in node.decorator_list
+                     if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Attribute) and d.value.attr == "mark"}
+            if "installed" not in marks:
+                unmarked.append(f"{path.name}::{node.name}")
+    assert checks >= 3, "the checks of the install (require_installed) were not found"
+    assert unmarked == [], unmarked

@@ -14,6 +14,7 @@ from conftest import ROOT, SAMPLES, run_python, subprocess_env
 TRAIN = str(SAMPLES / "train_small.pickle")
 
 
+@pytest.mark.installed
 @pytest.mark.parametrize(
     "args",
     [
@@ -37,6 +38,7 @@ def test_python_m_is_the_binary(memlens_bin: str, args: List[str]) -> None:
     assert via.stderr == direct.stderr
 
 
+@pytest.mark.installed
 def test_python_m_stdin(memlens_bin: str) -> None:
     """The binary inherits standard input (`-` reads the snapshot from it)."""
     data = Path(TRAIN).read_bytes()
@@ -47,6 +49,7 @@ def test_python_m_stdin(memlens_bin: str) -> None:
     assert via.stdout == direct.stdout
 
 
+@pytest.mark.installed
 def test_python_m_without_binary(tmp_path: Path) -> None:
     r = run_python(["-m", "memlens", "summary", TRAIN], subprocess_env(MEMLENS_BIN=str(tmp_path / "none")),
                    cwd=str(ROOT))

@@ -160,6 +160,7 @@ def test_the_server_reads_only_inside_allow(tmp_path: Path) -> None:
     assert json.dumps(ok)
 
 
+@pytest.mark.installed
 def test_the_binary_starts_the_same_server() -> None:
     """``memlens mcp`` (the binary) starts this package's server: the same tools, one answer."""
     _need_mcp()
@@ -332,6 +333,7 @@ def test_a_fifo_swapped_in_is_refused_and_never_hangs(tmp_path: Path) -> None:
     assert races >= 100 and results and refusals, (races, len(results), refusals)
 
 
+@pytest.mark.installed
 def test_the_binary_never_imports_packages_of_its_working_directory(tmp_path: Path) -> None:
     """``memlens mcp`` started where an ``mcp/`` and a ``memlens/`` package lie (a checkout the
     agent works in) starts the real server and never imports them (Python runs isolated)."""

@@ -90,6 +90,7 @@ def test_a_changed_file_is_decoded_again(tmp_path: Path) -> None:
         assert first["devices"] == memlens.analyze("summary", SAMPLES / "train_small.pickle")["devices"]
 
 
+@pytest.mark.installed
 def test_to_pandas_holds_the_numbers() -> None:
     require(HAVE_PANDAS, "pandas (pip install 'memlens[pandas]') is not installed")
     snap = memlens.open(FRAG)

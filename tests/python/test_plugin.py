@@ -49,6 +49,7 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, memlens_bin:
     return go
 
 
+@pytest.mark.installed
 def test_entry_point() -> None:
     """The wheel registers the plugin with pytest (pytest11), and pytest loaded it."""
     require_installed()
@@ -57,11 +58,13 @@ def test_entry_point() -> None:
     assert [ep.value for ep in group if ep.name == "memlens"] == ["memlens.pytest_plugin"]
 
 
+@pytest.mark.installed
 def test_entry_point_loaded(request: pytest.FixtureRequest) -> None:
     require_installed()
     assert request.config.pluginmanager.has_plugin("memlens")
 
 
+@pytest.mark.installed
 def test_pass_and_fail(pytester: pytest.Pytester, run) -> None:  # type: ignore[no-untyped-def]
     pytester.makepyfile(test_mem=TESTS)
     result = run(str(FAKE_TORCH))

@@ -48,6 +48,7 @@ def spy(fake_torch: Any, monkeypatch: pytest.MonkeyPatch) -> List[Dict[str, Any]
     return calls
 
 
+@pytest.mark.installed
 def test_context_manager(fake_torch: Any, spy: List[Dict[str, Any]], tmp_path: Path) -> None:
     path = tmp_path / "sub" / "snap.pickle"
     keep = _alloc(fake_torch, 4)
@@ -321,6 +322,7 @@ def script(tmp_path: Path) -> Path:
     return p
 
 
+@pytest.mark.installed
 def test_python_m_record(memlens_bin: str, script: Path, tmp_path: Path) -> None:
     out, seen = tmp_path / "snap.pickle", tmp_path / "seen.json"
     r = run_python(["-m", "memlens", "record", "-o", str(out), "--", str(script), str(seen), "--lr", "1"],
