@@ -32,16 +32,42 @@ fn i(v: &Value) -> i64 {
     v.as_i64().unwrap_or_else(|| panic!("not an index: {v}"))
 }
 
-/// The base of `band` at sample `s`, from its change points.
-fn base_at(band: &Value, s: u64) -> u64 {
-    let pts = band["base"].as_array().unwrap();
-    let mut base = None;
-    for pair in pts.chunks(2) {
-        if u(&pair[0]) <= s {
-            base = Some(u(&pair[1]));
+/// What the stacking check reads of one band at every sample, read from the JSON once (a
+/// lookup per band and sample made the check most of this module's time on real files).
+struct Stacked<'a> {
+    band: &'a Value,
+    first: usize,
+    last: usize,
+    size: u64,
+    /// The change points of its base: (sample, base) pairs.
+    base: Vec<(u64, u64)>,
+}
+
+impl<'a> Stacked<'a> {
+    fn new(band: &'a Value) -> Self {
+        let pts = band["base"].as_array().unwrap();
+        Stacked {
+            band,
+            first: u(&band["first_sample"]) as usize,
+            last: u(&band["last_sample"]) as usize,
+            size: u(&band["size"]),
+            base: pts
+                .chunks(2)
+                .map(|pair| (u(&pair[0]), u(&pair[1])))
+                .collect(),
         }
     }
-    base.unwrap_or_else(|| panic!("no base at sample {s}: {band}"))
+
+    /// Its base at sample `s`, from its change points.
+    fn base_at(&self, s: u64) -> u64 {
+        let mut base = None;
+        for &(at, b) in &self.base {
+            if at <= s {
+                base = Some(b);
+            }
+        }
+        base.unwrap_or_else(|| panic!("no base at sample {s}: {}", self.band))
+    }
 }
 
 /// Every invariant of one report's JSON that can be checked from the JSON itself, plus the
@@ -198,12 +224,13 @@ fn check_timeline(name: &str, t: &Value, n_stacks: u64) {
             assert!(ev.contains(&free), "{name}: free sample");
         }
     }
+    let stacked: Vec<Stacked> = bands.iter().map(Stacked::new).collect();
     for k in 0..n {
         let mut base = 0;
-        for b in bands {
-            if u(&b["first_sample"]) as usize <= k && k <= u(&b["last_sample"]) as usize {
-                assert_eq!(base_at(b, k as u64), base, "{name}: base at sample {k}");
-                base += u(&b["size"]);
+        for b in &stacked {
+            if b.first <= k && k <= b.last {
+                assert_eq!(b.base_at(k as u64), base, "{name}: base at sample {k}");
+                base += b.size;
             }
         }
         assert_eq!(
