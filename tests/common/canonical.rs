@@ -49,6 +49,21 @@ pub fn canonical_event(s: &Snapshot, e: &TraceEvent) -> String {
     event_with_stack(s, e, &canonical_stack(s, e.stack))
 }
 
+/// [`canonical_event`] of each of `events` (of snapshot `s`), in order: the same strings, each
+/// stack spelled once per id instead of once per event.
+pub fn canonical_events(s: &Snapshot, events: &[TraceEvent]) -> Vec<String> {
+    let mut stacks: HashMap<StackId, String> = HashMap::new();
+    events
+        .iter()
+        .map(|e| {
+            let stack = stacks
+                .entry(e.stack)
+                .or_insert_with(|| canonical_stack(s, e.stack));
+            event_with_stack(s, e, stack)
+        })
+        .collect()
+}
+
 /// [`canonical_event`] with its stack already spelled (or named).
 fn event_with_stack(s: &Snapshot, e: &TraceEvent, stack: &str) -> String {
     let plain = TraceEvent {
