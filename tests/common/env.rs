@@ -19,6 +19,31 @@ fn unavailable<T>(expected: &str, why: &str) -> Option<T> {
     unavailable_under(ci(), expected, why)
 }
 
+/// The interpreter `python3` on PATH runs (its `sys.executable`), found once per test process:
+/// the tests start it directly. Where `python3` is a launcher script (pyenv's shim: a bash
+/// script that runs `pyenv exec`), each start through it cost about 0.1 s more, and the tests
+/// start Python hundreds of times. `python3` itself when that cannot be asked, so that
+/// [`require_python`] reports why under the CI rule.
+pub fn python3() -> &'static std::path::Path {
+    static PYTHON3: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON3.get_or_init(|| {
+        let o = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output();
+        match o {
+            Ok(o) if o.status.success() => {
+                let path = String::from_utf8_lossy(&o.stdout).trim().to_string();
+                if path.is_empty() {
+                    PathBuf::from("python3")
+                } else {
+                    PathBuf::from(path)
+                }
+            }
+            _ => PathBuf::from("python3"),
+        }
+    })
+}
+
 /// `../shared/samples/real`, beside the repository.
 pub fn shared_real_dir() -> PathBuf {
     super::root().join("../shared/samples/real")
@@ -63,7 +88,7 @@ pub fn require_real(name: &str) -> Option<PathBuf> {
 /// True when `python3` runs (with `pickle` and `json`); when it does not, a skip (`false`)
 /// outside CI and a failure under it.
 pub fn require_python() -> bool {
-    let run = Command::new("python3")
+    let run = Command::new(python3())
         .arg("-c")
         .arg("import pickle, json")
         .output();
@@ -123,7 +148,7 @@ pub fn require_browser() -> Option<Browser> {
 
 /// pytest for the Python package's tests, under the CI rule (`.ci/run` installs it).
 pub fn require_pytest() -> bool {
-    let run = Command::new("python3")
+    let run = Command::new(python3())
         .args(["-m", "pytest", "--version"])
         .output();
     let why = match run {
@@ -140,7 +165,7 @@ pub fn require_pytest() -> bool {
 /// Python modules `names` (e.g. `duckdb`, `dask`: the dataset and fleet-recipe tests), under
 /// the CI rule (`.ci/run` installs them with pip).
 pub fn require_python_modules(names: &[&str]) -> bool {
-    let run = Command::new("python3")
+    let run = Command::new(python3())
         .arg("-c")
         .arg(format!("import {}", names.join(", ")))
         .output();

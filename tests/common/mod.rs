@@ -137,7 +137,7 @@ where
 
 /// Runs the Python oracle `tests/oracle/snapshot_oracle.py CMD FILE` and parses its JSON.
 pub fn oracle(cmd: &str, file: &Path) -> serde_json::Value {
-    let out = Command::new("python3")
+    let out = Command::new(python3())
         .arg(root().join("tests/oracle/snapshot_oracle.py"))
         .arg(cmd)
         .arg(file)
@@ -468,7 +468,7 @@ pub fn split_peak_rss(mut o: Output) -> (Output, u64) {
 /// `tests/oracle/replay_oracle.py peak FILE`: the independent replay's peak and what was
 /// alive there (JSON).
 pub fn replay_oracle_peak(file: &std::path::Path) -> serde_json::Value {
-    let out = std::process::Command::new("python3")
+    let out = std::process::Command::new(python3())
         .arg(root().join("tests/oracle/replay_oracle.py"))
         .arg("peak")
         .arg(file)

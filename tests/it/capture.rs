@@ -10,7 +10,7 @@ fn capture_scripts_self_test() {
     if !require_python() {
         return;
     }
-    let o = std::process::Command::new("python3")
+    let o = std::process::Command::new(python3())
         .arg(root().join("samples/capture/selftest.py"))
         .current_dir(root())
         .output()

@@ -20,7 +20,7 @@ def q(sql):
         sql = sql.replace("{%s}" % t, "read_parquet('%s/table=%s/**/*.parquet', hive_partitioning=true, union_by_name=true)" % (D, t))
     return con.sql(sql).fetchall()
 "#;
-    let o = Command::new("python3")
+    let o = Command::new(python3())
         .arg("-c")
         .arg(format!("{prelude}\n{script}"))
         .arg(dir)

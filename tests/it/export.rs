@@ -528,7 +528,7 @@ for t in d["device_traces"]:
             assert {"name", "filename", "line"} <= set(f) <= {"name", "filename", "line", "fx_node_op", "fx_node_name", "fx_node_target", "fx_original_trace"}, f
 print("ok")
 "#;
-    let o = std::process::Command::new("python3")
+    let o = std::process::Command::new(python3())
         .arg("-c")
         .arg(script)
         .arg(path)

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn fleet_scan(snapshots: &Path, dataset: &Path, scheduler: &str) -> Value {
-    let o = Command::new("python3")
+    let o = Command::new(python3())
         .arg(root().join("examples/fleet_scan.py"))
         .arg(snapshots)
         .arg(dataset)

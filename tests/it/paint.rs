@@ -138,7 +138,7 @@ fn million_events(dir: &Path) -> Option<PathBuf> {
         return None;
     }
     let out = dir.join("million.pickle");
-    let o = Command::new("python3")
+    let o = Command::new(python3())
         .arg(root().join("samples/gen/gen_samples.py"))
         .args(["big", "--entries", "1000000", "--layout", "shared", "--out"])
         .arg(&out)

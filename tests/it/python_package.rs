@@ -13,7 +13,7 @@ fn python_package_tests_pass() {
     if !require_pytest() {
         return;
     }
-    let o = Command::new("python3")
+    let o = Command::new(python3())
         .args([
             "-m",
             "pytest",

@@ -22,7 +22,7 @@ for dst, protocol in zip(sys.argv[2::2], sys.argv[3::2]):
     with open(dst, "wb") as f:
         pickle.dump(obj, f, protocol=int(protocol))
 "#;
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new(python3());
     cmd.arg("-c").arg(script).arg(src);
     for (protocol, dst) in outputs {
         cmd.arg(dst).arg(protocol.to_string());

@@ -6,7 +6,7 @@
 //! of `check` stay, Markdown keeps its table, SVG and XML parse. And the page: its policy runs
 //! only its own script (issue 36, item 6).
 
-use crate::common::{memlens, require_browser, root};
+use crate::common::{memlens, python3, require_browser, root};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -281,7 +281,7 @@ fn without_escapes(s: &str) -> String {
 
 /// `text` parses as XML 1.0 (Python's expat, as CI has python3).
 fn xml_parses(text: &str, what: &str) {
-    let mut p = Command::new("python3")
+    let mut p = Command::new(python3())
         .args([
             "-c",
             "import sys, xml.dom.minidom as m; m.parseString(sys.stdin.buffer.read())",
@@ -367,7 +367,7 @@ fn the_page_policy_names_its_one_script_by_hash() {
     let html = std::fs::read_to_string(&out).unwrap();
     let (script, csp) = page_script_and_policy(&html);
     // The hash computed apart from memlens (Python's hashlib and base64).
-    let mut p = Command::new("python3")
+    let mut p = Command::new(python3())
         .args(["-c", "import sys, hashlib, base64; print(base64.b64encode(hashlib.sha256(sys.stdin.buffer.read()).digest()).decode())"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
