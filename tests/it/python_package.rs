@@ -1,7 +1,7 @@
 //! The Python package's tests (`tests/python`: the API against the CLI's JSON on every
 //! sample, `record` and its OOM hook with the stand-in torch, the pytest plugin) run from the
 //! source tree (`PYTHONPATH=python`, this build's binary), so `cargo test` runs every test.
-//! `.ci/run` runs those marked `installed` again against the installed wheel in a fresh venv,
+//! `scripts/test` runs those marked `installed` again against the installed wheel in a fresh venv,
 //! with the checks of the wheel's own layout. pytest follows the CI rule: `.ci/run` installs it.
 
 use crate::common;

@@ -1,7 +1,7 @@
 """Shared fixtures of the Python package's tests.
 
 They run against whichever ``memlens`` package Python imports: the installed wheel (as
-``.ci/run`` does, in a fresh venv; ``MEMLENS_TEST_INSTALLED=1`` then also checks the wheel's
+``scripts/test`` does, in a fresh venv; ``MEMLENS_TEST_INSTALLED=1`` then also checks the wheel's
 layout), or the source tree with ``PYTHONPATH=python MEMLENS_BIN=target/release/memlens``.
 Recording is tested against the stand-in torch of samples/capture/fake_torch (a toy
 allocator, not PyTorch). A missing prerequisite (the binary, the samples) skips with a
@@ -39,7 +39,7 @@ def flag_on(value: Optional[str]) -> bool:
 IN_CI = flag_on(os.environ.get("CI"))
 INSTALLED = os.environ.get("MEMLENS_TEST_INSTALLED") == "1"
 # `cargo test` runs these tests from the source tree (tests/it/python_package.rs); the checks of
-# the installed wheel's layout then belong to .ci/run's wheel stage, which runs the tests marked
+# the installed wheel's layout then belong to the wheel stage of scripts/test, which runs the tests marked
 # `installed` (pyproject.toml; test_ci_rule.py checks that every require_installed test is one).
 SOURCE_RUN = os.environ.get("MEMLENS_TEST_SOURCE") == "1"
 # The directory that holds the imported memlens package (site-packages, or python/).
@@ -67,9 +67,9 @@ def log_skip(why: str) -> None:
 
 def require_installed() -> None:
     """The test checks an installed wheel: skip in the source-tree run of `cargo test` (the
-    wheel stage of .ci/run runs it), else as ``require``."""
+    wheel stage of scripts/test runs it), else as ``require``."""
     if SOURCE_RUN and not INSTALLED:
-        pytest.skip("checks the installed wheel: run by .ci/run's wheel stage")
+        pytest.skip("checks the installed wheel: run by the wheel stage of scripts/test")
     require(INSTALLED, "not testing an installed wheel (set MEMLENS_TEST_INSTALLED=1 after pip install)")
 
 

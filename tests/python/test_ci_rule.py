@@ -1,6 +1,6 @@
 """The one definition of "under CI" (conftest.py's ``flag_on``), the same as the Rust tests'
 (tests/common/ci.rs): ``CI=0``, ``CI=false`` and an empty ``CI`` are not CI; and every check of
-the installed wheel is among the tests .ci/run's wheel stage runs."""
+the installed wheel is among the tests the wheel stage of scripts/test runs."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_ci_values(value: Optional[str], on: bool) -> None:
 
 def test_every_check_of_the_install_runs_against_the_wheel() -> None:
     """A test that checks the installed wheel (calls ``require_installed``) is marked
-    ``installed``: .ci/run's wheel stage runs only those (``-m installed``), and the source-tree
+    ``installed``: the wheel stage of scripts/test runs only those (``-m installed``), and the source-tree
     run of ``cargo test`` skips it, so an unmarked one would run nowhere."""
     unmarked = []
     checks = 0
