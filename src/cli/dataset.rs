@@ -1,7 +1,8 @@
 //! `memlens batch --format parquet -o DIR`: each file's tables (`compose::dataset`)
 //! written as Parquet files of a Hive-partitioned dataset,
 //! `DIR/table=NAME[/KEY=VALUE...]/part-STEM-HASH.parquet`, each through a temporary file
-//! renamed into place (`output::emit`).
+//! renamed into place (`output::write_file`); the command ends saying the directory, its
+//! file count and their total size on standard error (`output::say_written`).
 //!
 //! A file's parts depend on that file alone and are named by it (its stem and a hash of its
 //! path as named), so separate processes given disjoint shards of files write into one
@@ -9,8 +10,9 @@
 //! has no such rows), so each table's glob matches as soon as one file is written.
 
 use super::args::DeviceArg;
+use super::output::{self, Written};
 use super::pipeline::Loaded;
-use super::{output, progress, Outcome};
+use super::{progress, Outcome};
 use memlens::compose::batch::rank_of;
 use memlens::compose::dataset::{self, Source, Table};
 use memlens::error::quoted_path;
@@ -185,7 +187,7 @@ fn one(
     device: DeviceArg,
     parts: &Partitioning,
     force: bool,
-) -> Result<Result<usize, Error>, Error> {
+) -> Result<(Result<usize, Error>, Written), Error> {
     let name = path.display().to_string();
     let (tables, failure): (Vec<Table>, Option<Error>) = match self::load(path, load, device)
         .and_then(|(l, sha)| {
@@ -206,6 +208,11 @@ fn one(
     };
     let dirs = parts.dirs(path);
     let mut rows = 0;
+    let mut written = Written {
+        path: dir.to_path_buf(),
+        bytes: 0,
+        files: Some(0),
+    };
     for t in &tables {
         let p = part_path(dir, t.name, &dirs, path);
         if let Some(parent) = p.parent() {
@@ -213,13 +220,15 @@ fn one(
         }
         let bytes = memlens::render::parquet::write(t)
             .map_err(|e| Error::Usage(format!("{}: table {}: {e}", quoted_path(path), t.name)))?;
-        output::emit(Some(&p), force, |w| w.write_all(&bytes))?;
+        written.bytes += output::write_file(&p, force, |w| w.write_all(&bytes))?;
+        written.files = written.files.map(|n| n + 1);
         rows += t.rows.len();
     }
-    Ok(match failure {
+    let rows = match failure {
         Some(e) => Err(e),
         None => Ok(rows),
-    })
+    };
+    Ok((rows, written))
 }
 
 /// Writes the dataset of `files` into `dir` (`-o`), one file per rayon worker of `pool`.
@@ -245,7 +254,8 @@ pub fn run(
     }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
     let bar = progress::files_bar(files.len() as u64);
-    let results: Vec<Result<Result<usize, Error>, Error>> = pool.install(|| {
+    type One = Result<(Result<usize, Error>, Written), Error>;
+    let results: Vec<One> = pool.install(|| {
         files
             .par_iter()
             .map(|f| {
@@ -257,8 +267,16 @@ pub fn run(
     });
     bar.finish_and_clear();
     let (mut failed, mut rows) = (0, 0);
+    let mut written = Written {
+        path: dir.to_path_buf(),
+        bytes: 0,
+        files: Some(0),
+    };
     for r in results {
-        match r? {
+        let (r, w) = r?;
+        written.bytes += w.bytes;
+        written.files = written.files.zip(w.files).map(|(a, b)| a + b);
+        match r {
             Ok(n) => rows += n,
             Err(e) => {
                 eprintln!(
@@ -284,6 +302,7 @@ pub fn run(
             String::new()
         }
     );
+    output::record_written(written);
     Ok(if failed > 0 {
         Outcome::InputErrors
     } else {

@@ -124,6 +124,8 @@ pub fn main() -> i32 {
         }
     };
     let result = execute(cli);
+    // What the command wrote with -o, said once it is in place (before any error).
+    output::say_written();
     let code = exit_code(result);
     // Tests and benchmarks read this process's own peak memory here (a child's rusage also
     // counts what its parent had mapped when it forked).

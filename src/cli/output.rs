@@ -1,6 +1,8 @@
 //! Where reports go: standard output, or a file written to a temporary name and renamed,
 //! never replacing an existing file without `--force`; and how wide text may be there (the
-//! terminal's width on a terminal, no limit on a pipe or in a file, or `--width`).
+//! terminal's width on a terminal, no limit on a pipe or in a file, or `--width`). Each file
+//! written is kept in [`take_written`]'s list, for the one `memlens: wrote PATH (SIZE)` line
+//! the command ends with on standard error ([`say_written`]).
 
 use super::args::OutputArgs;
 use super::report::Formats;
@@ -52,7 +54,59 @@ pub fn captured<T>(f: impl FnOnce() -> T) -> (T, Vec<u8>) {
     (r, bytes)
 }
 
-/// Writes what `write` produces to `path` (or stdout when `None`).
+/// A file a command wrote: its path as given and its size; `files` counts the files of a
+/// directory written (a dataset), `None` for one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The path as the command line gave it.
+    pub path: PathBuf,
+    /// Bytes written (all the directory's files, for a directory).
+    pub bytes: u64,
+    /// How many files, for a directory.
+    pub files: Option<usize>,
+}
+
+impl Written {
+    /// The line that says it: `memlens: wrote report.html (2.31 MiB)`, or
+    /// `memlens: wrote out (12 files, 1.50 MiB)` for a directory.
+    pub fn line(&self) -> String {
+        let size = memlens::units::iec(self.bytes);
+        let what = match self.files {
+            Some(n) => format!("{}, {size}", memlens::units::plural(n as u64, "file")),
+            None => size,
+        };
+        format!(
+            "memlens: wrote {} ({what})",
+            memlens::error::quoted_path(&self.path)
+        )
+    }
+}
+
+thread_local! {
+    /// The files written on this thread since [`take_written`] last ran.
+    static WRITTEN: std::cell::RefCell<Vec<Written>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Notes that a command wrote `w` (said by [`say_written`] once the command ends).
+pub fn record_written(w: Written) {
+    WRITTEN.with(|l| l.borrow_mut().push(w));
+}
+
+/// The files written on this thread since the last call, oldest first; the list is emptied.
+pub fn take_written() -> Vec<Written> {
+    WRITTEN.with(|l| std::mem::take(&mut *l.borrow_mut()))
+}
+
+/// Prints one line on standard error for each file the command wrote (after each rename
+/// succeeded), so standard output keeps only the report.
+pub fn say_written() {
+    for w in take_written() {
+        eprintln!("{}", w.line());
+    }
+}
+
+/// Writes what `write` produces to `path` (or stdout when `None`); a file written is
+/// recorded for [`say_written`].
 pub fn emit(
     path: Option<&Path>,
     force: bool,
@@ -76,15 +130,35 @@ pub fn emit(
                 .and_then(|_| lock.flush())
                 .map_err(|e| Error::io(Path::new("<stdout>"), &e))
         }
-        Some(p) => atomic_write(p, force, write),
+        Some(p) => {
+            let bytes = atomic_write(p, force, write)?;
+            record_written(Written {
+                path: p.to_path_buf(),
+                bytes,
+                files: None,
+            });
+            Ok(())
+        }
     }
 }
 
+/// Writes what `write` produces to `path` through a temporary file renamed into place, as
+/// [`emit`] does, without recording it: the bytes written. For the files of a directory
+/// that the command reports as one ([`Written::files`]).
+pub fn write_file(
+    path: &Path,
+    force: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<u64, Error> {
+    atomic_write(path, force, write)
+}
+
+/// Writes the file; returns its size once renamed into place.
 fn atomic_write(
     path: &Path,
     force: bool,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), Error> {
+) -> Result<u64, Error> {
     // What the path leads to (through a symlink): only a regular file is ever replaced, so
     // `-o /dev/full --force` cannot turn a device node into a file.
     if let Ok(meta) = std::fs::metadata(path) {
@@ -123,12 +197,18 @@ fn atomic_write(
             .and_then(|_| w.flush())
             .map_err(|e| Error::io(path, &e))?;
     }
+    let bytes = tmp
+        .as_file()
+        .metadata()
+        .map_err(|e| Error::io(path, &e))?
+        .len();
     let persisted = if force {
         tmp.persist(path).map(|_| ())
     } else {
         tmp.persist_noclobber(path).map(|_| ())
     };
-    persisted.map_err(|e| Error::io(path, &e.error))
+    persisted.map_err(|e| Error::io(path, &e.error))?;
+    Ok(bytes)
 }
 
 /// Writes `report` in the format `args` ask for, where they ask (see [`emit`]); `title`

@@ -190,6 +190,8 @@ fn run_one(argv: &[String]) -> (i32, String, Option<String>) {
         }
     }
     let (result, printed) = output::captured(|| super::execute(cli));
+    // A session answers on standard output only: what a command wrote is not said.
+    drop(output::take_written());
     let stdout = String::from_utf8_lossy(&printed).into_owned();
     match result {
         Ok(Outcome::Ok) => (0, stdout, None),

@@ -245,7 +245,15 @@ fn an_unreadable_file_is_a_row_and_exit_2() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    // The file's one line, then what was written (both files' parts: the failed one's rows
+    // say why).
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].contains("Cargo.toml"), "{err}");
+    assert!(
+        lines[1].starts_with(&format!("memlens: wrote {} (", dir.display())),
+        "{err}"
+    );
     let got = duckdb(
         &dir,
         r#"print(json.dumps(q("select regexp_extract(file, '[^/]+$'), ok, error is not null, job from {files} order by 1")))"#,

@@ -73,6 +73,7 @@ mod surfaces;
 mod terminal;
 mod whatif;
 mod wrapping;
+mod written;
 
 /// The integration tests stay one binary: a new `tests/NAME.rs` would be linked as one more
 /// (cargo's auto-discovery still runs it), so it belongs here as `tests/it/NAME.rs`.

@@ -189,9 +189,16 @@ fn batch_parquet_reads_a_fifo_a_pipe_and_dev_zero_as_streams_in_one_pass() {
     let o = batch("zero", Path::new("/dev/zero"));
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
     assert_eq!(
-        err,
-        "memlens: /dev/zero: byte 0: expected a snapshot (a pickle, gzip, zstd or JSON), found 0x00: not a snapshot\n"
+        lines[0],
+        "memlens: /dev/zero: byte 0: expected a snapshot (a pickle, gzip, zstd or JSON), found 0x00: not a snapshot"
+    );
+    // Then what was written: its `files` row, which says why, and the other tables' parts.
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[1].starts_with("memlens: wrote ") && lines[1].contains(" files, "),
+        "{err}"
     );
     assert!(text(&o.stdout).contains("1 of them unreadable"));
 }
