@@ -1,6 +1,6 @@
 //! `memlens serve FILE... [--port N] [--bind ADDR]`: bind first (a busy port fails before any
-//! decoding), decode and report every file once, print the URL line, serve until SIGINT or
-//! SIGTERM (exit 0).
+//! decoding), decode and report every file once, print the URL line (and on standard error
+//! how to stop it), serve until SIGINT or SIGTERM (exit 0).
 
 use super::args::{stdin_once, DeviceArg, PageArgs};
 use super::pipeline::{GlobalOptions, Loaded};
@@ -97,6 +97,8 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     out.write_all(lines.as_bytes()).map_err(stdout_error)?;
     out.flush().map_err(stdout_error)?;
     drop(out);
+    // Beside the URL for the person who started it; standard output keeps the URL lines only.
+    eprintln!("memlens: press Ctrl-C to stop the server");
     let mut state = State::new(files, opts);
     if let Some(r) = runs_page {
         state = state.with_runs(r);

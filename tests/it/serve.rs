@@ -1,8 +1,8 @@
 //! `memlens serve`: the binary started as a server and spoken to over plain TCP (a small
 //! HTTP/1.1 client of its own below): the URL line, loopback only, the token and `Host`
 //! checks, nothing but the three routes, no bodies, no other methods, the window and moment
-//! answers against `timeline`, two clients at once, exit 0 on SIGINT, the warning of
-//! `--bind 0.0.0.0`, and one line and exit 2 for a taken port or a missing file.
+//! answers against `timeline`, two clients at once, exit 0 on SIGINT and the line saying so,
+//! the warning of `--bind 0.0.0.0`, and one line and exit 2 for a taken port or a missing file.
 
 use crate::common;
 use common::*;
@@ -544,6 +544,26 @@ fn a_server_answers_its_routes_and_nothing_else() {
     let code = wait_exit(&mut srv.child, Duration::from_secs(10));
     assert_eq!(code, Some(0), "exit after SIGINT; stderr: {}", srv.stderr());
     eprintln!("stopped {:.2} s after SIGINT", t0.elapsed().as_secs_f64());
+}
+
+/// Beside the URL, on standard error, the line that says how to stop it (once, alone).
+#[test]
+fn the_server_says_how_to_stop_it() {
+    let srv = Serving::start(&[TRAIN]);
+    let t0 = Instant::now();
+    while !srv.stderr().contains('\n') && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = srv.stderr();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("Ctrl-C") || l.starts_with("memlens"))
+        .collect();
+    assert_eq!(
+        lines,
+        ["memlens: press Ctrl-C to stop the server"],
+        "stderr: {err}"
+    );
 }
 
 #[test]
