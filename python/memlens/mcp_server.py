@@ -6,7 +6,7 @@ Tools: ``summary``, ``top``, ``oom``, ``explain``, ``fit``, ``whatif``, ``diff``
 every file is decoded once whichever tools ask) for the command's ``--format json`` and
 returns that report as structured content, valid against the command's published schema
 (``docs/schemas/``, shipped in the package and declared as the tool's output schema), with a
-short text rendering beside it. What a tool returns is bounded so an agent's context is not
+short text rendering and the JSON serialized beside it (two text blocks). What a tool returns is bounded so an agent's context is not
 flooded: every list is cut to ``limit`` items (sites, rows; 20 by default, at most 200),
 every stack to 12 frames, every string to 400 characters; what was cut is listed in
 ``memlens_truncated`` (``{path, shown, total}``), and ``limit`` brings more.
@@ -22,6 +22,7 @@ session that died is a tool error whose text is memlens's one line. Nothing is w
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import stat
@@ -305,10 +306,19 @@ def open_allowed(path: Any, allow: Sequence[str]) -> tuple[int, str]:
         raise
 
 
+def unknown_argument(tool: Tool, name: str) -> str:
+    """The refusal of argument ``name``, which ``tool`` does not take: naming the closest
+    argument it takes (``(did you mean 'cand'?)``), else every one it takes."""
+    valid = list(tool.properties)
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "it takes " + ", ".join(repr(v) for v in valid)
+    return f"memlens: {tool.name}: unknown argument {name!r} ({hint})"
+
+
 def _check_arguments(tool: Tool, args: dict[str, Any]) -> None:
     for k in args:
         if k not in tool.properties:
-            raise Refused(f"memlens: {tool.name}: unknown argument {k!r}")
+            raise Refused(unknown_argument(tool, k))
     for k in tool.required:
         if k not in args:
             raise Refused(f"memlens: {tool.name}: missing argument {k!r}")
@@ -431,12 +441,19 @@ def text_of(name: str, result: dict[str, Any]) -> str:
     """A few lines for a client that shows text: what the tool returned, what it judged and
     what was cut."""
     cut = result.get("memlens_truncated", [])
-    head = f"memlens {name}: {len(json.dumps(result))} bytes of JSON (structured content)"
+    head = f"memlens {name}: {len(json.dumps(result))} bytes of JSON (structured content, and the next text block)"
     lines = [head] + judgement_lines(result)
     lines += [f"cut {c['path']}: {c['shown']} of {c['total']}" for c in cut[:10]]
     if len(cut) > 10:
         lines.append(f"... {len(cut) - 10} more lists cut (raise `limit`)")
     return "\n".join(lines)
+
+
+def texts_of(name: str, result: dict[str, Any]) -> list[str]:
+    """The tool result's text blocks: :func:`text_of`'s lines, then the structured content
+    serialized, as the MCP specification asks of a tool that returns structured content (for
+    clients that read only text blocks)."""
+    return [text_of(name, result), json.dumps(result, sort_keys=False)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -473,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 (every failure is a tool error with memlens's one line)
             return types.CallToolResult(content=[types.TextContent(text=error_line(e))], is_error=True)
         return types.CallToolResult(
-            content=[types.TextContent(text=text_of(params.name, result))],
+            content=[types.TextContent(text=t) for t in texts_of(params.name, result)],
             structured_content=result,
         )
 

@@ -90,6 +90,10 @@ def test_every_tool_answers_as_the_cli_does_within_its_schema() -> None:
         jsonschema.validate(got, mcp_server.output_schema(name))
         text = res.content[0].text
         assert text.startswith(f"memlens {name}: "), text
+        # The structured content, serialized, in the second text block (as the spec asks).
+        assert len(res.content) == 2, (name, res.content)
+        assert json.loads(res.content[1].text) == got, name
+        assert json.loads(res.content[1].text) == want, name
 
 
 def test_results_are_bounded() -> None:
@@ -126,6 +130,7 @@ def test_refusals_are_tool_errors_with_memlens_line(tmp_path: Path) -> None:
         ("top", {"path": "samples/train_small.pickle", "color": "red"}),
         ("diff", {"base": "samples/diff_base.pickle"}),
         ("nope", {}),
+        ("diff", {"base": "samples/diff_base.pickle", "candidate": "samples/diff_cand.pickle"}),
     ]
     _, results = _session(calls, str(ROOT))
     for (name, args), res in zip(calls, results):
@@ -137,8 +142,37 @@ def test_refusals_are_tool_errors_with_memlens_line(tmp_path: Path) -> None:
     assert "outside the directories" in texts[0]
     assert "not a regular file" in texts[1]
     assert texts[2] == memlens_error_line("summary", SAMPLES / "README.md")
-    assert "unknown argument 'color'" in texts[5]
+    assert texts[5] == "memlens: top: unknown argument 'color' (it takes 'path', 'at', 'by', 'limit')"
     assert "missing argument 'cand'" in texts[6]
+    assert texts[8] == "memlens: diff: unknown argument 'candidate' (did you mean 'cand'?)"
+
+
+def test_an_unknown_argument_names_the_closest_or_every_one() -> None:
+    diff, top = mcp_server.TOOLS["diff"], mcp_server.TOOLS["top"]
+    assert mcp_server.unknown_argument(diff, "candidate") == "memlens: diff: unknown argument 'candidate' (did you mean 'cand'?)"
+    assert mcp_server.unknown_argument(diff, "frame-depth") == "memlens: diff: unknown argument 'frame-depth' (did you mean 'frame_depth'?)"
+    assert mcp_server.unknown_argument(top, "paths") == "memlens: top: unknown argument 'paths' (did you mean 'path'?)"
+    assert mcp_server.unknown_argument(top, "zzz") == "memlens: top: unknown argument 'zzz' (it takes 'path', 'at', 'by', 'limit')"
+    with pytest.raises(mcp_server.Refused, match=r"did you mean 'cand'\?"):
+        mcp_server.run_tool("diff", {"base": "a", "candidate": "b"}, [str(ROOT)])
+
+
+def test_the_text_blocks_are_the_lines_then_the_json() -> None:
+    result = {
+        "schema_version": 7,
+        "leak": {"state": "found", "why": "judged 6 steps"},
+        "sites": [{"site": "a.py:3", "bytes": 1024}],
+        "memlens_truncated": [{"path": "/sites", "shown": 1, "total": 4}],
+    }
+    lines, blob = mcp_server.texts_of("leaks", result)
+    assert lines == mcp_server.text_of("leaks", result)
+    assert lines.splitlines() == [
+        f"memlens leaks: {len(json.dumps(result))} bytes of JSON (structured content, and the next text block)",
+        "leak: found: judged 6 steps",
+        "cut /sites: 1 of 4",
+    ]
+    assert json.loads(blob) == result
+    assert list(json.loads(blob)) == list(result), "keys in the report's order"
 
 
 def memlens_error_line(cmd: str, path: Path) -> str:
