@@ -90,11 +90,31 @@ class Result:
         return f"<memlens {self.command}: {len(self.rows)} rows>"
 
 
+def _is_fraction(column: str) -> bool:
+    """Whether ``column`` holds a fraction of a whole (``share``, ``*_share``), shown as a
+    percentage."""
+    return column == "share" or column.endswith("_share")
+
+
+def format_share(value: float) -> str:
+    """A fraction as the CLI writes it, a percentage with one decimal (``0.123`` → ``12.3%``);
+    a non-zero fraction that would read ``0.0%`` reads ``<0.1%`` (``-<0.1%`` below zero)."""
+    percent = value * 100
+    shown = f"{percent:.1f}%"
+    if value != 0 and shown in ("0.0%", "-0.0%"):
+        return "<0.1%" if value > 0 else "-<0.1%"
+    return shown
+
+
 def _cell(column: str, value: Any) -> str:
+    """One table cell: bytes in IEC units and fractions as percentages, each with its raw
+    value in the title; other floats to three significant digits."""
     if value is None:
         return "–"
-    if isinstance(value, int) and column.endswith("bytes"):
+    if isinstance(value, int) and not isinstance(value, bool) and column.endswith("bytes"):
         return f'<span title="{value} bytes">{html.escape(format_size(value))}</span>'
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and _is_fraction(column):
+        return f'<span title="{html.escape(repr(value))}">{html.escape(format_share(value))}</span>'
     if isinstance(value, float):
         return f"{value:.3g}"
     return html.escape(str(value))

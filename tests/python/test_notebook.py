@@ -129,6 +129,36 @@ def test_html_tables_are_escaped_and_bounded() -> None:
     assert "2.00 KiB" in out
 
 
+def test_shares_are_percentages_with_the_fraction_in_the_title() -> None:
+    fmt = memlens._notebook.format_share
+    assert [fmt(v) for v in (0.123, 0.1235, 1.0, 0.0, 7.3e-11, 0.00049, 0.0005, -7.3e-11)] == [
+        "12.3%", "12.3%", "100.0%", "0.0%", "<0.1%", "<0.1%", "0.1%", "-<0.1%"]
+    sites = [{"site": f"s{i}.py:1", "bytes": 1024, "count": 1, "share": v} for i, v in enumerate((0.5, 7.3e-11, 0.0))]
+    out = memlens._notebook.TopResult({"devices": [{"device": 0, "sites": sites}]})._repr_html_()
+    assert '<td><span title="0.5">50.0%</span></td>' in out
+    assert '<td><span title="7.3e-11">&lt;0.1%</span></td>' in out
+    assert '<td><span title="0.0">0.0%</span></td>' in out
+    assert "e-11<" not in out, "no raw fraction shown"
+    cats = memlens._notebook.CategoriesResult(
+        {"devices": [{"device": 0, "categories": [{"category": "x", "bytes": 3, "count": 1, "share": 0.25, "confidence": "high"}]}]})
+    assert '<td><span title="0.25">25.0%</span></td>' in cats._repr_html_()
+    # Any column named *_share is a fraction too; a count stays a count.
+    assert memlens._notebook._cell("activation_share", 0.0421) == '<span title="0.0421">4.2%</span>'
+    assert memlens._notebook._cell("count", 3) == "3"
+
+
+def test_a_real_top_shows_each_share_as_the_cli_does() -> None:
+    top = memlens.open(FRAG).top()
+    out = top._repr_html_()
+    rows = top.rows[: memlens._notebook.HTML_ROWS]
+    assert rows and all(isinstance(r["share"], float) for r in rows)
+    for r in rows:
+        share = r["share"]
+        # The CLI's text: one decimal of the percentage; what reads 0.0% but is not zero, <0.1%.
+        want = "&lt;0.1%" if 0 < share * 100 < 0.05 else f"{share * 100:.1f}%"
+        assert f'<span title="{share!r}">{want}</span>' in out, (r, out)
+
+
 def test_the_handle_shows_the_page_in_a_sandbox() -> None:
     snap = memlens.open(SAMPLES / "train_small.pickle")
     out = snap._repr_html_()
