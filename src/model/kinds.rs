@@ -120,24 +120,57 @@ pub fn is_torch_generated(filename: &str) -> bool {
 }
 
 /// True for Python files of installed packages (`site-packages/`, `dist-packages/`) and of the
-/// standard library (`lib/pythonX.Y/`, `<frozen runpy>`).
+/// standard library (`lib/pythonX.Y/`, a Windows install's `Lib\`, `<frozen runpy>`); `\`
+/// separates as `/` does.
 pub fn is_library(filename: &str) -> bool {
     let f = filename.replace('\\', "/");
     f.contains("site-packages/")
         || f.contains("dist-packages/")
         || f.starts_with("<frozen ")
-        || stdlib_dir(&f)
+        || stdlib_rest(&f).is_some()
 }
 
-/// `.../lib/python3.11/...` or `.../Lib/...` of a Windows install: the standard library.
-fn stdlib_dir(f: &str) -> bool {
-    let lower = f.to_ascii_lowercase();
-    lower.match_indices("lib/python").any(|(i, _)| {
-        let rest = &lower[i + "lib/python".len()..];
-        rest.split_once('/').is_some_and(|(v, _)| {
-            !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-        })
-    })
+/// What follows the standard library's directory in `path` (separated by `/`: a Windows path
+/// with its `\` replaced), if it is there: `lib/pythonX.Y/` (or `lib/python3/`, any case) of a
+/// POSIX install, or the `Lib/` of a Windows install (`C:/Python311/Lib/copy.py`,
+/// `C:/Users/u/AppData/Roaming/uv/python/cpython-3.10.19-windows-x86_64-none/lib/copy.py`):
+/// on a drive-letter path, a `Lib` directory inside a directory named like a Python or conda
+/// install (`*python*`, `*conda*`, `*forge*`) or a conda environment (`envs/NAME`). A
+/// project's own `lib` directory (`C:/w/proj/lib/x.py`) is none.
+pub fn stdlib_rest(path: &str) -> Option<&str> {
+    // ASCII lowercasing keeps every byte offset.
+    let lower = path.to_ascii_lowercase();
+    for (i, _) in lower.match_indices("lib/python") {
+        let after = i + "lib/python".len();
+        if let Some((v, _)) = lower[after..].split_once('/') {
+            if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                return Some(&path[after + v.len() + 1..]);
+            }
+        }
+    }
+    windows_stdlib_rest(path)
+}
+
+/// [`stdlib_rest`] of a Windows install (a drive-letter path, separated by `/`).
+fn windows_stdlib_rest(path: &str) -> Option<&str> {
+    let b = path.as_bytes();
+    if !(b.len() > 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'/') {
+        return None;
+    }
+    let (mut grandparent, mut parent, mut start) = ("", "", 0);
+    for part in path.split('/') {
+        let end = start + part.len();
+        if part.eq_ignore_ascii_case("lib") && end < path.len() {
+            let p = parent.to_ascii_lowercase();
+            if ["python", "conda", "forge"].iter().any(|n| p.contains(n))
+                || grandparent.eq_ignore_ascii_case("envs")
+            {
+                return Some(&path[end + 1..]);
+            }
+        }
+        (grandparent, parent, start) = (parent, part, end + 1);
+    }
+    None
 }
 
 /// The last path component.
@@ -410,6 +443,76 @@ mod tests {
         assert_eq!(kind("<eval_with_key>.3", "forward"), Kind::Torch);
         assert_eq!(kind("/home/u/pythonic/lib/run.py", "f"), Kind::User);
         assert_eq!(kind("/home/u/torch.py", "f"), Kind::User);
+    }
+
+    #[test]
+    fn windows_paths_are_told_as_posix_ones() {
+        let uv = "C:\\Users\\Z\\AppData\\Roaming\\uv\\python\\cpython-3.10.19-windows-x86_64-none\\lib\\copy.py";
+        assert_eq!(kind(uv, "deepcopy"), Kind::Library);
+        assert_eq!(
+            kind("C:\\Python311\\Lib\\contextlib.py", "inner"),
+            Kind::Library
+        );
+        assert_eq!(
+            kind(
+                "C:\\Users\\u\\miniconda3\\envs\\ml\\Lib\\threading.py",
+                "run"
+            ),
+            Kind::Library
+        );
+        assert_eq!(
+            kind(
+                "C:\\w\\.venv\\lib\\site-packages\\transformers\\models\\opt\\modeling_opt.py",
+                "forward"
+            ),
+            Kind::Library
+        );
+        assert_eq!(
+            kind(
+                "C:\\w\\.venv\\lib\\site-packages\\torch\\nn\\functional.py",
+                "linear"
+            ),
+            Kind::Torch
+        );
+        assert_eq!(
+            kind("C:\\research\\DeComFL\\cezo_fl\\client.py", "f"),
+            Kind::User
+        );
+        assert_eq!(
+            kind("C:\\w\\proj\\lib\\util.py", "f"),
+            Kind::User,
+            "a project's lib"
+        );
+    }
+
+    #[test]
+    fn the_standard_library_rest_is_what_follows_its_directory() {
+        assert_eq!(
+            stdlib_rest("/usr/lib/python3.10/runpy.py"),
+            Some("runpy.py")
+        );
+        assert_eq!(stdlib_rest("/opt/Lib/python3/x/y.py"), Some("x/y.py"));
+        assert_eq!(stdlib_rest("/home/u/lib/pythonic/x.py"), None);
+        assert_eq!(
+            stdlib_rest("C:/Python311/Lib/json/decoder.py"),
+            Some("json/decoder.py")
+        );
+        assert_eq!(
+            stdlib_rest("C:/Users/Z/AppData/Roaming/uv/python/cpython-3.10.19-windows-x86_64-none/lib/copy.py"),
+            Some("copy.py")
+        );
+        assert_eq!(stdlib_rest("C:/w/envs/ml/Lib/abc.py"), Some("abc.py"));
+        assert_eq!(stdlib_rest("C:/w/proj/lib/util.py"), None);
+        assert_eq!(
+            stdlib_rest("C:/Python311/Lib"),
+            None,
+            "the directory itself"
+        );
+        assert_eq!(
+            stdlib_rest("/Python311/Lib/x.py"),
+            None,
+            "no drive: not Windows"
+        );
     }
 
     #[test]

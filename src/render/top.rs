@@ -24,15 +24,6 @@ fn cost_title(cost: Cost) -> &'static str {
     }
 }
 
-/// A library frame without the directories up to `site-packages/` or `dist-packages/`
-/// (`einops/_backends.py:291:einsum`); anything else as it is.
-fn short_library_path(frame: &str) -> &str {
-    match frame.rfind("-packages/") {
-        Some(i) => &frame[i + "-packages/".len()..],
-        None => frame,
-    }
-}
-
 /// Writes the report, fitted to `style`.
 pub fn text(out: &mut dyn Write, title: &str, r: &TopReport, style: &Style) -> std::io::Result<()> {
     style.para(out, "", "", title)?;
@@ -136,7 +127,9 @@ fn device(out: &mut dyn Write, r: &TopReport, d: &DeviceTop, style: &Style) -> s
         let mut site = style.site(&row.site);
         if let Some(c) = &row.context {
             site.push_str("\n  via ");
-            site.push_str(&visible(short_library_path(c)));
+            // Shortened as a site is (`einops/_backends.py:291:einsum`, a Windows path's
+            // `\` as `/`), as the page shows it; a C++ function stays.
+            site.push_str(&style.site(c));
         }
         for a in row.annotations.iter().take(3) {
             site.push_str(&format!(

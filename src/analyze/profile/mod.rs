@@ -7,14 +7,16 @@
 //! recorded at that moment ([`Unrecorded`]: no trace, or a trace without allocator activity at
 //! `peak`), and the live bytes per normalized site (or stack), summed over devices.
 //!
-//! Normalization (never by address):
+//! Normalization (never by address), of a Windows path as of a POSIX one (`\` becomes `/`
+//! first, so a label reads the same whichever system recorded it and two runs' keys compare):
 //! - a path inside `site-packages/` or `dist-packages/` keeps only what follows the last one
 //!   (`transformers/models/llama/modeling_llama.py`);
 //! - a path under the snapshot's *root* — the longest common directory of its user files
 //!   (absolute, not native, not in torch, not in a package directory or the standard library) —
 //!   loses the root (`/home/alice/proj/train.py` → `train.py`);
-//! - a standard-library path keeps what follows `lib/pythonX.Y/`;
-//! - `\` becomes `/`; a frame is `path:line:function`, or `path:function` with `ignore_lines`.
+//! - a standard-library path keeps what follows `lib/pythonX.Y/` (a Windows install's `Lib\`:
+//!   [`sites::kinds::stdlib_rest`]);
+//! - a frame is `path:line:function`, or `path:function` with `ignore_lines`.
 //!
 //! Memory alive before the trace with no stack recorded is keyed by its likely kind
 //! (`<before trace, no stack> likely parameters`, [`crate::analyze::pretrace`]) on both sides, so two
@@ -248,22 +250,9 @@ pub fn sorted_sites(map: &BTreeMap<String, SiteTotal>, n: usize) -> Vec<(String,
     v
 }
 
-/// True for files of installed packages and the standard library.
+/// True for files of installed packages and the standard library ([`sites::kinds::is_library`]).
 fn is_library(path: &str) -> bool {
-    path.contains("site-packages/")
-        || path.contains("dist-packages/")
-        || stdlib_rest(path).is_some()
-}
-
-/// What follows `lib/pythonX.Y/` (or `lib/python3/`), if the path has it.
-fn stdlib_rest(path: &str) -> Option<&str> {
-    let i = path.find("lib/python")?;
-    let rest = &path[i + "lib/python".len()..];
-    let slash = rest.find('/')?;
-    rest[..slash]
-        .bytes()
-        .all(|b| b.is_ascii_digit() || b == b'.')
-        .then(|| &rest[slash + 1..])
+    sites::kinds::is_library(path)
 }
 
 fn is_absolute(path: &str) -> bool {
@@ -299,19 +288,28 @@ pub fn common_root<'a>(paths: impl IntoIterator<Item = &'a str>) -> Option<Strin
 
 /// The root of a snapshot: the common directory of its user files (see the module doc).
 pub fn snapshot_root(snap: &Snapshot) -> Option<String> {
-    let mut files: Vec<String> = Vec::new();
+    let mut files: Vec<&str> = Vec::new();
     let mut seen = rustc_hash::FxHashSet::default();
     for i in 0..snap.frames.len() {
         let f = snap.frames.get(crate::model::FrameId(i as u32));
         if !seen.insert(f.filename) {
             continue;
         }
-        let p = snap.strings.get(f.filename).replace('\\', "/");
-        if is_absolute(&p) && !sites::is_native(&p) && !sites::is_torch(&p) && !is_library(&p) {
-            files.push(p);
-        }
+        files.push(snap.strings.get(f.filename));
     }
-    common_root(files.iter().map(String::as_str))
+    user_root(files)
+}
+
+/// The common directory of the user files among `files` (as recorded, `\` or `/`): absolute,
+/// not native, not in torch, not in a package directory or the standard library; written
+/// with `/`.
+fn user_root<'a>(files: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let user: Vec<String> = files
+        .into_iter()
+        .map(|f| f.replace('\\', "/"))
+        .filter(|p| is_absolute(p) && !sites::is_native(p) && !sites::is_torch(p) && !is_library(p))
+        .collect();
+    common_root(user.iter().map(String::as_str))
 }
 
 /// `path` normalized (see the module doc) against `root`.
@@ -325,7 +323,7 @@ pub fn normalize_path(path: &str, root: Option<&str>) -> String {
     if let Some(rest) = root.and_then(|r| p.strip_prefix(r)) {
         return rest.to_string();
     }
-    if let Some(rest) = stdlib_rest(&p) {
+    if let Some(rest) = sites::kinds::stdlib_rest(&p) {
         return rest.to_string();
     }
     p
@@ -710,6 +708,54 @@ mod tests {
             "serve.py:infer_loop"
         );
         assert_eq!(normalize_label(NO_FRAMES, root, false), NO_FRAMES);
+    }
+
+    #[test]
+    fn windows_paths_lose_the_same_prefixes() {
+        // The files of ZidongLiu__DeComFL__memory.pickle: a uv-installed Python's standard
+        // library beside the project and its virtual environment.
+        let files = [
+            "C:\\Users\\Zidong\\AppData\\Roaming\\uv\\python\\cpython-3.10.19-windows-x86_64-none\\lib\\copy.py",
+            "C:\\research\\DeComFL\\cezo_fl\\client.py",
+            "C:\\research\\DeComFL\\cezo_fl\\util\\model_helpers.py",
+            "C:\\research\\DeComFL\\decomfl_main.py",
+            "C:\\research\\DeComFL\\.venv\\lib\\site-packages\\transformers\\modeling_utils.py",
+            "C:\\research\\DeComFL\\.venv\\lib\\site-packages\\torch\\nn\\functional.py",
+        ];
+        let root = user_root(files);
+        assert_eq!(root.as_deref(), Some("C:/research/DeComFL/"));
+        let shown: Vec<String> = files
+            .iter()
+            .map(|f| normalize_path(f, root.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "copy.py",
+                "cezo_fl/client.py",
+                "cezo_fl/util/model_helpers.py",
+                "decomfl_main.py",
+                "transformers/modeling_utils.py",
+                "torch/nn/functional.py",
+            ]
+        );
+        assert_eq!(
+            normalize_label(
+                "C:\\research\\DeComFL\\.venv\\lib\\dist-packages\\transformers\\models\\opt\\modeling_opt.py:160:forward",
+                root.as_deref(),
+                false
+            ),
+            "transformers/models/opt/modeling_opt.py:160:forward"
+        );
+        // POSIX files keep their root as before.
+        assert_eq!(
+            user_root([
+                "/usr/lib/python3.11/copy.py",
+                "/home/u/p/a.py",
+                "/home/u/p/b/c.py"
+            ]),
+            Some("/home/u/p/".into())
+        );
     }
 
     #[test]
