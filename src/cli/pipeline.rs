@@ -227,7 +227,13 @@ where
     F: Formats<R> + clap::ValueEnum + Default + Send + Sync + 'static,
 {
     let loaded = Loaded::open(file, g, device)?;
-    let r = analysis(&loaded).map_err(|m| loaded.failed(m))?;
+    let spinner = progress::work_spinner(
+        loaded.snap.heap_bytes() as u64,
+        &format!("{}: analysing", quoted_path(file)),
+    );
+    let r = analysis(&loaded).map_err(|m| loaded.failed(m));
+    spinner.finish_and_clear();
+    let r = r?;
     super::output::report(out, &r, &loaded.title(), loaded.root())?;
     Ok(r)
 }
@@ -248,5 +254,9 @@ pub fn runs_page(
             replays: l.replays(),
         })
         .collect();
-    runs::run(&inputs, &RunsOptions::default()).map_err(Error::Usage)
+    let model_bytes = loaded.iter().map(|l| l.snap.heap_bytes() as u64).sum();
+    let spinner = progress::work_spinner(model_bytes, "building the page of the runs");
+    let page = runs::run(&inputs, &RunsOptions::default()).map_err(Error::Usage);
+    spinner.finish_and_clear();
+    page
 }

@@ -33,27 +33,41 @@ pub fn ci() -> bool {
 }
 
 /// What a test does without something it needs: under CI (`ci`), panic naming what is
-/// expected and why it is missing; otherwise print `skipped: ...` and return `None`.
+/// expected and why it is missing; otherwise print `skipped: ...`, log it ([`log_skip`]) and
+/// return `None`.
 pub fn unavailable_under<T>(ci: bool, expected: &str, why: &str) -> Option<T> {
+    let log = std::env::var_os("MEMLENS_SKIP_LOG");
+    unavailable_logged(ci, expected, why, log.as_deref().map(Path::new))
+}
+
+/// [`unavailable_under`] with the skip log given: `log`, when some, gets the skip's line.
+/// (A test of the rule passes its own file, so the run's log counts only real skips.)
+pub fn unavailable_logged<T>(ci: bool, expected: &str, why: &str, log: Option<&Path>) -> Option<T> {
     if ci {
         panic!("CI expects {expected}: {why} (unset CI to skip this test instead)");
     }
     eprintln!("skipped: {expected}: {why}");
-    log_skip(&format!("{expected}: {why}"));
+    if let Some(log) = log {
+        log_skip_to(log, &format!("{expected}: {why}"));
+    }
     None
 }
 
 /// Appends `line` to the file `MEMLENS_SKIP_LOG` names, when set: `scripts/test` counts the
 /// lines on its last line ("skipped: N"), so a skip outside CI is never hidden behind "ok".
 pub fn log_skip(line: &str) {
+    if let Some(path) = std::env::var_os("MEMLENS_SKIP_LOG") {
+        log_skip_to(Path::new(&path), line);
+    }
+}
+
+/// Appends `rust: LINE` (newlines made spaces) to the skip log `path`.
+pub fn log_skip_to(path: &Path, line: &str) {
     use std::io::Write;
-    let Some(path) = std::env::var_os("MEMLENS_SKIP_LOG") else {
-        return;
-    };
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&path);
+        .open(path);
     if let Ok(mut f) = file {
         // One write per line: lines of tests running in parallel do not interleave.
         let _ = f.write_all(format!("rust: {}\n", line.replace('\n', " ")).as_bytes());

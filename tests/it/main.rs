@@ -20,6 +20,7 @@ mod absent;
 mod advice;
 mod annotations;
 mod batch;
+mod binary;
 mod capture;
 mod captured;
 mod categories;

@@ -553,6 +553,64 @@ fn the_page_works_in_headless_chromium() {
     }
 }
 
+/// The notebook shows the page packed (`memlens._notebook.inline_page`: gzip in base64 and a
+/// loader, issue 54): unpacked by Chromium itself, it is the whole page, held to the same
+/// checks as the page opened from its file.
+#[test]
+fn the_notebook_s_packed_page_unpacks_and_works_in_headless_chromium() {
+    let Some(browser) = require_browser() else {
+        return;
+    };
+    if !require_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sample = root().join("samples/frag_oom.pickle");
+    let f = sample.to_str().unwrap();
+    let html = dir.path().join("page.html");
+    let packed = dir.path().join("packed.html");
+    let o = memlens(["report", f, "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pack = std::process::Command::new(python3())
+        .args([
+            "-c",
+            "import sys; from memlens._notebook import inline_page; \
+             open(sys.argv[2], 'w', encoding='utf-8').write(inline_page(open(sys.argv[1], encoding='utf-8').read()))",
+        ])
+        .arg(&html)
+        .arg(&packed)
+        .env("PYTHONPATH", root().join("python"))
+        .env("MEMLENS_BIN", env!("CARGO_BIN_EXE_memlens"))
+        .output()
+        .unwrap();
+    assert!(
+        pack.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pack.stderr)
+    );
+    let (page_len, packed_len) = (
+        std::fs::metadata(&html).unwrap().len(),
+        std::fs::metadata(&packed).unwrap().len(),
+    );
+    assert!(
+        packed_len * 3 < page_len,
+        "packed {packed_len} of {page_len} bytes"
+    );
+    let run = std::process::Command::new("node")
+        .arg(&browser.script)
+        .arg(&packed)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "the driver failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let page: Value = serde_json::from_slice(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&run.stdout)));
+    check_page("frag_oom.pickle (packed)", f, &page);
+}
+
 fn check_page(name: &str, file: &str, page: &Value) {
     assert_eq!(page["ready"], true, "{name}: {page}");
     assert_eq!(page["console_errors"], serde_json::json!([]), "{name}");

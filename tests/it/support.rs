@@ -26,7 +26,21 @@ fn a_missing_golden_file_fails_and_is_not_created() {
 
 #[test]
 fn outside_ci_a_missing_requirement_skips() {
-    assert_eq!(unavailable_under::<u8>(false, "thing", "absent"), None);
+    // Logged to a file of its own: the run's MEMLENS_SKIP_LOG counts only real skips.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("skips.log");
+    assert_eq!(
+        unavailable_logged::<u8>(false, "thing", "absent", Some(&log)),
+        None
+    );
+    assert_eq!(
+        unavailable_logged::<u8>(false, "other\nthing", "gone", Some(&log)),
+        None
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "rust: thing: absent\nrust: other thing: gone\n"
+    );
 }
 
 #[test]

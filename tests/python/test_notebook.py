@@ -164,10 +164,23 @@ def test_the_handle_shows_the_page_in_a_sandbox() -> None:
     out = snap._repr_html_()
     m = re.fullmatch(r'<iframe sandbox="allow-scripts" srcdoc="([^"]*)" style="[^"]*"></iframe>', out)
     assert m, out[:200]
-    page = html.unescape(m.group(1))
+    document = html.unescape(m.group(1))
+    assert "<" not in m.group(1), "the page is one escaped attribute"
+    # The iframe holds the loader and the page gzipped: the page comes back byte for byte.
+    page = memlens._notebook.unpack_inline_page(document)
     assert page == snap.report_html()
     assert page.startswith("<!DOCTYPE html>") and 'id="memlens-data"' in page
-    assert "<" not in m.group(1), "the page is one escaped attribute"
+    assert 'id="memlens-data"' not in document, "the page's data is packed, not inline"
+
+
+def test_an_inline_page_is_small() -> None:
+    # Issue 54: each page shown inline added its whole size (2 MB on a real file) to the notebook.
+    snap = memlens.open(SAMPLES / "frag_oom.pickle")
+    page = snap.report_html()
+    shown = snap._repr_html_()
+    assert len(shown) * 3 < len(page), (len(shown), len(page))
+    document = html.unescape(re.search(r'srcdoc="([^"]*)"', shown).group(1))  # type: ignore[union-attr]
+    assert memlens._notebook.unpack_inline_page(document) == page
 
 
 def test_a_missing_file_is_memlens_error() -> None:
