@@ -443,6 +443,18 @@ mod tests {
                 assert_eq!(script.matches(&def).count(), 1, "{def} in the {page} page");
             }
         }
+        // The runs page draws no axis text of its own: its axes are the shared module's.
+        assert!(!RUNS_SCRIPT.contains("function axisText("));
+        for call in ["byteLabels(", "countAxis("] {
+            assert!(
+                SCRIPT.matches(call).count() >= 2,
+                "{call} in the report page"
+            );
+            assert!(
+                RUNS_SCRIPT.matches(call).count() >= 2,
+                "{call} in the runs page"
+            );
+        }
     }
 
     #[test]

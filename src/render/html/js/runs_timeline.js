@@ -1,8 +1,12 @@
   // ================================================================ js/runs_timeline.js
   // Runs page. The timeline: every run's live bytes on the axis chosen, overlaid, stacked (on one
-  // scale or each on its own) or, for two runs, their difference; a click picks a moment (two
-  // runs) or a run.
+  // scale or each on its own) or, for two runs, their difference; its byte and count axes drawn
+  // by js/axis.js as the report page's timeline draws its own; a click picks a moment (two runs)
+  // or a run.
   const W = 1000, H_OVER = 260, H_STACK = 110, H_DIFF = 200;
+  // The byte axis left of each plot (its own canvas, so the plot's pixels are the runs'
+  // alone) and the count axis under the plots: the labels' width and the axis's height.
+  const GUTTER = 64, AXIS_H = 32;
   function controls() {
     const group = (name, values, words) => el("span", { class: "seg", role: "group", "aria-label": name },
       values.map((v) => el("button", { class: "btn small" + (S[name] === v ? " on" : ""), ["data-" + name]: v, "aria-pressed": S[name] === v ? "true" : "false",
@@ -24,26 +28,24 @@
     const X = xMax();
     let top = 1;
     for (const r of RUNS) for (const p of r.points) top = Math.max(top, p.reserved_bytes, p.live_bytes);
+    // Each plot beside its byte axis; stacked, each run's row under its name.
+    const plot = (attrs, runs, height) => {
+      const c = { canvas: el("canvas", Object.assign({ class: "runs-canvas" }, attrs)), axis: el("canvas", { class: "runs-axis" }), runs: runs, height: height };
+      canvases.push(c);
+      return el("div", { class: "plot-row" }, c.axis, c.canvas);
+    };
     let body;
-    if (S.mode === "difference") {
-      const c = el("canvas", { class: "runs-canvas", "data-diff": "1" });
-      canvases.push({ canvas: c, runs: [], height: H_DIFF });
-      body = c;
-    } else if (S.layout === "stacked") {
-      body = RUNS.map((r, i) => {
-        const c = el("canvas", { class: "runs-canvas", "data-run": String(i) });
-        canvases.push({ canvas: c, runs: [i], height: H_STACK });
-        return el("div", { class: "stack-row" }, el("div", { class: "stack-label" }, el("i", { class: "sw", style: "background:" + color(i) }), runName(i), r.points.length ? null : el("div", { class: "muted small" }, "no trace")), c);
-      });
-    } else {
-      const c = el("canvas", { class: "runs-canvas", "data-run": "all" });
-      canvases.push({ canvas: c, runs: RUNS.map((_, i) => i), height: H_OVER });
-      body = c;
-    }
+    if (S.mode === "difference") body = plot({ "data-diff": "1" }, [], H_DIFF);
+    else if (S.layout === "stacked") {
+      body = RUNS.map((r, i) => el("div", { class: "stack-row" },
+        el("div", { class: "stack-label" }, el("i", { class: "sw", style: "background:" + color(i) }), runName(i), r.points.length ? null : el("div", { class: "muted small" }, "no trace")),
+        plot({ "data-run": String(i) }, [i], H_STACK)));
+    } else body = plot({ "data-run": "all" }, RUNS.map((_, i) => i), H_OVER);
     const diff = PAIR && (PAIR.difference || []).find((d) => d.axis === S.axis);
+    const xAxis = el("canvas", { class: "runs-axis" });
     fill(sections.timeline, heading("Timeline", "live requested bytes on one " + AXIS_WORDS[S.axis] + " axis" + (S.mode === "difference" ? ": candidate minus base" : "")),
       controls(), el("div", { class: "plot-wrap" }, body,
-        el("div", { class: "x-axis", style: "width:" + W + "px" }, el("span", null, axisText(0)), el("span", { class: "muted" }, AXIS_WORDS[S.axis] + (S.mode === "difference" ? "" : " · full height " + fmtBytes(top))), el("span", null, axisText(X)))),
+        S.layout === "stacked" && S.mode !== "difference" ? el("div", { class: "stack-row" }, el("div", { class: "stack-label" }), xAxis) : xAxis),
       el("div", { class: "legend" },
         S.mode === "difference" ? [el("span", null, el("i", { class: "sw", style: "background:" + PALETTE[1] }), "the candidate holds more"), el("span", null, el("i", { class: "sw", style: "background:" + PALETTE[0] }), "the base holds more")]
           : [RUNS.map((r, i) => el("span", null, el("i", { class: "sw", style: "background:" + color(i) }), runName(i))),
@@ -51,10 +53,11 @@
         el("span", { class: "muted" }, PAIR ? "click the plot: both live sets there" : "click a run: its own view")));
     ML.plot = { axis: S.axis, layout: S.layout, mode: S.mode, width: W, x_max: X, scale_bytes: top, canvases: [] };
     for (const c of canvases) {
-      if (S.mode === "difference") ML.plot.canvases.push(drawDifference(c.canvas, diff, c.height));
-      else ML.plot.canvases.push(drawRuns(c.canvas, c.runs, X, S.layout === "stacked" && S.scale === "own" ? ownTop(c.runs[0]) : top, c.height));
+      if (S.mode === "difference") ML.plot.canvases.push(drawDifference(c.canvas, c.axis, diff, c.height));
+      else ML.plot.canvases.push(drawRuns(c.canvas, c.axis, c.runs, X, S.layout === "stacked" && S.scale === "own" ? ownTop(c.runs[0]) : top, c.height));
       c.canvas.addEventListener("click", guard((ev) => clickPlot(ev, c, X)));
     }
+    drawXAxis(xAxis, S.mode === "difference" && diff ? diff.x_max : X);
     ML.momentPoint = function (k) {
       const m = PAIR && PAIR.moments[k];
       const c = canvases[0];
@@ -63,11 +66,26 @@
       return { x: b.left + (m.x / X) * W, y: b.top + c.height / 2 };
     };
   }
-  function axisText(v) {
-    if (S.axis === "event") return "event " + fmtInt(Math.round(v));
-    if (S.axis === "time") return v >= 1e6 ? (v / 1e6).toFixed(3) + " s" : (v / 1e3).toFixed(1) + " ms";
-    return "step " + Math.round(v);
+  // The count axis under the plots, from 0 to X on the axis chosen (js/axis.js): events and
+  // steps counted, times in ms (in s from a second up), named as the axis buttons' words.
+  function drawXAxis(canvas, X) {
+    const ctx = setupCanvas(canvas, GUTTER + W + 40, AXIS_H);
+    const text = S.axis !== "time" ? fmtInt : X >= 1e6 ? (v) => +(v / 1e6).toFixed(3) + " s" : (v) => +(v / 1e3).toFixed(3) + " ms";
+    countAxis(ctx, countTicks(0, X, W, 110), (v) => GUTTER + xPix(v, X), 0, text, AXIS_WORDS[S.axis], GUTTER + W);
   }
+  // A plot's byte axis (js/axis.js): for each [ticks, Y, text] of `scales`, grid lines on the
+  // plot at its ticks, placed by Y, and their labels (written by `text`, else fmtAxis) on the
+  // plot's axis canvas, kept inside it at its edges.
+  function drawYAxis(ctx, axis, H, scales) {
+    const actx = setupCanvas(axis, GUTTER, H);
+    actx.clearRect(0, 0, GUTTER, H);
+    for (const [ticks, Y, text] of scales) {
+      byteGrid(ctx, ticks, Y, 0, W);
+      byteLabels(actx, ticks, (v) => Math.min(H - 7, Math.max(6, Y(v))), GUTTER - 6, text);
+    }
+  }
+  // About one byte tick per 50 pixels of a plot's height, at least 2.
+  function tickCount(H) { return Math.max(2, Math.floor(H / 50)); }
   // The highest point of run i's line: the full height of its canvas on its own scale.
   function ownTop(i) {
     let t = 1;
@@ -75,10 +93,11 @@
     return t;
   }
   function xPix(v, X) { return Math.round((v / X) * W); }
-  function drawRuns(canvas, runs, X, top, H) {
+  function drawRuns(canvas, axis, runs, X, top, H) {
     const ctx = setupCanvas(canvas, W, H);
     ctx.clearRect(0, 0, W, H);
     const y = (v) => H - Math.round((v / top) * (H - 2));
+    drawYAxis(ctx, axis, H, [[byteTicks(top, tickCount(H)), y]]);
     const unit = S.axis === "event" ? 1 : 0;
     const stacked = runs.length === 1 && S.layout === "stacked";
     const out = { runs: runs, height: H, scale_bytes: top, segments: 0 };
@@ -126,12 +145,20 @@
     }
     ctx.setLineDash([]);
   }
-  function drawDifference(canvas, diff, H) {
+  function drawDifference(canvas, axis, diff, H) {
     const ctx = setupCanvas(canvas, W, H);
     ctx.clearRect(0, 0, W, H);
-    if (!diff || !diff.points.length) { ctx.fillStyle = "#66727f"; ctx.fillText("The runs share no stretch of this axis.", 10, 20); return { height: H, bars: 0 }; }
+    if (!diff || !diff.points.length) {
+      drawYAxis(ctx, axis, H, []);
+      ctx.fillStyle = "#66727f"; ctx.fillText("The runs share no stretch of this axis.", 10, 20);
+      return { height: H, bars: 0 };
+    }
     const top = Math.max(1, ...diff.points.map((p) => Math.abs(p.delta_bytes)));
     const mid = Math.round(H / 2), half = mid - 1;
+    // Bytes up from the middle line where the candidate holds more, down where the base does.
+    const ticks = byteTicks(top, tickCount(half));
+    drawYAxis(ctx, axis, H, [[ticks, (v) => mid - (v / top) * half, (v) => (v ? "+" : "") + fmtAxis(v)],
+      [ticks.slice(1), (v) => mid + (v / top) * half, (v) => "-" + fmtAxis(v)]]);
     const bw = Math.max(1, Math.round((diff.bucket / diff.x_max) * W));
     let bars = 0;
     for (const p of diff.points) {
@@ -144,10 +171,6 @@
     }
     ctx.fillStyle = "#9aa5b1";
     ctx.fillRect(0, mid, W, 1);
-    ctx.fillStyle = "#3e4c59";
-    ctx.font = "11px system-ui, sans-serif";
-    ctx.fillText("+" + fmtBytes(top), 4, 12);
-    ctx.fillText("-" + fmtBytes(top), 4, H - 4);
     return { height: H, bars: bars, scale_bytes: top };
   }
   function clickPlot(ev, c, X) {
