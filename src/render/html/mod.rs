@@ -3,6 +3,14 @@
 //! `<script type="application/json">` element, every `<` written `\u003c` so no text of the
 //! snapshot can close it. Nothing is fetched: no script, style, font or image comes from
 //! anywhere but this file.
+//!
+//! Each page's script is assembled at build time (`concat!` of `include_str!`) from the
+//! modules of `js/`, each with one job, in the fixed order `REPORT_MODULES` and
+//! `RUNS_MODULES` list: `prelude.js` opens the one function the page runs in, the modules
+//! both pages share follow (`errors.js`, `dom.js`, `format.js`, `axis.js`: one way of
+//! building elements and tables, formatting bytes and drawing axes), then the page's own
+//! (`report_*`, the sections of the one-file page; `runs_*`, the page of several runs), and
+//! the page's main module closes the function. No bundler, nothing at run time.
 
 use crate::compose::page::PageReport;
 use crate::compose::runs::RunsPage;
@@ -13,8 +21,78 @@ const TEMPLATE: &str = include_str!("report.html");
 const STYLE: &str = include_str!("report.css");
 use std::collections::BTreeMap;
 
-const SCRIPT: &str = include_str!("report.js");
-const RUNS_SCRIPT: &str = include_str!("runs.js");
+/// Declares a page's script, the modules of `js/` joined in the order named, and (for the
+/// tests) the list of those names.
+macro_rules! page_script {
+    ($(#[$doc:meta])* $script:ident, $modules:ident, [$($module:literal),+ $(,)?]) => {
+        $(#[$doc])*
+        const $script: &str = concat!($(include_str!(concat!("js/", $module))),+);
+        #[cfg(test)]
+        const $modules: &[&str] = &[$($module),+];
+    };
+}
+
+page_script!(
+    /// The one-file page's script (`memlens report FILE`, `memlens serve`).
+    SCRIPT,
+    REPORT_MODULES,
+    [
+        "prelude.js",
+        "report_page.js",
+        // shared with the runs page
+        "errors.js",
+        "dom.js",
+        "format.js",
+        "axis.js",
+        // the one-file page's own
+        "tooltip.js",
+        "report_data.js",
+        "frames.js",
+        "header.js",
+        "advice.js",
+        "judgement.js",
+        "oom.js",
+        "timeline.js",
+        "timeline_paint.js",
+        "timeline_hover.js",
+        "zoom.js",
+        "pin.js",
+        "serve.js",
+        "state.js",
+        "frag.js",
+        "top.js",
+        "flame.js",
+        "leaks.js",
+        "pools.js",
+        "categories.js",
+        "summary.js",
+        "report_hooks.js",
+        "report_main.js",
+    ]
+);
+
+page_script!(
+    /// The page of several runs' script (`memlens report A B ...`, `memlens serve`'s `/runs`).
+    RUNS_SCRIPT,
+    RUNS_MODULES,
+    [
+        "prelude.js",
+        "runs_page.js",
+        // shared with the one-file page
+        "errors.js",
+        "dom.js",
+        "format.js",
+        "axis.js",
+        // the runs page's own
+        "runs_data.js",
+        "runs_header.js",
+        "runs_timeline.js",
+        "runs_moment.js",
+        "runs_run.js",
+        "runs_diff.js",
+        "runs_main.js",
+    ]
+);
 
 /// The data of the HTML page of `memlens report`: the file name, the summary, OOM, leak and
 /// category reports, then per device the timeline (stacked bands) and, at each moment (peak,
@@ -257,6 +335,128 @@ fn write_json(out: &mut dyn Write, s: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::{REPORT_MODULES, RUNS_MODULES, RUNS_SCRIPT, SCRIPT};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The functions a script defines at the top of the page's function (two spaces in), with
+    /// how many times each.
+    fn top_level_functions(script: &str) -> BTreeMap<&str, usize> {
+        let mut out = BTreeMap::new();
+        for line in script.lines() {
+            if let Some(rest) = line.strip_prefix("  function ") {
+                let name = &rest[..rest.find('(').expect("a function's parameters")];
+                *out.entry(name).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
+    /// Each page's script is its modules of `js/` joined in order; every file there is a module
+    /// of a page; the modules both pages join (errors, DOM, formats, axes) define each of their
+    /// helpers once in each page's script, so no copy of a helper is left in a page's own
+    /// modules; and no page defines a function twice (a later one would silently win).
+    #[test]
+    fn each_page_joins_its_modules_and_defines_each_shared_helper_once() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/render/html/js");
+        let files: BTreeSet<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        let named: BTreeSet<String> = REPORT_MODULES
+            .iter()
+            .chain(RUNS_MODULES)
+            .map(|m| m.to_string())
+            .collect();
+        assert_eq!(
+            files, named,
+            "the files of js/ and the modules the pages join"
+        );
+        let text = |m: &str| std::fs::read_to_string(dir.join(m)).unwrap();
+        for (page, script, modules) in [
+            ("report", SCRIPT, REPORT_MODULES),
+            ("runs", RUNS_SCRIPT, RUNS_MODULES),
+        ] {
+            let set: BTreeSet<_> = modules.iter().collect();
+            assert_eq!(set.len(), modules.len(), "{page}: a module joined twice");
+            assert_eq!(script, modules.iter().map(|m| text(m)).collect::<String>());
+            assert_eq!(modules.first(), Some(&"prelude.js"), "{page}");
+            assert!(
+                script.ends_with("\n})();\n"),
+                "{page}: the main module closes"
+            );
+            assert_eq!(script.matches("\"use strict\";").count(), 1, "{page}");
+            assert!(!script.to_ascii_lowercase().contains("</script"), "{page}");
+            for (name, n) in top_level_functions(script) {
+                assert_eq!(n, 1, "{page} defines {name} {n} times");
+            }
+        }
+        let shared: Vec<&str> = REPORT_MODULES
+            .iter()
+            .filter(|m| RUNS_MODULES.contains(m))
+            .copied()
+            .collect();
+        assert_eq!(
+            shared,
+            ["prelude.js", "errors.js", "dom.js", "format.js", "axis.js"]
+        );
+        let helpers: BTreeSet<String> = shared
+            .iter()
+            .flat_map(|m| {
+                top_level_functions(&text(m))
+                    .into_keys()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        // What both pages had a copy of before they shared one, and the shared axes.
+        for h in [
+            "recordError",
+            "guard",
+            "el",
+            "append",
+            "fill",
+            "section",
+            "heading",
+            "table",
+            "fmtBytes",
+            "fmtAxis",
+            "fmtSigned",
+            "fmtInt",
+            "fmtMs",
+            "fmtPct",
+            "rich",
+            "bytesCell",
+            "signedCell",
+            "setupCanvas",
+            "niceStep",
+            "byteTicks",
+            "byteGrid",
+            "byteLabels",
+            "countTicks",
+            "countAxis",
+        ] {
+            assert!(helpers.contains(h), "{h} is shared");
+        }
+        for h in &helpers {
+            let def = format!("function {h}(");
+            for (page, script) in [("report", SCRIPT), ("runs", RUNS_SCRIPT)] {
+                assert_eq!(script.matches(&def).count(), 1, "{def} in the {page} page");
+            }
+        }
+        // The runs page draws no axis text of its own: its axes are the shared module's.
+        assert!(!RUNS_SCRIPT.contains("function axisText("));
+        for call in ["byteLabels(", "countAxis("] {
+            assert!(
+                SCRIPT.matches(call).count() >= 2,
+                "{call} in the report page"
+            );
+            assert!(
+                RUNS_SCRIPT.matches(call).count() >= 2,
+                "{call} in the runs page"
+            );
+        }
+    }
+
     #[test]
     fn base64_as_rfc_4648_spells_it() {
         for (i, o) in [

@@ -1,0 +1,24 @@
+  // ================================================================ js/frag.js
+  // Report page. The fragmentation table beside the allocator state: the device's and each (pool,
+  // stream)'s.
+  function renderFrag(m) {
+    const f = m.frag;
+    const cols = [f.total].concat(f.pools);
+    const private_ = (p) => p.pool_id[0] || p.pool_id[1];
+    const head = (p, i) => i === 0 ? el("th", { class: "num" }, "device", el("div", { class: "muted small" }, "all pools"))
+      : el("th", { class: "num", title: p.pool + " pool, stream " + hex(p.stream) + (private_(p) ? ", private pool " + p.pool_id.join(",") : "") },
+        p.pool + (private_(p) ? " (private)" : ""), el("div", { class: "muted small" }, "stream " + hex(p.stream)));
+    const rows = [["segments", "segments", fmtInt], ["reserved", "reserved_bytes", fmtBytes], ["allocated", "allocated_bytes", fmtBytes],
+      ["free (cached)", "free_bytes", fmtBytes], ["pending free", "pending_free_bytes", fmtBytes], ["largest free block", "largest_free_block_bytes", fmtBytes],
+      ["fragmentation", "fragmentation", fmtPct], ["stranded free", "stranded_free_bytes", fmtBytes], ["releasable", "releasable_bytes", fmtBytes],
+      ["largest request without new memory", "largest_request_without_new_memory_bytes", fmtBytes]]
+      .filter(([, k]) => k !== "pending_free_bytes" || cols.some((p) => p[k]));
+    return el("div", null,
+      el("div", { class: "frag-head" }, el("h3", null, "Fragmentation at this moment")),
+      el("div", { class: "table-wrap" }, el("table", { class: "grid frag-table" },
+        el("thead", null, el("tr", null, el("th"), cols.map(head))),
+        el("tbody", null, rows.map(([label, k, fmt]) => el("tr", null, el("th", { scope: "row" }, label),
+          cols.map((p) => el("td", { class: "num", title: typeof p[k] === "number" && fmt === fmtBytes ? fmtInt(p[k]) + " bytes" : null }, fmt(p[k])))))))),
+      f.reading ? el("p", { "data-testid": "frag-reading", class: f.reading.matters ? null : "muted" }, f.reading.words) : null,
+      el("p", { class: "muted small" }, "fragmentation = 1 − largest free block / free (how scattered the cached free bytes are, not whether they matter); stranded: free inside partly used segments; releasable: what empty_cache() could return."));
+  }
