@@ -45,6 +45,13 @@ impl Tally {
     }
 }
 
+/// Whether a device's trace holds one entry alone: history recorded in 'state' mode or with
+/// `max_entries=1`, so there is no timeline (the `single_entry_trace` warning, and the page
+/// shows no timeline for it).
+pub fn single_entry_trace(trace: &[TraceEvent]) -> bool {
+    trace.len() == 1
+}
+
 /// All warnings for `snap`, in a fixed order.
 pub fn check(snap: &Snapshot) -> Vec<Warning> {
     let mut out = Vec::new();
@@ -359,7 +366,7 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
             message: "trace entries carry no `frames` key: history was recorded with context below 'alloc'".into(),
         });
     }
-    if trace.len() == 1 {
+    if single_entry_trace(trace) {
         out.push(Warning {
             code: "single_entry_trace",
             device: d,

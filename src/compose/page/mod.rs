@@ -74,7 +74,8 @@ impl Default for PageOptions {
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
 #[schemars(rename = "PageAbsence")]
 pub struct Absence {
-    /// Stable code: `no_trace`, `no_frames`, `no_devices`, `no_segments`.
+    /// Stable code: `no_trace`, `single_entry_trace` (one entry: no timeline), `no_frames`,
+    /// `no_devices`, `no_segments`.
     pub code: &'static str,
     /// The device it is about, if one.
     pub device: Option<u32>,
@@ -339,9 +340,23 @@ fn device_pages(
                     .into_iter()
                     .map(|p| p.view(snap, &mut table, Some(&traced)))
                     .collect();
+                // One entry is no history: the notes say there is no timeline, and the page
+                // draws none (the state at the moments stays).
+                let single = crate::model::validate::single_entry_trace(trace);
+                if single {
+                    absent.push(Absence {
+                        code: "single_entry_trace",
+                        device: Some(dev.id),
+                        message: format!(
+                            "device {}'s trace holds one entry ({}): history was recorded in 'state' mode or with max_entries=1, so there is no timeline; the allocator state is shown at its moments",
+                            dev.id,
+                            trace[0].action.as_str()
+                        ),
+                    });
+                }
                 DevicePage {
                     device: dev.id,
-                    timeline: Some(TimelineView {
+                    timeline: (!single).then(|| TimelineView {
                         events: t.events,
                         window: t.window,
                         peak: t.peak,

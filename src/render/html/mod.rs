@@ -50,6 +50,7 @@ page_script!(
         "frames.js",
         "header.js",
         "advice.js",
+        "notes.js",
         "judgement.js",
         "oom.js",
         "timeline.js",

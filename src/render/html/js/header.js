@@ -1,18 +1,16 @@
   // ================================================================ js/header.js
-  // Report page. The header section: file, layout, capacity, devices, data quality, what is not
-  // shown, the contents, the files a server serves, and the device selector.
+  // Report page. The header section: file, layout, capacity, devices, a link to the data-quality
+  // notes (js/notes.js), the contents, the files a server serves, and the device selector.
   function renderHeader() {
     const s = sections.header;
     const sum = DATA.summary;
     const devs = sum.devices || [];
-    const nav = el("nav", { class: "toc" }, [["oom", "OOM"], ["advice", "What to change"], ["timeline", "Timeline"], ["state", "Allocator state"], ["top", "Top sites"], ["flame", "Flamegraph"], ["leaks", "Leaks"], ["categories", "Categories"], ["summary", "Summary"]]
-      .filter(([id]) => id !== "oom" || DATA.oom)
+    const nav = el("nav", { class: "toc" }, [["oom", "OOM"], ["advice", "What to change"], ["notes", "Data quality"], ["timeline", "Timeline"], ["state", "Allocator state"], ["top", "Top sites"], ["flame", "Flamegraph"], ["leaks", "Leaks"], ["categories", "Categories"], ["summary", "Summary"]]
+      .filter(([id]) => (id !== "oom" || DATA.oom) && (id !== "notes" || hasNotes()))
       .map(([id, t]) => el("a", { href: "#" + id }, t)));
     const devTable = el("table", { class: "grid compact" },
       el("thead", null, el("tr", null, el("th", null, "device"), el("th", { class: "num" }, "reserved"), el("th", { class: "num" }, "allocated"), el("th", { class: "num" }, "segments"), el("th", { class: "num" }, "trace entries"))),
       el("tbody", null, devs.map((d) => el("tr", null, el("td", null, devName(d.device)), bytesCell(d.reserved_bytes), bytesCell(d.allocated_bytes), el("td", { class: "num" }, fmtInt(d.segments)), el("td", { class: "num" }, fmtInt(d.trace_entries))))));
-    const warnings = (sum.warnings || []).map((w) => el("li", { class: "warn" }, el("span", { class: "tag" }, w.device != null ? devName(w.device) : "file"), " ", el("span", { "data-testid": "warning" }, w.message)));
-    const absent = DATA.absent.map((a) => el("li", { class: "absent" }, el("span", { class: "tag" }, a.device != null ? devName(a.device) : "file"), " ", el("span", { "data-testid": "absent" }, a.message)));
     let select = null;
     if (DATA.devices.length > 1) {
       select = el("label", { class: "devsel" }, "Device ",
@@ -32,8 +30,7 @@
           : el("b", null, "not known (pass --gpu or --capacity)")),
         el("span", null, "memlens ", el("b", null, DATA.memlens_version))),
       devs.length ? devTable : null,
-      warnings.length ? el("div", { class: "notes-block" }, el("h3", null, "Data quality"), el("ul", { class: "flags" }, warnings)) : null,
-      absent.length ? el("div", { class: "notes-block" }, el("h3", null, "Not shown"), el("ul", { class: "flags" }, absent)) : null,
+      hasNotes() ? el("p", { class: "muted" }, "Data quality notes: ", el("a", { href: "#notes" }, (sum.warnings || []).length + DATA.absent.length + " below the answer"), ".") : null,
       nav,
       servedFiles(),
       select);

@@ -1,6 +1,6 @@
   // ================================================================ js/oom.js
-  // Report page. The OOM section: one card per OOM (verdict, figures, what to change, evidence,
-  // notes, live sites).
+  // Report page. The OOM section: one card per OOM (verdict, the four figures, the live sites
+  // (open), what to change, evidence, notes).
   function renderOom() {
     const s = sections.oom;
     const rep = DATA.oom;
@@ -22,6 +22,9 @@
           stat("Device free", o.device_free_bytes, o.shortfall_bytes ? fmtBytes(o.shortfall_bytes) + " short" : null),
           stat("Allocated by PyTorch", o.allocated_bytes),
           stat("Reserved but unallocated", o.reserved_unallocated_bytes, o.largest_free_block_bytes != null ? "largest free block " + fmtBytes(o.largest_free_block_bytes) : null)),
+        // Where the memory went: open, right under the four numbers.
+        o.live_sites && o.live_sites.length ? el("details", { open: true, "data-testid": "oom-live-sites" }, el("summary", null, "Live at the OOM, by site (" + o.live_sites.length + ")"),
+          el("table", { class: "grid compact" }, el("tbody", null, o.live_sites.map((r) => el("tr", null, el("td", { class: "mono site" }, path(shownSite(r.site))), bytesCell(r.bytes), el("td", { class: "num" }, fmtPct(r.share))))))) : null,
         ((f) => f ? fixBlock(f, "oom-fit") : o.recommendations.length ? el("div", { "data-testid": "oom-fit" }, el("h3", null, "What to change, cheapest first"),
           el("ol", { class: "recs" }, o.recommendations.map((r) => el("li", { "data-testid": "fix", "data-id": r.id },
             el("span", { class: "cost c-" + r.cost }, COST_WORDS[r.cost] || r.cost), " ", el("span", { class: "action" }, rich(r.action)), el("div", { class: "why" }, rich(r.why)),
@@ -30,9 +33,8 @@
         o.evidence.length ? el("div", null, el("h3", null, "Evidence"), el("ul", { class: "plain" }, o.evidence.map((t) => el("li", null, rich(t))))) : null,
         o.notes.length ? el("div", null, el("h3", null, "Notes"), el("ul", { class: "plain" }, o.notes.map((t) => el("li", null, rich(t))))) : null,
         o.cannot_conclude && o.cannot_conclude.length ? el("div", null, el("h3", null, "Cannot conclude"), el("ul", { class: "plain" }, o.cannot_conclude.map((t) => el("li", null, rich(t))))) : null,
-        o.implied_limit ? el("p", { class: "muted" }, "Implied per-process limit: at least " + fmtBytes(o.implied_limit.at_least_bytes) + ", below " + fmtBytes(o.implied_limit.below_bytes) + ".") : null,
-        o.live_sites && o.live_sites.length ? el("details", null, el("summary", null, "Live at the OOM, by site (" + o.live_sites.length + ")"),
-          el("table", { class: "grid compact" }, el("tbody", null, o.live_sites.map((r) => el("tr", null, el("td", { class: "mono site" }, path(shownSite(r.site))), bytesCell(r.bytes), el("td", { class: "num" }, fmtPct(r.share))))))) : null);
+        o.implied_limit ? el("p", { class: "muted" }, "Implied per-process limit: at least " + fmtBytes(o.implied_limit.at_least_bytes) + ", below " + fmtBytes(o.implied_limit.below_bytes) + ".") : null);
+
       s.appendChild(card);
     });
     if (rep.notes && rep.notes.length) s.appendChild(el("ul", { class: "plain muted" }, rep.notes.map((t) => el("li", null, rich(t)))));

@@ -25,12 +25,12 @@
 
   function main() {
     const app = document.getElementById("app");
-    const ids = ["header", "oom", "advice", "timeline", "state", "top", "flame", "leaks", "pools", "categories", "summary"]
-      .filter((id) => (id !== "oom" || DATA.oom) && (id !== "pools" || (DATA.pools || []).length));
+    const ids = ["header", "oom", "advice", "notes", "timeline", "state", "top", "flame", "leaks", "pools", "categories", "summary"]
+      .filter((id) => (id !== "oom" || DATA.oom) && (id !== "pools" || (DATA.pools || []).length) && (id !== "notes" || hasNotes()));
     fill(app, ...ids.map((id) => section(id)));
     document.body.appendChild(tooltip);
     ML.device = devId();
-    const steps = [renderHeader, renderOom, renderDevice];
+    const steps = [renderHeader, renderOom, renderNotes, renderDevice];
     for (const f of steps) { try { f(); } catch (e) { recordError(e); } }
     window.addEventListener("mouseup", guard(tlUp));
     let t = null;

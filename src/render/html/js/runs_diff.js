@@ -14,7 +14,7 @@
     }
     parts.push(el("h3", null, "By site: " + c.new + " new, " + c.removed + " removed, " + c.grown + " grown, " + c.shrunk + " shrunk, " + c.unchanged + " unchanged" + (c.moved ? " (" + c.moved + " only moved to another line)" : "")));
     if (!d.sites_compared) parts.push(el("p", { class: "muted" }, "Sites not compared: a run recorded no frames."));
-    else parts.push(d.sites.length ? el("div", { class: "diff-sites" }, table(SITE_HEAD, siteRows(d.sites.slice(0, 50)))) : el("p", { class: "muted" }, "No site changed."));
+    else parts.push(d.sites.length ? el("div", { class: "diff-sites", id: "diff-sites" }, table(SITE_HEAD, siteRows(d.sites.slice(0, 50)))) : el("p", { class: "muted" }, "No site changed."));
     if (d.settings && d.settings.length) {
       parts.push(el("h3", null, "Allocator settings that differ"), table([["setting"], ["base"], ["candidate"]], d.settings.map((s) => el("tr", { "data-setting": s.key }, el("td", { class: "mono" }, s.key), el("td", { class: "mono" }, s.base == null ? "(unset)" : s.base), el("td", { class: "mono" }, s.cand == null ? "(unset)" : s.cand))), "settings"));
     }
@@ -30,7 +30,7 @@
             el("td", { class: "num" }, (b ? fmtInt(b.allocations) : "–") + " → " + (cd ? fmtInt(cd.allocations) : "–")),
             el("td", { class: "num" }, fmtMs(b && b.duration_us) + " → " + fmtMs(cd && cd.duration_us)));
         })));
-      if (dv) parts.push(el("h3", null, "Where the runs part most: step " + dv.step + " (peak " + fmtSigned(dv.delta_bytes) + ")"), dv.sites.length ? table(SITE_HEAD, siteRows(dv.sites.slice(0, 25))) : null);
+      if (dv) parts.push(el("h3", { id: "diff-divergence" }, "Where the runs part most: step " + dv.step + " (peak " + fmtSigned(dv.delta_bytes) + ")"), dv.sites.length ? table(SITE_HEAD, siteRows(dv.sites.slice(0, 25))) : null);
     }
     if (d.notes && d.notes.length) parts.push(el("ul", { class: "plain muted" }, d.notes.map((t) => el("li", null, rich(t)))));
     fill(sections.diff, ...parts);

@@ -24,5 +24,6 @@
     const im = DATA.imbalance;
     fill(sections.runs, heading("Runs", PAIR ? "the first is the base, the second the candidate" : "click a run for its own view"),
       table([["run"], ["file"], ["device", 1], ["events", 1], ["peak (live requested)", 1], ["most reserved", 1], ["allocations", 1], ["duration", 1], ["steps", 1]], rows),
+      el("p", { class: "muted small", "data-testid": "live-requested-words" }, "peak (live requested): the most bytes the program's allocations asked for and held at once, as PyTorch records each request (the timeline's height); most reserved: the most the caching allocator held from CUDA, those allocations rounded up plus its cache."),
       im && !PAIR ? el("p", { id: "outlier-line" }, el("b", null, runName(DATA.outlier)), " peaks highest: " + fmtBytes(im.max_peak_bytes) + ", " + im.max_over_median.toFixed(2) + "× the median " + fmtBytes(im.median_peak_bytes) + ".") : null);
   }

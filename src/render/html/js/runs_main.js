@@ -16,6 +16,8 @@
         showRun(DATA.outlier != null ? DATA.outlier : 0);
       }
     } catch (e) { recordError(e); }
+    let t = null;
+    window.addEventListener("resize", guard(() => { clearTimeout(t); t = setTimeout(guard(renderTimeline), 120); }));
     ML.ready = true;
   }
   try { main(); } catch (e) { recordError(e); ML.ready = true; }

@@ -7,6 +7,14 @@
       el("td", { class: "num" }, fmtInt(s.base_count) + " → " + fmtInt(s.cand_count)),
       el("td", { class: "mono" }, s.site, s.moved_from ? el("span", { class: "muted" }, " (moved from " + s.moved_from + ")") : null)));
   }
+  // The Differences' table that holds moment m's sites ([its id, its name]), or null.
+  function sitesInDiff(m) {
+    const d = PAIR.diff, dv = d.steps && d.steps.divergence;
+    if (!m.sites.length) return null;
+    if (m.kind === "peak" && d.sites_compared && d.sites.length) return ["diff-sites", "Differences, by site"];
+    if (m.kind === "step" && dv && m.label === "step " + dv.step && dv.sites.length) return ["diff-divergence", "where the runs part most"];
+    return null;
+  }
   const SITE_HEAD = [["status"], ["base", 1], ["candidate", 1], ["change", 1], ["count", 1], ["site"]];
   function showMoment(k) {
     const m = PAIR.moments[k];
@@ -24,7 +32,11 @@
         el("div", { "data-only": "base" }, el("b", null, "only in the base: "), el("span", { "data-bytes": String(m.only_base_bytes) }, fmtBytes(m.only_base_bytes)), el("span", { class: "muted" }, " at " + fmtInt(m.counts.removed) + " sites")),
         el("div", { "data-only": "cand" }, el("b", null, "only in the candidate: "), el("span", { "data-bytes": String(m.only_cand_bytes) }, fmtBytes(m.only_cand_bytes)), el("span", { class: "muted" }, " at " + fmtInt(m.counts.new) + " sites")),
         el("div", { "data-only": "both" }, el("b", null, "at sites both hold: "), el("span", { "data-bytes": String(m.common_base_bytes) }, fmtBytes(m.common_base_bytes)), " → ", el("span", { "data-bytes": String(m.common_cand_bytes) }, fmtBytes(m.common_cand_bytes)))),
-      m.sites.length ? table(SITE_HEAD, siteRows(m.sites)) : el("p", { class: "muted" }, "Both live sets hold the same bytes at every site."),
-      m.more_sites ? el("p", { class: "muted" }, "… " + fmtInt(m.more_sites) + " more sites differ") : null);
+      // A table the Differences already show (at the peaks; at the step where the runs part
+      // most) is shown once, there: here a link to it.
+      sitesInDiff(m)
+        ? el("p", { class: "muted", id: "moment-sites-in-diff" }, "The sites that differ " + (m.kind === "peak" ? "at the peaks" : "at " + m.label) + ": ", el("a", { href: "#" + sitesInDiff(m)[0] }, sitesInDiff(m)[1]), " below.")
+        : [m.sites.length ? table(SITE_HEAD, siteRows(m.sites)) : el("p", { class: "muted" }, "Both live sets hold the same bytes at every site."),
+          m.more_sites ? el("p", { class: "muted" }, "… " + fmtInt(m.more_sites) + " more sites differ") : null]);
     if (ML.plot) renderTimeline();
   }

@@ -3,7 +3,9 @@
   // scale or each on its own) or, for two runs, their difference; its byte and count axes drawn
   // by js/axis.js as the report page's timeline draws its own; a click picks a moment (two runs)
   // or a run.
-  const W = 1000, H_OVER = 260, H_STACK = 110, H_DIFF = 200;
+  // W: the plots' width, the section's own (renderTimeline; at least 600 pixels).
+  let W = 1000;
+  const H_OVER = 260, H_STACK = 110, H_DIFF = 200;
   // The byte axis left of each plot (its own canvas, so the plot's pixels are the runs'
   // alone) and the count axis under the plots: the labels' width and the axis's height.
   const GUTTER = 64, AXIS_H = 32;
@@ -25,6 +27,9 @@
       return;
     }
     const canvases = [];
+    // The plots fill the section: its width less the byte axis, a run's label when stacked,
+    // and the card's padding.
+    W = Math.max(600, Math.floor(sections.timeline.clientWidth - GUTTER - 48 - (S.layout === "stacked" ? 110 : 0)));
     const X = xMax();
     let top = 1;
     for (const r of RUNS) for (const p of r.points) top = Math.max(top, p.reserved_bytes, p.live_bytes);
@@ -50,6 +55,9 @@
         S.mode === "difference" ? [el("span", null, el("i", { class: "sw", style: "background:" + PALETTE[1] }), "the candidate holds more"), el("span", null, el("i", { class: "sw", style: "background:" + PALETTE[0] }), "the base holds more")]
           : [RUNS.map((r, i) => el("span", null, el("i", { class: "sw", style: "background:" + color(i) }), runName(i))),
             S.layout === "stacked" ? el("span", null, el("i", { class: "sw sw-reserved" }), "reserved") : el("span", { class: "muted" }, "stacked shows reserved bytes too")],
+        PAIR && ML.moment != null && PAIR.moments[ML.moment] && S.mode !== "difference"
+          ? el("span", { "data-testid": "moment-lines" }, el("i", { class: "sw sw-dashed" }), "dashed: each run at the moment shown below (" + PAIR.moments[ML.moment].label + "), named above its line")
+          : null,
         el("span", { class: "muted" }, PAIR ? "click the plot: both live sets there" : "click a run: its own view")));
     ML.plot = { axis: S.axis, layout: S.layout, mode: S.mode, width: W, x_max: X, scale_bytes: top, canvases: [] };
     for (const c of canvases) {
@@ -144,6 +152,17 @@
       ctx.beginPath(); ctx.moveTo(xPix(v, X) + 0.5, 0); ctx.lineTo(xPix(v, X) + 0.5, H); ctx.stroke();
     }
     ctx.setLineDash([]);
+    // Each line named at its top, beside it (right of the line, left near the right edge).
+    ctx.font = "11px sans-serif";
+    ctx.fillStyle = MARKER;
+    ctx.textBaseline = "top";
+    for (const i of runs) {
+      const side = i === 0 ? m.base : m.cand;
+      const v = placeOf(i, side.at.event_index);
+      if (v == null) continue;
+      const x = xPix(v, X), name = runName(i), w = ctx.measureText(name).width;
+      ctx.fillText(name, x + 4 + w > W ? x - 4 - w : x + 4, 2 + (i === 1 && runs.length > 1 ? 13 : 0));
+    }
   }
   function drawDifference(canvas, axis, diff, H) {
     const ctx = setupCanvas(canvas, W, H);

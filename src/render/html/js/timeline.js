@@ -89,7 +89,7 @@
     ML.view = { first: null, last: null };
     ML.plot = null;
     if (!dp || !dp.timeline || !dp.timeline.samples.event_index.length) {
-      const msgs = dp ? absentFor(dp.device).filter((a) => a.code === "no_trace") : [];
+      const msgs = dp ? absentFor(dp.device).filter((a) => a.code === "no_trace" || a.code === "single_entry_trace") : [];
       fill(s, heading("Active memory timeline"),
         el("p", { class: "absent", "data-testid": "absent" }, msgs.length ? msgs[0].message : dp ? "No trace was recorded for this device: there is no timeline." : "No device to show."));
       return;
