@@ -554,21 +554,8 @@ fn the_page_works_in_headless_chromium() {
         let f = file.to_str().unwrap();
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         let html = dir.path().join(format!("{name}.html"));
-        let o = memlens(["report", f, "-o", html.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let run = std::process::Command::new("node")
-            .arg(&browser.script)
-            .arg(&html)
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "{name}: the driver failed: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        let page: Value = serde_json::from_slice(&run.stdout)
-            .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&run.stdout)));
-        check_page(&name, f, &page);
+        write_page(f, &html);
+        check_page(&name, f, &drive_page(&browser, &name, &html));
     }
 }
 
@@ -588,8 +575,7 @@ fn the_notebook_s_packed_page_unpacks_and_works_in_headless_chromium() {
     let f = sample.to_str().unwrap();
     let html = dir.path().join("page.html");
     let packed = dir.path().join("packed.html");
-    let o = memlens(["report", f, "-o", html.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    write_page(f, &html);
     let pack = std::process::Command::new(python3())
         .args([
             "-c",
@@ -615,19 +601,30 @@ fn the_notebook_s_packed_page_unpacks_and_works_in_headless_chromium() {
         packed_len * 3 < page_len,
         "packed {packed_len} of {page_len} bytes"
     );
+    let name = "frag_oom.pickle (packed)";
+    check_page(name, f, &drive_page(&browser, name, &packed));
+}
+
+/// `memlens report FILE -o HTML`, which must succeed.
+fn write_page(file: &str, html: &Path) {
+    let o = memlens(["report", file, "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// What check_report.mjs saw of the page `html` in headless Chromium (its one JSON object).
+fn drive_page(browser: &Browser, name: &str, html: &Path) -> Value {
     let run = std::process::Command::new("node")
         .arg(&browser.script)
-        .arg(&packed)
+        .arg(html)
         .output()
         .unwrap();
     assert!(
         run.status.success(),
-        "the driver failed: {}",
+        "{name}: the driver failed: {}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let page: Value = serde_json::from_slice(&run.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&run.stdout)));
-    check_page("frag_oom.pickle (packed)", f, &page);
+    serde_json::from_slice(&run.stdout)
+        .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&run.stdout)))
 }
 
 fn check_page(name: &str, file: &str, page: &Value) {
