@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 /// How parts are partitioned: the keys, and the pattern whose named groups give values.
 pub struct Partitioning {
     keys: Vec<String>,
-    pattern: Option<regex::Regex>,
+    pattern: Option<regex_lite::Regex>,
 }
 
 /// The value Hive tools read as null.
@@ -34,7 +34,7 @@ impl Partitioning {
     /// From `--partition-by` and `--partition-pattern`.
     pub fn new(by: Option<&str>, pattern: Option<&str>) -> Result<Partitioning, Error> {
         let pattern = pattern
-            .map(regex::Regex::new)
+            .map(regex_lite::Regex::new)
             .transpose()
             .map_err(|e| Error::Usage(format!("--partition-pattern: {e}")))?;
         let keys: Vec<String> = by

@@ -25,7 +25,7 @@ use crate::model::{Action, Snapshot, StackId};
 use crate::replay::steps::{self, DeviceSteps};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
 use crate::vocab::absence::{self, Absence, Judgement};
-use regex::Regex;
+use regex_lite::Regex;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
