@@ -36,6 +36,10 @@ mod test_ci;
 pub mod alloc_guard;
 pub mod allocator;
 pub mod analyze;
+// The command line lives in the library, not the binary: its serializers and sorts are then
+// generated once, with the library's, instead of again in the binary (docs/performance.md,
+// "Build"). Only its entry point is public.
+mod cli;
 #[cfg(test)]
 mod code_size;
 pub mod compose;
@@ -53,4 +57,11 @@ pub mod units;
 pub mod vocab;
 
 pub use error::Error;
+
+/// Runs the command line in `std::env::args` (the `memlens` binary's whole work) and returns
+/// its exit code: 0 ok, 1 findings or a broken budget, 2 usage or input errors.
+pub fn run_cli() -> i32 {
+    cli::main()
+}
+
 pub use load::{load, load_with, LoadOptions};

@@ -20,7 +20,8 @@ mod mapping;
 mod release;
 
 /// What limits the memory the allocator may reserve.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Capacity {
     /// Bytes the allocator may reserve in all.
     pub bytes: u64,

@@ -16,7 +16,8 @@ const MIB: u64 = 1 << 20;
 pub const BANDS: usize = 16;
 
 /// The caching allocator's settings that decide layout.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Settings {
     /// `expandable_segments`: one growing mapped segment per stream and pool.
     pub expandable_segments: bool,

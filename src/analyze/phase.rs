@@ -19,7 +19,8 @@ use crate::replay::DeviceReplay;
 use serde::Serialize;
 
 /// Where in a training step a moment is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Inside a forward pass (allocations under a module's `forward`).
@@ -77,7 +78,8 @@ impl Phase {
 }
 
 /// The phase of one moment, with the step it falls in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MomentPhase {
     /// The phase.
     pub phase: Phase,
@@ -157,7 +159,8 @@ pub fn reading<T>(
 }
 
 /// The highest live requested bytes inside one phase of a device's trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PhasePeak {
     /// The phase (forward, backward or optimizer).
     pub phase: Phase,

@@ -3,12 +3,12 @@
 
 use super::report::Format;
 use super::size;
-use memlens::analyze::top::Cost;
-use memlens::compose::page::{bands::BandOptions, PageOptions};
-use memlens::replay::{MomentSpec, WindowSpec};
-use memlens::vocab::gpus;
-use memlens::vocab::sites::{FrameFilter, SiteOptions};
-use memlens::Error;
+use crate::analyze::top::Cost;
+use crate::compose::page::{bands::BandOptions, PageOptions};
+use crate::replay::{MomentSpec, WindowSpec};
+use crate::vocab::gpus;
+use crate::vocab::sites::{FrameFilter, SiteOptions};
+use crate::Error;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 

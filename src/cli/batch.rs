@@ -8,11 +8,11 @@ use super::args::{DeviceArg, OutputArgs};
 use super::pipeline::{GlobalOptions, Loaded};
 use super::report::BatchFormat;
 use super::{output, progress, Outcome};
-use memlens::analyze::oom::OomOptions;
-use memlens::analyze::profile::{self, Profile, ProfileOptions};
-use memlens::compose::batch::{self, BatchReport, FileRow};
-use memlens::compose::oom;
-use memlens::{Error, LoadOptions};
+use crate::analyze::oom::OomOptions;
+use crate::analyze::profile::{self, Profile, ProfileOptions};
+use crate::compose::batch::{self, BatchReport, FileRow};
+use crate::compose::oom;
+use crate::{Error, LoadOptions};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -172,7 +172,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             args.paths.join(" ")
         )));
     }
-    let jobs = worker_threads(args.jobs, files.len(), memlens::model::default_threads());
+    let jobs = worker_threads(args.jobs, files.len(), crate::model::default_threads());
     let mut load = g.load;
     if jobs > 1 {
         // One decoder thread per file: workers already use every core.
@@ -228,7 +228,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             Err((file, e)) => {
                 eprintln!(
                     "memlens: {}",
-                    memlens::render::visible::visible(&e.to_string())
+                    crate::render::visible::visible(&e.to_string())
                 );
                 rows.push(FileRow::failed(&file, e.to_string()));
                 profiles.push(None);
@@ -243,7 +243,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let imbalance = batch::imbalance(&pairs, args.sites);
     let failed = rows.iter().filter(|r| !r.ok).count();
     let report = BatchReport {
-        schema_version: memlens::analyze::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         files: rows,
         failed,
         imbalance,

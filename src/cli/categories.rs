@@ -3,8 +3,8 @@
 use super::args::{AtPeak, DeviceArg, MomentArgs, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::analyze::categories::{self, CategoryOptions};
-use memlens::Error;
+use crate::analyze::categories::{self, CategoryOptions};
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens categories`.
@@ -32,7 +32,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     if let Some(p) = &args.rules {
         let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, &e))?;
         opts.rules = categories::parse_rules(&text)
-            .map_err(|m| Error::Usage(format!("{}: {m}", memlens::error::quoted_path(p))))?;
+            .map_err(|m| Error::Usage(format!("{}: {m}", crate::error::quoted_path(p))))?;
     }
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
         categories::run(&l.snap, l.replays(), &opts)

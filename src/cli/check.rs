@@ -2,7 +2,7 @@
 //! [--max-leaked ...] [--baseline FILE] [--allow-unmeasured]`
 //!
 //! Exit status: 1 when a budget broke, or when one could not be measured (the file lacks what
-//! it reads, see [`memlens::compose::check`]) and `--allow-unmeasured` was not given; 0
+//! it reads, see [`crate::compose::check`]) and `--allow-unmeasured` was not given; 0
 //! otherwise; 2 for usage and input errors.
 
 use super::args::{
@@ -12,11 +12,11 @@ use super::pipeline::{GlobalOptions, Loaded};
 use super::report::CheckFormat;
 use super::size;
 use super::{output, Outcome};
-use memlens::analyze::diff::{self, DiffOptions};
-use memlens::analyze::profile::{self, ProfileOptions};
-use memlens::compose::check::{self, Budget, BudgetKind, Limit};
-use memlens::units::iec;
-use memlens::Error;
+use crate::analyze::diff::{self, DiffOptions};
+use crate::analyze::profile::{self, ProfileOptions};
+use crate::compose::check::{self, Budget, BudgetKind, Limit};
+use crate::units::iec;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens check`.

@@ -13,10 +13,10 @@ use super::args::DeviceArg;
 use super::output::{self, Written};
 use super::pipeline::Loaded;
 use super::{progress, Outcome};
-use memlens::compose::batch::rank_of;
-use memlens::compose::dataset::{self, Source, Table};
-use memlens::error::quoted_path;
-use memlens::{Error, LoadOptions};
+use crate::compose::batch::rank_of;
+use crate::compose::dataset::{self, Source, Table};
+use crate::error::quoted_path;
+use crate::{Error, LoadOptions};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -121,7 +121,7 @@ fn hex(bytes: &[u8]) -> String {
 /// SHA-256 of the input's bytes as stored, from the bytes read for decoding (nothing is read
 /// twice): a regular file's whole content, a stream's bytes as far as they were read. The
 /// pages of a mapped pickle are handed back as they are hashed.
-fn sha256(input: &memlens::input::Input) -> Option<String> {
+fn sha256(input: &crate::input::Input) -> Option<String> {
     const STEP: usize = 16 << 20;
     let stored = input.stored()?;
     let mut h = Sha256::new();
@@ -139,8 +139,8 @@ fn load(
     load: &LoadOptions,
     device: DeviceArg,
 ) -> Result<(Loaded, Option<String>), Error> {
-    let input = memlens::load::read_keeping(path, load, true)?;
-    let snap = memlens::load::build(path, &input, load, &mut |_| {})?;
+    let input = crate::load::read_keeping(path, load, true)?;
+    let snap = crate::load::build(path, &input, load, &mut |_| {})?;
     let sha = sha256(&input);
     drop(input);
     Ok((Loaded::with(path, snap, device)?, sha))
@@ -218,7 +218,7 @@ fn one(
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, &e))?;
         }
-        let bytes = memlens::render::parquet::write(t)
+        let bytes = crate::render::parquet::write(t)
             .map_err(|e| Error::Usage(format!("{}: table {}: {e}", quoted_path(path), t.name)))?;
         written.bytes += output::write_file(&p, force, |w| w.write_all(&bytes))?;
         written.files = written.files.map(|n| n + 1);
@@ -281,7 +281,7 @@ pub fn run(
             Err(e) => {
                 eprintln!(
                     "memlens: {}",
-                    memlens::render::visible::visible(&e.to_string())
+                    crate::render::visible::visible(&e.to_string())
                 );
                 failed += 1;
             }

@@ -4,10 +4,10 @@ use super::args::{growth_arg, size_arg, AtCompared, DeviceArg, MomentArgs, Outpu
 use super::pipeline::{GlobalOptions, Loaded};
 use super::report::{DiffFormat, DiffView};
 use super::{output, Outcome};
-use memlens::analyze::diff::{self, DiffOptions};
-use memlens::analyze::profile::{self, ProfileOptions, SiteKey};
-use memlens::vocab::sites::SiteOptions;
-use memlens::Error;
+use crate::analyze::diff::{self, DiffOptions};
+use crate::analyze::profile::{self, ProfileOptions, SiteKey};
+use crate::vocab::sites::SiteOptions;
+use crate::Error;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `memlens diff`.

@@ -3,8 +3,8 @@
 
 use super::args::{CapacityArgs, OutputArgs};
 use super::{output, Outcome};
-use memlens::analyze::explain;
-use memlens::Error;
+use crate::analyze::explain;
+use crate::Error;
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 

@@ -5,9 +5,9 @@ use super::args::{DeviceArg, OutputArgs, ScopeArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::report::ExportFormat;
 use super::Outcome;
-use memlens::analyze::export::perfetto::{self, PerfettoOptions};
-use memlens::error::quoted_path;
-use memlens::Error;
+use crate::analyze::export::perfetto::{self, PerfettoOptions};
+use crate::error::quoted_path;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens export`.
@@ -52,7 +52,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         eprintln!(
             "memlens: {}: note: {}",
             quoted_path(&args.file),
-            memlens::render::visible::visible(n)
+            crate::render::visible::visible(n)
         );
     }
     Ok(Outcome::Ok)

@@ -3,9 +3,9 @@
 use super::args::{parse_moment, AtPeak, CapacityArgs, DeviceArg, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::analyze::fit::{self, FitOptions};
-use memlens::replay::MomentSpec;
-use memlens::Error;
+use crate::analyze::fit::{self, FitOptions};
+use crate::replay::MomentSpec;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens fit`.

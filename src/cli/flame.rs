@@ -4,9 +4,9 @@ use super::args::{AtPeak, CostArg, DeviceArg, MomentArgs, OutputArgs, ScopeArgs,
 use super::pipeline::{self, GlobalOptions};
 use super::report::FlameFormat;
 use super::Outcome;
-use memlens::analyze::flame;
-use memlens::analyze::top::TopOptions;
-use memlens::Error;
+use crate::analyze::flame;
+use crate::analyze::top::TopOptions;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens flame`.

@@ -3,8 +3,8 @@
 use super::args::{AtEnd, DeviceArg, MomentArgs, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::analyze::frag::{self, FragOptions};
-use memlens::Error;
+use crate::analyze::frag::{self, FragOptions};
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens frag`.

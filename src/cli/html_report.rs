@@ -6,9 +6,9 @@ use super::output;
 use super::pipeline::{self, GlobalOptions, Loaded};
 use super::report::ReportFormat;
 use super::Outcome;
-use memlens::compose::page;
-use memlens::replay::MomentSpec;
-use memlens::Error;
+use crate::compose::page;
+use crate::replay::MomentSpec;
+use crate::Error;
 use rayon::prelude::*;
 use std::path::PathBuf;
 
@@ -57,6 +57,6 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         .collect::<Result<Vec<Loaded>, Error>>()?;
     let names: Vec<String> = loaded.iter().map(Loaded::title).collect();
     let page = pipeline::runs_page(&loaded, &names)?;
-    output::report(&args.out, &page, &memlens::serve::runs_title(&names), None)?;
+    output::report(&args.out, &page, &crate::serve::runs_title(&names), None)?;
     Ok(Outcome::Ok)
 }

@@ -4,8 +4,8 @@ use super::args::{DeviceArg, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::report::LeaksView;
 use super::Outcome;
-use memlens::analyze::leaks::{self, LeaksOptions};
-use memlens::Error;
+use crate::analyze::leaks::{self, LeaksOptions};
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens leaks`.

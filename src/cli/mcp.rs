@@ -9,7 +9,7 @@
 //! a virtual environment, the user's site-packages (`pip install --user`).
 
 use super::Outcome;
-use memlens::Error;
+use crate::Error;
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -35,7 +35,7 @@ mod top;
 mod whatif;
 
 use clap::{Parser, Subcommand};
-use memlens::Error;
+use crate::Error;
 use pipeline::GlobalOptions;
 
 /// Read PyTorch CUDA memory snapshots: where GPU memory went and why it ran out.
@@ -186,7 +186,7 @@ fn exit_code(result: Result<Outcome, Error>) -> i32 {
             // An error may quote snapshot content: shown escaped, on one line.
             eprintln!(
                 "memlens: {}",
-                memlens::render::visible::visible(&e.to_string())
+                crate::render::visible::visible(&e.to_string())
             );
             2
         }

@@ -9,7 +9,7 @@
 //! Each model dropped is said in the answer of the request that dropped it.
 
 use super::session_files::Opened;
-use memlens::model::Snapshot;
+use crate::model::Snapshot;
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;

@@ -3,9 +3,9 @@
 use super::args::{CapacityArgs, DeviceArg, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::analyze::oom::OomOptions;
-use memlens::compose::oom;
-use memlens::Error;
+use crate::analyze::oom::OomOptions;
+use crate::compose::oom;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens oom`.

@@ -6,8 +6,8 @@
 
 use super::args::OutputArgs;
 use super::report::Formats;
-use memlens::render::text::Style;
-use memlens::Error;
+use crate::render::text::Style;
+use crate::Error;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -70,14 +70,14 @@ impl Written {
     /// The line that says it: `memlens: wrote report.html (2.31 MiB)`, or
     /// `memlens: wrote out (12 files, 1.50 MiB)` for a directory.
     pub fn line(&self) -> String {
-        let size = memlens::units::iec(self.bytes);
+        let size = crate::units::iec(self.bytes);
         let what = match self.files {
-            Some(n) => format!("{}, {size}", memlens::units::plural(n as u64, "file")),
+            Some(n) => format!("{}, {size}", crate::units::plural(n as u64, "file")),
             None => size,
         };
         format!(
             "memlens: wrote {} ({what})",
-            memlens::error::quoted_path(&self.path)
+            crate::error::quoted_path(&self.path)
         )
     }
 }
@@ -170,14 +170,14 @@ fn atomic_write(
             };
             return Err(Error::Usage(format!(
                 "{}: is {what}; -o writes a report to a regular file only (use a new file name, or standard output without -o)",
-                memlens::error::quoted_path(path)
+                crate::error::quoted_path(path)
             )));
         }
     }
     if path.exists() && !force {
         return Err(Error::Usage(format!(
             "{}: already exists; pass --force to replace it",
-            memlens::error::quoted_path(path)
+            crate::error::quoted_path(path)
         )));
     }
     let dir: PathBuf = match path.parent() {

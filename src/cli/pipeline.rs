@@ -7,10 +7,10 @@ use super::models::{Evicted, Key, Models};
 use super::progress;
 use super::report::Formats;
 use super::session_files::Opened;
-use memlens::error::quoted_path;
-use memlens::model::{Snapshot, Strategy};
-use memlens::replay::{self, DeviceReplay};
-use memlens::{Error, LoadOptions};
+use crate::error::quoted_path;
+use crate::model::{Snapshot, Strategy};
+use crate::replay::{self, DeviceReplay};
+use crate::{Error, LoadOptions};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -68,7 +68,7 @@ impl Loaded {
     /// Like [`Loaded::open`], without a progress bar or timing lines (for files read in
     /// parallel), with `load` in place of the global options' load options.
     pub fn quiet(path: &Path, load: &LoadOptions, device: DeviceArg) -> Result<Loaded, Error> {
-        Self::with(path, memlens::load_with(path, load, &mut |_| {})?, device)
+        Self::with(path, crate::load_with(path, load, &mut |_| {})?, device)
     }
 
     /// A snapshot already built from `path`, with the device rule applied.
@@ -104,7 +104,7 @@ impl Loaded {
     /// The common directory of the snapshot's user files, which text output strips from the
     /// paths of sites (`diff`, `check` and `batch` strip the same).
     pub fn root(&self) -> Option<String> {
-        memlens::analyze::profile::snapshot_root(&self.snap)
+        crate::analyze::profile::snapshot_root(&self.snap)
     }
 
     /// An analysis's refusal (`no oom event`, a bad moment) as one line naming the file.
@@ -194,18 +194,18 @@ pub fn decodes() -> u64 {
 
 /// Reads and decodes `path` (progress bar when large), from `opened` when a session opened it.
 fn decode(path: &Path, g: &GlobalOptions, opened: Option<&Opened>) -> Result<Snapshot, Error> {
-    let _oom_names = memlens::alloc_guard::reading(path);
+    let _oom_names = crate::alloc_guard::reading(path);
     let t0 = std::time::Instant::now();
     let inp = match opened {
-        Some(o) => memlens::load::read_opened(path, &o.file, o.meta.len(), &g.load)?,
-        None => memlens::load::read(path, &g.load)?,
+        Some(o) => crate::load::read_opened(path, &o.file, o.meta.len(), &g.load)?,
+        None => crate::load::read(path, &g.load)?,
     };
     let timing = g.load.timing;
     if timing {
         eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
     }
     let bar = progress::bytes_bar(inp.len_hint() as u64, &quoted_path(path));
-    let snap = memlens::load::build(path, &inp, &g.load, &mut |pos| bar.set_position(pos));
+    let snap = crate::load::build(path, &inp, &g.load, &mut |pos| bar.set_position(pos));
     bar.finish_and_clear();
     if let (Ok(s), true) = (&snap, timing) {
         eprintln!("model: {} bytes", s.heap_bytes());
@@ -243,8 +243,8 @@ where
 pub fn runs_page(
     loaded: &[Loaded],
     names: &[String],
-) -> Result<memlens::compose::runs::RunsPage, Error> {
-    use memlens::compose::runs::{self, RunInput, RunsOptions};
+) -> Result<crate::compose::runs::RunsPage, Error> {
+    use crate::compose::runs::{self, RunInput, RunsOptions};
     let inputs: Vec<RunInput> = loaded
         .iter()
         .zip(names)

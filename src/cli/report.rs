@@ -7,26 +7,26 @@
 //! format of one command: a variant of that command's enum and an arm of its `Formats` impl.
 //! Nothing here computes: each arm calls a renderer.
 
-use memlens::analyze::categories::CategoriesReport;
-use memlens::analyze::diff::DiffReport;
-use memlens::analyze::explain::ExplainReport;
-use memlens::analyze::export::perfetto::PerfettoExport;
-use memlens::analyze::export::slice::SliceReport;
-use memlens::analyze::fit::FitReport;
-use memlens::analyze::flame::FlameReport;
-use memlens::analyze::frag::FragReport;
-use memlens::analyze::leaks::LeaksReport;
-use memlens::analyze::summary::SummaryReport;
-use memlens::analyze::timeline::TimelineReport;
-use memlens::analyze::top::TopReport;
-use memlens::analyze::whatif::WhatifReport;
-use memlens::compose::batch::BatchReport;
-use memlens::compose::check::CheckReport;
-use memlens::compose::oom::OomReport;
-use memlens::compose::page::PageReport;
-use memlens::compose::runs::RunsPage;
-use memlens::render;
-use memlens::render::text::Style;
+use crate::analyze::categories::CategoriesReport;
+use crate::analyze::diff::DiffReport;
+use crate::analyze::explain::ExplainReport;
+use crate::analyze::export::perfetto::PerfettoExport;
+use crate::analyze::export::slice::SliceReport;
+use crate::analyze::fit::FitReport;
+use crate::analyze::flame::FlameReport;
+use crate::analyze::frag::FragReport;
+use crate::analyze::leaks::LeaksReport;
+use crate::analyze::summary::SummaryReport;
+use crate::analyze::timeline::TimelineReport;
+use crate::analyze::top::TopReport;
+use crate::analyze::whatif::WhatifReport;
+use crate::compose::batch::BatchReport;
+use crate::compose::check::CheckReport;
+use crate::compose::oom::OomReport;
+use crate::compose::page::PageReport;
+use crate::compose::runs::RunsPage;
+use crate::render;
+use crate::render::text::Style;
 use serde::{Serialize, Serializer};
 use std::io::{Result, Write};
 
@@ -120,7 +120,7 @@ impl Serialize for Summaries {
         match self.files.as_slice() {
             [one] if !self.many => each(one).serialize(s),
             many => ManyFiles {
-                schema_version: memlens::analyze::SCHEMA_VERSION,
+                schema_version: crate::analyze::SCHEMA_VERSION,
                 files: many.iter().map(each).collect(),
             }
             .serialize(s),

@@ -5,11 +5,11 @@
 use super::args::{stdin_once, DeviceArg, PageArgs};
 use super::pipeline::{GlobalOptions, Loaded};
 use super::Outcome;
-use memlens::compose::page;
-use memlens::compose::page::window::WindowIndex;
-use memlens::replay::WindowSpec;
-use memlens::serve::{self, ServedFile, Server, State};
-use memlens::Error;
+use crate::compose::page;
+use crate::compose::page::window::WindowIndex;
+use crate::replay::WindowSpec;
+use crate::serve::{self, ServedFile, Server, State};
+use crate::Error;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};

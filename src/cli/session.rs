@@ -14,7 +14,7 @@ use super::models::{Evicted, DEFAULT_BUDGET};
 use super::output;
 use super::session_files;
 use super::Outcome;
-use memlens::Error;
+use crate::Error;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -202,7 +202,7 @@ fn run_one(argv: &[String]) -> (i32, String, Option<String>) {
             stdout,
             Some(format!(
                 "memlens: {}",
-                memlens::render::visible::visible(&e.to_string())
+                crate::render::visible::visible(&e.to_string())
             )),
         ),
     }

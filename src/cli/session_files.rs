@@ -9,8 +9,8 @@
 //! once, without blocking (`O_NONBLOCK`), and what was opened is checked (`fstat`) before a
 //! byte is read, so a file swapped for a FIFO after that check is refused too.
 
-use memlens::error::quoted_path;
-use memlens::Error;
+use crate::error::quoted_path;
+use crate::Error;
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};

@@ -1,8 +1,8 @@
 //! Sizes and percentages as the command line's flags take them (`--capacity 80GiB`,
 //! `--fail-on-growth 5%`).
 
-use memlens::units;
-use memlens::Error;
+use crate::units;
+use crate::Error;
 
 /// Parses a size: plain bytes (`85899345920`), IEC units (`80GiB`, `81920MiB`, `1.5 TiB`,
 /// `512KiB`), SI units (`80GB` = 80·10⁹), or a bare `K`/`M`/`G`/`T` (binary, as PyTorch and

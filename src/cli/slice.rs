@@ -4,9 +4,9 @@
 use super::args::{DeviceArg, ScopeArgs};
 use super::pipeline::{GlobalOptions, Loaded};
 use super::{output, Outcome};
-use memlens::analyze::export::slice::{self, SliceReport};
-use memlens::replay::MomentSpec;
-use memlens::Error;
+use crate::analyze::export::slice::{self, SliceReport};
+use crate::replay::MomentSpec;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens slice`.
@@ -59,12 +59,12 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     for n in &plan.notes {
         eprintln!(
             "memlens: {}: note: {}",
-            memlens::error::quoted_path(&args.file),
-            memlens::render::visible::visible(n)
+            crate::error::quoted_path(&args.file),
+            crate::render::visible::visible(n)
         );
     }
     let report = SliceReport {
-        schema_version: memlens::analyze::SCHEMA_VERSION,
+        schema_version: crate::analyze::SCHEMA_VERSION,
         file: l.title(),
         output: args.output.display().to_string(),
         devices: plan.summary,

@@ -4,8 +4,8 @@ use super::args::{DeviceArg, OutputArgs};
 use super::pipeline::{GlobalOptions, Loaded};
 use super::report::Summaries;
 use super::{output, Outcome};
-use memlens::analyze::summary;
-use memlens::Error;
+use crate::analyze::summary;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens summary`.
@@ -35,7 +35,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
                 }
                 eprintln!(
                     "memlens: {}",
-                    memlens::render::visible::visible(&e.to_string())
+                    crate::render::visible::visible(&e.to_string())
                 );
                 first_error.get_or_insert(e);
             }

@@ -4,9 +4,9 @@ use super::args::{DeviceArg, OutputArgs, ScopeArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::report::TimelineFormat;
 use super::Outcome;
-use memlens::analyze::timeline::{self, TimelineOptions};
-use memlens::error::quoted_path;
-use memlens::Error;
+use crate::analyze::timeline::{self, TimelineOptions};
+use crate::error::quoted_path;
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens timeline`.
@@ -44,7 +44,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             eprintln!(
                 "memlens: {}: note: {}",
                 quoted_path(&args.file),
-                memlens::render::visible::visible(&a.message)
+                crate::render::visible::visible(&a.message)
             );
         }
     }

@@ -3,8 +3,8 @@
 use super::args::{AtPeak, CostArg, DeviceArg, MomentArgs, OutputArgs, ScopeArgs, SiteArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::analyze::top::{self, GroupBy, TopOptions};
-use memlens::Error;
+use crate::analyze::top::{self, GroupBy, TopOptions};
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens top`.

@@ -3,9 +3,9 @@
 use super::args::{CapacityArgs, DeviceArg, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use memlens::allocator::settings::Settings;
-use memlens::analyze::whatif::{self, WhatifOptions};
-use memlens::Error;
+use crate::allocator::settings::Settings;
+use crate::analyze::whatif::{self, WhatifOptions};
+use crate::Error;
 use std::path::PathBuf;
 
 /// Arguments of `memlens whatif`.

@@ -58,13 +58,14 @@ pub fn rank_of(name: &str) -> Option<u32> {
 }
 
 /// One file of the batch.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileRow {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Always `file` (JSON lines mix file rows and one `imbalance` line).
-    #[schemars(extend("const" = "file"))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = "file")))]
     pub kind: &'static str,
     /// The file as named.
     pub file: String,
@@ -74,7 +75,7 @@ pub struct FileRow {
     pub ok: bool,
     /// Why not, in one line.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub error: Option<String>,
     /// Devices with memory or a trace.
     pub devices: usize,
@@ -162,7 +163,8 @@ fn base_name(file: &str) -> &str {
 }
 
 /// One rank's peak.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RankPeak {
     /// Rank.
     pub rank: u32,
@@ -173,7 +175,8 @@ pub struct RankPeak {
 }
 
 /// A site that explains the outlier.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExplainingSite {
     /// Normalized site.
     pub site: String,
@@ -186,13 +189,14 @@ pub struct ExplainingSite {
 }
 
 /// The imbalance of a rank set.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Imbalance {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Always `imbalance`.
-    #[schemars(extend("const" = "imbalance"))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = "imbalance")))]
     pub kind: &'static str,
     /// Per rank (rank, then file).
     pub ranks: Vec<RankPeak>,
@@ -328,10 +332,11 @@ pub fn imbalance_of(mut ranked: Vec<Ranked>, top: usize) -> Option<Imbalance> {
 }
 
 /// The whole batch as one JSON document (`--format json`).
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BatchReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Per file, in the order given.
     pub files: Vec<FileRow>,

@@ -12,10 +12,11 @@ use serde::Serialize;
 
 /// Every OOM in a snapshot: the numbers, the cause, what to change first; and every device's
 /// headroom.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OomReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Every oom event, by device then event index.
     pub ooms: Vec<SnapshotOom>,

@@ -9,7 +9,8 @@ use serde::Serialize;
 use std::ops::Range;
 
 /// Which top-level shape the file had (snapshot-format.md §1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Layout {
     /// A dict with `segments` and `device_traces` (PyTorch 2.1+).
@@ -21,9 +22,8 @@ pub enum Layout {
 }
 
 /// Caching-allocator pool of a segment.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PoolKind {
     /// Requests of at most 1 MiB.
@@ -46,7 +46,8 @@ impl PoolKind {
 }
 
 /// Allocation state of a block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum BlockState {
     /// Handed out to a tensor.
@@ -111,9 +112,8 @@ pub struct Block {
 }
 
 /// The `action` of a trace event (snapshot-format.md §4).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// A block handed out; `size` = requested bytes.
@@ -237,7 +237,8 @@ impl TraceEvent {
 }
 
 /// A record_function START/END mark (`external_annotations`).
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Annotation {
     /// Device index, if recorded.
     pub device: Option<i64>,
@@ -250,7 +251,8 @@ pub struct Annotation {
 }
 
 /// A scalar setting value of `allocator_settings`.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum SettingValue {
     /// Boolean.
@@ -310,7 +312,8 @@ impl HostMemory {
 }
 
 /// A data-quality finding that does not stop the analysis.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Warning {
     /// Stable machine-readable code, e.g. `ring_buffer_wrapped`.
     pub code: &'static str,

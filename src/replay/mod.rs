@@ -26,7 +26,8 @@ use crate::model::{Action, Device, Snapshot, StackId, TraceEvent};
 use rustc_hash::FxHashMap;
 
 /// Where an allocation's record comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// An `alloc` event of the trace.

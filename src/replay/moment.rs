@@ -6,7 +6,8 @@ use serde::Serialize;
 
 /// A point of a device's timeline: the state right after event `event_index` (-1: before
 /// the first event).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Moment {
     /// Event index, -1 for the state before the first event.
     pub event_index: i64,
@@ -120,7 +121,8 @@ impl std::str::FromStr for MomentSpec {
 }
 
 /// An inclusive range of states, from after event `first` to after event `last`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Window {
     /// First state (-1: before the first event).
     pub first: i64,

@@ -8,7 +8,8 @@ use crate::model::{Action, PerStack, Snapshot, StackId, TraceEvent};
 use serde::Serialize;
 
 /// How the steps were found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StepSource {
     /// `external_annotations` START/END pairs named `ProfilerStep#N`.
@@ -24,7 +25,8 @@ pub enum StepSource {
 }
 
 /// One step.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Step {
     /// 1-based position among the steps found.
     pub index: usize,
@@ -45,7 +47,8 @@ pub struct Step {
 }
 
 /// The steps of one device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceSteps {
     /// Device index.
     pub device: u32,

@@ -36,18 +36,19 @@ pub const CATEGORIES_NOT_COMPARABLE: &str = "categories_not_comparable";
 pub const RECORD_STACKS: &str = "the history with Python stacks: `torch.cuda.memory._record_memory_history(stacks=\"python\")` (the default records them), then `torch.cuda.memory._dump_snapshot(...)`";
 
 /// Something a report could not use, with what it still says.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Absence {
     /// Stable code: `no_trace` (no allocation history on the device), `no_activity` (a trace
     /// without any allocation or free), `no_frames` (no stack frames recorded), `no_steps`,
     /// `too_few_steps`, `no_moment` (a moment the device's data cannot place),
     /// `sites_not_comparable`, `categories_not_comparable`.
-    #[schemars(extend("enum" = ["no_trace", "no_activity", "no_frames", "no_steps", "too_few_steps", "no_moment", "sites_not_comparable", "categories_not_comparable"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["no_trace", "no_activity", "no_frames", "no_steps", "too_few_steps", "no_moment", "sites_not_comparable", "categories_not_comparable"])))]
     pub code: &'static str,
     /// The device concerned; `null` when it concerns the whole file.
     pub device: Option<u32>,
     /// `base` or `candidate` in `diff`; `null` elsewhere.
-    #[schemars(extend("enum" = ["base", "candidate", null]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["base", "candidate", null])))]
     pub side: Option<&'static str>,
     /// One or two sentences: what is absent, what that prevents, and what the report still says.
     pub message: String,
@@ -74,7 +75,8 @@ impl Absence {
 /// What an analysis that can lack evidence concluded (`shared/docs/reading.md` §3): it found
 /// something, it judged and found nothing, or it could not judge — never "nothing found" when
 /// the file could not show it.
-#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JudgementState {
     /// Enough evidence, and something was found.
@@ -86,7 +88,8 @@ pub enum JudgementState {
 }
 
 /// A judgement with its reason, and for `cannot_judge` what to record so that it can be made.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Judgement {
     /// `found`, `none` or `cannot_judge`.
     pub state: JudgementState,

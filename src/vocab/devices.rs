@@ -11,7 +11,8 @@ use serde::Serialize;
 pub const FAR_MORE: f64 = 2.0;
 
 /// One device's load.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceLoad {
     /// Device index.
     pub device: u32,
@@ -19,12 +20,13 @@ pub struct DeviceLoad {
     /// live blocks).
     pub peak_bytes: u64,
     /// `trace`, or `final_state` for a device without a trace.
-    #[schemars(extend("enum" = ["trace", "final_state"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["trace", "final_state"])))]
     pub basis: &'static str,
 }
 
 /// A device holding far more than the others.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Imbalance {
     /// The device.
     pub device: u32,
@@ -105,7 +107,8 @@ pub fn imbalance(snap: &Snapshot, replays: &[DeviceReplay]) -> Option<Imbalance>
 /// lives in (`torch/cuda/`, `torch/xpu/`, `torch_npu/`, `torch_mlu/`, `torch_musa/`), or the
 /// allocator settings' key set (CUDA writes `PYTORCH_CUDA_ALLOC_CONF`; XPU only
 /// `PYTORCH_ALLOC_CONF` and `expandable_segments`).
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceType {
     /// `cuda`, `xpu`, `npu`, `mlu` or `musa`: the prefix of device names (`xpu:0`).
     pub name: &'static str,

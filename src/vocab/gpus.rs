@@ -154,7 +154,8 @@ pub const GPUS: &[Gpu] = &[
 pub const CONTEXT_MAX_BYTES: u64 = 2 << 30;
 
 /// A table GPU that explains what a process saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GpuMatch {
     /// Display name.
     pub name: &'static str,
@@ -165,7 +166,8 @@ pub struct GpuMatch {
 /// A capacity inferred from what a process saw when an allocation failed: the memory PyTorch
 /// reserved plus what the device still had free. What is neither is the CUDA context, the
 /// libraries' memory, and anything another process holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct InferredCapacity {
     /// Reserved + device free: the device has at least this much.
     pub seen_bytes: u64,

@@ -106,7 +106,8 @@ impl Default for CategoryOptions {
 }
 
 /// One category's share.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CategoryRow {
     /// Category name.
     pub category: String,
@@ -117,26 +118,28 @@ pub struct CategoryRow {
     /// Share of the live bytes.
     pub share: f64,
     /// `high`, `medium` or `low`: the weakest rule that put bytes here, weighted by bytes.
-    #[schemars(extend("enum" = ["high", "medium", "low"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["high", "medium", "low"])))]
     pub confidence: &'static str,
     /// The rules that matched, with bytes each.
     pub rules: Vec<RuleHit>,
 }
 
 /// Bytes one rule put in a category.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuleHit {
     /// The rule, in words.
     pub rule: String,
     /// Its confidence.
-    #[schemars(extend("enum" = ["high", "medium", "low"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["high", "medium", "low"])))]
     pub confidence: &'static str,
     /// Bytes.
     pub bytes: u64,
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceCategories {
     /// Device index.
     pub device: u32,
@@ -152,7 +155,7 @@ pub struct DeviceCategories {
     pub notes: Vec<String>,
     /// `trace` (the moment replayed from the trace) or `final_state` (no trace, or one that
     /// records no allocation: the final blocks, by their frames alone).
-    #[schemars(extend("enum" = ["trace", "final_state"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["trace", "final_state"])))]
     pub basis: &'static str,
     /// With [`CategoryOptions::per_stack`]: live bytes and allocations per (stack, category),
     /// by stack then category (not part of the JSON report).
@@ -166,10 +169,11 @@ pub struct DeviceCategories {
 
 /// Live memory by kind (parameters, optimizer state, gradients, activations, temporaries, ...)
 /// per device with a trace.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CategoriesReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,

@@ -49,7 +49,8 @@ pub struct DiffOptions {
 }
 
 /// A number on both sides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Pair {
     /// Base.
     pub base: u64,
@@ -71,7 +72,8 @@ impl Pair {
 }
 
 /// A ratio on both sides.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RatioPair {
     /// Base.
     pub base: f64,
@@ -82,7 +84,8 @@ pub struct RatioPair {
 }
 
 /// What happened to a site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Only in the candidate.
@@ -122,7 +125,8 @@ impl Status {
 }
 
 /// One site on both sides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SiteDelta {
     /// Normalized site (or stack).
     pub site: String,
@@ -151,10 +155,11 @@ pub struct SiteDelta {
 }
 
 /// One side of a device.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SideDevice {
     /// `trace` or `final_state`.
-    #[schemars(extend("enum" = ["trace", "final_state"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["trace", "final_state"])))]
     pub basis: &'static str,
     /// The moment compared.
     pub at: Moment,
@@ -170,7 +175,8 @@ pub struct SideDevice {
 }
 
 /// One device id on both sides.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceDelta {
     /// Device index.
     pub device: u32,
@@ -185,7 +191,8 @@ pub struct DeviceDelta {
 }
 
 /// The growth gate's verdict.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Gate {
     /// The fraction asked for (`--fail-on-growth`), 0 when not given.
     pub min_growth: f64,
@@ -199,10 +206,11 @@ pub struct Gate {
 
 /// Two snapshots compared by normalized call site: peak, reserved, fragmentation, and new,
 /// removed, grown and shrunk sites.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DiffReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Live requested bytes at the moment, summed over devices (each at its own moment).
     pub peak: Pair,
@@ -233,7 +241,7 @@ pub struct DiffReport {
     pub categories: Option<Vec<CategoryDelta>>,
     /// The growth gate, when `--fail-on-growth` or `--min-abs` was given.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Gate")]
+    #[cfg_attr(feature = "schema", schemars(with = "Gate"))]
     pub gate: Option<Gate>,
     /// What limits the answer.
     pub notes: Vec<String>,
@@ -248,13 +256,13 @@ pub struct DiffReport {
     /// Each run's steps side by side and the step where they part most
     /// ([`runs::steps_compared`]); absent when neither run has steps.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "runs::StepsCompared")]
+    #[cfg_attr(feature = "schema", schemars(with = "runs::StepsCompared"))]
     pub steps: Option<runs::StepsCompared>,
     /// The phase of each run's moment (forward, backward, optimizer step, between) on the
     /// steps' device, and whether it moved ([`phases`]); absent when a side has no trace
     /// there.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "phases::PeakPhases")]
+    #[cfg_attr(feature = "schema", schemars(with = "phases::PeakPhases"))]
     pub peak_phases: Option<phases::PeakPhases>,
     /// Each step phase's peak in both runs on that device, like with like ([`phases::rows`]):
     /// forward, backward, optimizer; absent when neither trace shows a phase.
@@ -270,7 +278,8 @@ pub struct DiffReport {
 }
 
 /// One category on both sides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CategoryDelta {
     /// Category name.
     pub category: String,
@@ -316,7 +325,8 @@ fn category_deltas(
 }
 
 /// The stripped roots.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Roots {
     /// Base.
     pub base: Option<String>,
@@ -325,7 +335,8 @@ pub struct Roots {
 }
 
 /// Sites per status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StatusCounts {
     /// New sites.
     pub new: usize,

@@ -20,7 +20,8 @@ use serde::Serialize;
 const MATERIAL_SHARE: u64 = 100;
 
 /// One observation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Observation {
     /// What kind: `peak_moved`, `phase_peaks`, `divergence`, `category_new`, `category_gone`,
     /// `category_other_phase`, `reserved_unallocated`, `allocations`, `settings`,

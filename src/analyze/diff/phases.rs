@@ -10,7 +10,8 @@ use crate::analyze::phase::{self, MomentPhase, Phase, PhasePeak};
 use serde::Serialize;
 
 /// The phase of the moment each run is compared at, on one device.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PeakPhases {
     /// The device whose moments these are (the one the steps compare: the base's largest at
     /// the moment, present in both runs).
@@ -39,7 +40,8 @@ impl PeakPhases {
 }
 
 /// One step phase's peak in both runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PhaseRow {
     /// `forward`, `backward` or `optimizer`.
     pub phase: Phase,

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 pub use super::Run;
 
 /// An allocator setting that differs between the runs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SettingChange {
     /// The key of `allocator_settings`.
     pub key: String,
@@ -24,7 +25,8 @@ pub struct SettingChange {
 }
 
 /// One step of one run.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepFigures {
     /// The step's name (`ProfilerStep#3`, `step 3`).
     pub name: String,
@@ -41,7 +43,8 @@ pub struct StepFigures {
 }
 
 /// The k-th step of both runs.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepRow {
     /// 1-based position of the step in each run.
     pub step: usize,
@@ -54,7 +57,8 @@ pub struct StepRow {
 }
 
 /// Where the runs part most.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Divergence {
     /// The step (1-based, as in `rows`).
     pub step: usize,
@@ -65,12 +69,13 @@ pub struct Divergence {
     pub sites: Vec<SiteDelta>,
     /// The phase of each step peak ([`super::phases`]); absent when no trace says.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "super::phases::PeakPhases")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::phases::PeakPhases"))]
     pub phases: Option<super::phases::PeakPhases>,
 }
 
 /// The runs' steps side by side, on one device.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepsCompared {
     /// The device compared (the base's largest at the moment, present in both runs).
     pub device: u32,

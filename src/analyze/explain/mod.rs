@@ -25,7 +25,8 @@ pub struct Options {
 }
 
 /// One explained OOM. The first fields are the contract shared with `memlens oom`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OomExplained {
     /// Device index.
     pub device: Option<u32>,
@@ -82,7 +83,8 @@ pub struct OomExplained {
 }
 
 /// One other process and its device memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProcessUse {
     /// Process id (0 when the message did not print one).
     pub pid: u64,
@@ -92,10 +94,11 @@ pub struct ProcessUse {
 
 /// A CUDA (HIP, XPU, ...) out-of-memory message explained: its numbers, the cause and fixes
 /// cheapest first.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExplainReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// One entry per distinct OOM message, in input order.
     pub ooms: Vec<OomExplained>,

@@ -23,7 +23,8 @@ use crate::Error;
 use serde::Serialize;
 
 /// Which message shape a parse came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Wording {
     /// `(GPU d; T total capacity; ...)`: PyTorch ≤ 2.0.
@@ -35,7 +36,8 @@ pub enum Wording {
 }
 
 /// The numbers of one OOM message, as printed (rounded to the printed two decimals).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ParsedOom {
     /// `CUDA`, `HIP`, `XPU`, ... (the word before "out of memory").
     pub backend: String,

@@ -33,7 +33,8 @@ use std::io::{Result, Write};
 const MAX_DEVICE: u32 = 4096;
 
 /// What the slice holds of one device.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SlicedDevice {
     /// Device index.
     pub device: u32,
@@ -59,10 +60,11 @@ pub struct SlicedDevice {
 /// What `memlens slice` wrote: per device, the window of the trace kept and the totals of the
 /// allocator state at its end (the slice's segments and blocks). The slice itself is a snapshot
 /// pickle, not JSON.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SliceReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// The snapshot sliced, as named.
     pub file: String,

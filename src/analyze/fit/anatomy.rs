@@ -13,7 +13,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// Live bytes by part, plus the allocator's share: what `fit`'s fixes act on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Parts {
     /// Weights.
     pub parameters_bytes: u64,
@@ -69,7 +70,8 @@ impl Parts {
 }
 
 /// The setup the ratios suggest.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Setup {
     /// Optimizer state / parameters (null without parameters).
     pub optimizer_state_per_parameter_byte: Option<f64>,
@@ -86,7 +88,8 @@ pub struct Setup {
 }
 
 /// What the trace says around the moment.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Flags {
     /// The trace runs a backward pass.
     pub training: bool,
@@ -101,7 +104,7 @@ pub struct Flags {
     /// already 16-bit, and autocast keeps a 16-bit copy of each weight through the forward.
     pub autocast: bool,
     /// The phase of the moment: `forward`, `backward`, `optimizer`, or null.
-    #[schemars(extend("enum" = ["forward", "backward", "optimizer", null]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["forward", "backward", "optimizer", null])))]
     pub phase: Option<&'static str>,
     /// Gradients are alive during a forward pass (left from the previous backward).
     pub gradients_alive_in_forward: bool,
@@ -148,7 +151,8 @@ pub struct Flags {
 }
 
 /// The anatomy of one device at one moment.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Anatomy {
     /// The parts.
     pub parts: Parts,

@@ -46,7 +46,8 @@ const ABOVE: u64 = 2;
 const BELOW: u64 = 4;
 
 /// What the score-shaped tensors live at a moment are, with the evidence.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AttentionScores {
     /// Their bytes.
     pub bytes: u64,
@@ -198,7 +199,8 @@ fn dropout_mask(size: u64, z: u64, dropout: bool) -> bool {
 }
 
 /// Where the score-shaped bytes sit among `fit`'s parts.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ScoresByPart {
     /// Among the activations.
     pub activations_bytes: u64,

@@ -15,18 +15,19 @@ const LARGE_PAGE: u64 = 20 << 20;
 const LORA_KEPT: f64 = 0.01;
 
 /// One fix, with what it saves at the moment.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Fix {
     /// Stable identifier (`expandable_segments`, `zero_grad_set_to_none`, ...).
-    #[schemars(extend("enum" = crate::vocab::advice::RECOMMENDATION_IDS))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = crate::vocab::advice::RECOMMENDATION_IDS)))]
     pub id: &'static str,
     /// What to change, in words.
     pub action: String,
     /// `free`, `slower` or `changes_results`.
-    #[schemars(extend("enum" = ["free", "slower", "changes_results"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["free", "slower", "changes_results"])))]
     pub cost: &'static str,
     /// `high`, `medium` or `low`.
-    #[schemars(extend("enum" = ["high", "medium", "low"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["high", "medium", "low"])))]
     pub confidence: &'static str,
     /// Bytes it saves at the moment, applied alone.
     pub saves_bytes: u64,

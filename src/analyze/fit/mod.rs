@@ -86,22 +86,24 @@ pub struct FitOptions {
 }
 
 /// One step of a plan.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PlanStep {
     /// The fix's `id`.
-    #[schemars(extend("enum" = crate::vocab::advice::RECOMMENDATION_IDS))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = crate::vocab::advice::RECOMMENDATION_IDS)))]
     pub id: &'static str,
     /// What to change (with the accumulation factor the plan chose).
     pub action: String,
     /// Its cost class.
-    #[schemars(extend("enum" = ["free", "slower", "changes_results"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["free", "slower", "changes_results"])))]
     pub cost: &'static str,
     /// The demand after this step and every one before it.
     pub peak_after_bytes: u64,
 }
 
 /// The shortest list of fixes, in cost order, after which the moment fits.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Plan {
     /// The capacity a process may fill.
     pub capacity_bytes: u64,
@@ -122,7 +124,8 @@ pub struct Plan {
 }
 
 /// One device.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceFit {
     /// Device index.
     pub device: u32,
@@ -162,10 +165,11 @@ pub struct DeviceFit {
 /// What each device's memory is made of at its first OOM (else its peak, or --at), the fixes
 /// that shrink it cheapest first with the bytes each saves, and with a capacity the shortest
 /// list of them after which it fits.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FitReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Per device with live memory.
     pub devices: Vec<DeviceFit>,

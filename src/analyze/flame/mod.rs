@@ -37,7 +37,8 @@ pub fn flame_label(snap: &Snapshot, f: crate::model::FrameId) -> String {
 }
 
 /// One stack and its weight.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WeightedStack {
     /// Frames, outermost first ([`flame_label`]); `<no frames>` alone when none, or for memory
     /// alive before the trace with no stack, its label with the likely kind alone
@@ -48,7 +49,8 @@ pub struct WeightedStack {
 }
 
 /// One device's stacks.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceFlame {
     /// Device index.
     pub device: u32,
@@ -63,10 +65,11 @@ pub struct DeviceFlame {
 }
 
 /// The report.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FlameReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,

@@ -34,7 +34,8 @@ impl Default for FragOptions {
 }
 
 /// Free blocks of one size class.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Bucket {
     /// Smallest block size in the class.
     pub min_bytes: u64,
@@ -47,7 +48,8 @@ pub struct Bucket {
 }
 
 /// Fragmentation figures of one pool (kind, private pool id, stream), or of a whole device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PoolFrag {
     /// small / large (`unknown` for device totals).
     pub pool: PoolKind,
@@ -86,7 +88,8 @@ pub struct PoolFrag {
 
 /// One segment drawn as a strip: one character per slice (`' '` free, `1`-`9` tenths
 /// allocated, `#` full, `p` mostly pending free).
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SegmentMap {
     /// Base address.
     pub address: u64,
@@ -111,7 +114,8 @@ pub struct SegmentMap {
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceFrag {
     /// Device index.
     pub device: u32,
@@ -141,7 +145,8 @@ pub const FRAG_MATERIAL: f64 = 0.05;
 /// free) says how scattered the cached free bytes are, not whether there are enough of them
 /// to matter; a capacity shortage with a few MiB cached free has a high ratio and no
 /// fragmentation problem.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FragReading {
     /// True when the cached free bytes are at least [`FRAG_MATERIAL`] of the reserved bytes.
     pub matters: bool,
@@ -182,10 +187,11 @@ pub fn reading_of(total: &PoolFrag) -> FragReading {
 
 /// Fragmentation of the caching allocator at a moment: per device, pool, stream and worst
 /// segments.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FragReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// The moment asked for.
     pub moment: String,

@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 pub const GHOSTS_LISTED: usize = 5;
 
 /// One block live at dump time whose allocation the trace never recorded.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GhostBlock {
     /// Block address.
     pub address: u64,
@@ -28,7 +29,8 @@ pub struct GhostBlock {
 }
 
 /// One (pool, stream): reserved and active bytes over the trace.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PoolUse {
     /// Private pool id; [0, 0] for the default pools; `null` when unknown (segments freed
     /// before the dump whose entries carry no `pool_id`).
@@ -68,7 +70,8 @@ pub struct PoolUse {
 }
 
 /// One device's pools.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DevicePools {
     /// Device index.
     pub device: u32,

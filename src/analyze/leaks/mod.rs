@@ -119,14 +119,15 @@ fn merged_annotations(sites: &[GrowingSite]) -> Vec<AnnotationCount> {
 }
 
 /// One growing call site of a finding.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GrowingSite {
     /// Call site (`filename:line:name`).
     pub site: String,
     /// `saved` (a tensor the retained graph's forward pass saved), `input` (the forward pass's
     /// input, made just before it), `loss` (what the loss computed from its output saved,
     /// outside any module's forward) or `kept` (a leak's tensor).
-    #[schemars(extend("enum" = ["saved", "input", "loss", "kept"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["saved", "input", "loss", "kept"])))]
     pub role: &'static str,
     /// Its growth per step (least-squares slope over the boundaries after the warm-up).
     pub bytes_per_step: u64,
@@ -143,10 +144,11 @@ pub struct GrowingSite {
 }
 
 /// One finding: one cause of growth.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Finding {
     /// `retained_graph` or `leak`.
-    #[schemars(extend("enum" = ["retained_graph", "leak"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["retained_graph", "leak"])))]
     pub kind: &'static str,
     /// Device index.
     pub device: u32,
@@ -179,7 +181,7 @@ pub struct Finding {
     /// `autograd_annotation` (the trace marks them packed into the graph) or
     /// `kept_intermediates` (several lines of one computation keep a tensor each step while
     /// its other tensors are freed); `null` for a leak.
-    #[schemars(extend("enum" = ["module_forward", "autograd_annotation", "kept_intermediates", null]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["module_forward", "autograd_annotation", "kept_intermediates", null])))]
     pub graph_evidence: Option<&'static str>,
     /// Why this kind, in words.
     pub why: String,
@@ -188,7 +190,8 @@ pub struct Finding {
 }
 
 /// The steps of a device in a few numbers.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepSummary {
     /// Steps found.
     pub steps: usize,
@@ -213,7 +216,8 @@ pub struct StepSummary {
 }
 
 /// Steps and notes of one device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceLeaks {
     /// The steps found.
     #[serde(flatten)]
@@ -235,10 +239,11 @@ pub struct DeviceLeaks {
 
 /// Memory that grows step after step: leaks and retained autograd graphs, with the steps found
 /// per device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LeaksReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Findings, biggest growth first; empty when none.
     pub findings: Vec<Finding>,

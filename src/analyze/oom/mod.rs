@@ -35,7 +35,8 @@ pub struct OomOptions {
 }
 
 /// One OOM found in a snapshot.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SnapshotOom {
     /// The message-shaped fields shared with `memlens explain` (contract fields first).
     #[serde(flatten)]
@@ -64,7 +65,8 @@ pub struct SnapshotOom {
 
 /// Bounds of a per-process limit (`set_per_process_memory_fraction`) that a snapshot implies
 /// but does not record.
-#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ImpliedLimit {
     /// The limit is at least this: the most PyTorch reserved before the OOM.
     pub at_least_bytes: u64,
@@ -73,7 +75,8 @@ pub struct ImpliedLimit {
 }
 
 /// Headroom of a device, reported when it had no OOM.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Headroom {
     /// Device index.
     pub device: u32,
@@ -91,7 +94,7 @@ pub struct Headroom {
     pub headroom_bytes: Option<i64>,
     /// What `headroom_bytes` is measured against: `capacity` (given), `inferred_capacity` or
     /// `implied_limit`; `null` when it is unknown.
-    #[schemars(extend("enum" = ["capacity", "inferred_capacity", "implied_limit", null]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["capacity", "inferred_capacity", "implied_limit", null])))]
     pub headroom_basis: Option<&'static str>,
     /// The capacity (or limit, at least) it is measured against.
     pub capacity_bytes: Option<u64>,

@@ -28,7 +28,8 @@ pub const LABEL: &str = "<before trace, no stack>";
 
 /// What a site row of pre-trace, stackless memory says about it (flattened into the row's
 /// JSON).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Pretrace {
     /// Always true: the row's allocations were alive before the trace's first event and no
     /// stack was recorded for them (the stable key of such a row).
@@ -36,10 +37,10 @@ pub struct Pretrace {
     /// The category the rules of `memlens categories` give them (`parameters`, `gradients`,
     /// `temporaries`); absent when no rule names one (`unknown`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub likely_kind: Option<String>,
     /// That rule's confidence: `high`, `medium` or `low`.
-    #[schemars(extend("enum" = ["high", "medium", "low"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["high", "medium", "low"])))]
     pub kind_confidence: &'static str,
     /// Why, in words: the facts and the category rule that decided.
     pub evidence: String,

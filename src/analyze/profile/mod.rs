@@ -37,7 +37,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// What allocations are keyed by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SiteKey {
     /// The normalized site frame (`train.py:44:build_rope_cache`).
@@ -79,7 +80,8 @@ impl Default for ProfileOptions {
 }
 
 /// Bytes and allocations of one key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SiteTotal {
     /// Live requested bytes.
     pub bytes: u64,
@@ -88,12 +90,13 @@ pub struct SiteTotal {
 }
 
 /// One device at the moment.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceProfile {
     /// Device index.
     pub device: u32,
     /// `trace` or `final_state` (no trace: the recorded final blocks).
-    #[schemars(extend("enum" = ["trace", "final_state"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["trace", "final_state"])))]
     pub basis: &'static str,
     /// The moment measured.
     pub at: Moment,
@@ -115,7 +118,7 @@ pub struct DeviceProfile {
     /// Why the final segments do not bound this device's reserved bytes, when they do not
     /// (see [`Uncovered`]); `None` when they cover what the trace leaves live.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Uncovered")]
+    #[cfg_attr(feature = "schema", schemars(with = "Uncovered"))]
     pub uncovered: Option<Uncovered>,
     /// Live bytes per key on this device.
     pub sites: BTreeMap<String, SiteTotal>,
@@ -127,7 +130,8 @@ pub struct DeviceProfile {
 
 /// Why a device's live bytes at the moment were not recorded, so that a budget on them
 /// (`check --max-peak`, `--baseline`) has nothing to measure on that device.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Unrecorded {
     /// One line naming the device and what is missing, e.g. `no trace on device 0: the peak
     /// was not recorded`.
@@ -141,7 +145,8 @@ pub struct Unrecorded {
 /// segment list is empty or partial, see [`crate::model::coverage`]): its reserved bytes and
 /// fragmentation are not measured, only bounded from below, and its live bytes lack what was
 /// live before the trace in the unlisted segments, so they are a lower bound too.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Uncovered {
     /// One line naming the device and by how much the segments fall short.
     pub reason: String,
@@ -173,7 +178,8 @@ fn moment_words(at: MomentSpec) -> String {
 }
 
 /// A snapshot measured at one moment.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Profile {
     /// The moment asked for.
     pub moment: String,

@@ -7,10 +7,11 @@ use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// The whole summary of one snapshot.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SummaryReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Top-level shape of the file.
     pub layout: Layout,
@@ -18,7 +19,7 @@ pub struct SummaryReport {
     pub devices: Vec<DeviceSummary>,
     /// `allocator_settings` as recorded, in file order (absent before PyTorch 2.3: `null`).
     #[serde(serialize_with = "ordered_map")]
-    #[schemars(with = "Option<BTreeMap<String, SettingJson<'static>>>")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<BTreeMap<String, SettingJson<'static>>>"))]
     pub allocator_settings: Option<Vec<(String, SettingValue)>>,
     /// Number of `external_annotations` entries.
     pub annotations: usize,
@@ -45,7 +46,8 @@ pub struct SummaryReport {
 }
 
 /// Entries of one unknown action.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct UnknownAction {
     /// The action as written.
     pub action: String,
@@ -54,7 +56,8 @@ pub struct UnknownAction {
 }
 
 /// Totals of pinned host memory: the final state of its segments, and its trace.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HostSummary {
     /// Number of `host_segments`.
     pub segments: usize,
@@ -84,7 +87,8 @@ pub struct HostSummary {
 
 /// Trace entries recorded inside one compiled region (`compile_context`, with
 /// `_record_memory_history(compile_context=True)`).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CompileContextSummary {
     /// The region as recorded, e.g. `Torch-Compiled Region: 0/0`.
     pub context: String,
@@ -97,7 +101,8 @@ pub struct CompileContextSummary {
 }
 
 /// Totals for one device.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceSummary {
     /// Device index.
     pub device: u32,
@@ -155,7 +160,8 @@ fn uncovered_live_bytes(snap: &Snapshot, dev: &crate::model::Device) -> u64 {
 }
 
 /// Totals for one (pool kind, pool id, stream).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PoolSummary {
     /// small / large.
     pub pool: PoolKind,
@@ -176,7 +182,8 @@ pub struct PoolSummary {
 }
 
 /// Counts and time span of a device's trace.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TraceSummary {
     /// Entries per action name (actions with no entries omitted).
     pub by_action: BTreeMap<&'static str, u64>,
@@ -212,6 +219,7 @@ fn ordered_map<S: Serializer>(
 struct SettingJson<'a>(&'a SettingValue);
 
 /// The schema of [`SettingJson`]'s output: a scalar, or an object of settings.
+#[cfg(feature = "schema")]
 impl schemars::JsonSchema for SettingJson<'_> {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "AllocatorSetting".into()

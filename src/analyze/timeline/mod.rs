@@ -30,7 +30,8 @@ impl Default for TimelineOptions {
 }
 
 /// One state of the timeline.
-#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Point {
     /// After this event (-1: before the first).
     pub event_index: i64,
@@ -45,7 +46,8 @@ pub struct Point {
 }
 
 /// A named span from `external_annotations` (START/END pairs), e.g. `ProfilerStep#3`.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Phase {
     /// Annotation name.
     pub name: String,
@@ -60,7 +62,8 @@ pub struct Phase {
 }
 
 /// One device's timeline.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceTimeline {
     /// Device index.
     pub device: u32,
@@ -83,7 +86,8 @@ pub struct DeviceTimeline {
 }
 
 /// The one recorded moment of a device without a trace: its final state.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FinalState {
     /// Device index.
     pub device: u32,
@@ -96,10 +100,11 @@ pub struct FinalState {
 }
 
 /// Live, allocated and reserved bytes over the trace, per device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimelineReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Devices with a trace.
     pub devices: Vec<DeviceTimeline>,

@@ -11,7 +11,8 @@ use serde::Serialize;
 pub const NO_METADATA: &str = "(none)";
 
 /// One annotation text of a row.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AnnotationCount {
     /// The annotation's text (its `user_metadata`).
     pub text: String,

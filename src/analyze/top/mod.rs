@@ -11,7 +11,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// How allocations are grouped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
     /// The site ([`sites`]: the innermost user frame, else the autograd node or C++
@@ -30,7 +31,8 @@ pub enum GroupBy {
 }
 
 /// What is counted per group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Cost {
     /// Requested bytes live at the chosen moment.
@@ -91,7 +93,8 @@ impl Default for TopOptions {
 }
 
 /// One group's row.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SiteRow {
     /// The group's label (site, file, function or the stack's site).
     pub site: String,
@@ -100,7 +103,7 @@ pub struct SiteRow {
     /// under a user's `model.py:39:forward`; the C++ function inside an autograd node). Rows
     /// are grouped by site and context. Absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub context: Option<String>,
     /// The cost (bytes for live/allocated/never_freed; bytes × µs or bytes × events for
     /// lifetime, see `unit`).
@@ -111,7 +114,7 @@ pub struct SiteRow {
     pub share: f64,
     /// The stack, innermost first, for `--by stack` (and `--full-stacks`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Vec<String>")]
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<String>"))]
     pub frames: Option<Vec<String>>,
     /// The group's biggest stack (the `other` row: the first group's), for views that link
     /// a row to its frames; not in the JSON.
@@ -130,12 +133,13 @@ pub struct SiteRow {
 }
 
 /// The rows of one device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceTop {
     /// Device index.
     pub device: u32,
     /// `trace` or `final_state` (a device without a trace has only its final blocks).
-    #[schemars(extend("enum" = ["trace", "final_state"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["trace", "final_state"])))]
     pub basis: &'static str,
     /// The moment the live cost refers to.
     pub at: Moment,
@@ -150,7 +154,7 @@ pub struct DeviceTop {
     /// Σ cost over all groups.
     pub total: u64,
     /// Unit of `bytes` and `total`: `bytes`, `byte_us` or `byte_events`.
-    #[schemars(extend("enum" = ["bytes", "byte_us", "byte_events"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["bytes", "byte_us", "byte_events"])))]
     pub unit: &'static str,
     /// Number of groups.
     pub groups: usize,
@@ -171,10 +175,11 @@ pub struct DeviceTop {
 }
 
 /// What was live at a moment (or another cost) per call site, biggest first, per device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TopReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Grouping used.
     pub by: GroupBy,
@@ -192,7 +197,7 @@ pub struct TopReport {
     /// A device whose peak is at least twice every other device's
     /// ([`crate::vocab::devices::imbalance`]); absent with one device or none far ahead.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "crate::vocab::devices::Imbalance")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::vocab::devices::Imbalance"))]
     pub device_imbalance: Option<crate::vocab::devices::Imbalance>,
 }
 

@@ -42,10 +42,11 @@ pub struct WhatifOptions {
 
 /// Each device's recorded requests replayed through the caching allocator model as recorded and
 /// under other settings.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WhatifReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Per device with a trace.
     pub devices: Vec<DeviceWhatif>,
@@ -54,7 +55,8 @@ pub struct WhatifReport {
 }
 
 /// Settings as the report spells them.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SettingsOut {
     /// `expandable_segments`.
     pub expandable_segments: bool,
@@ -93,7 +95,8 @@ impl From<&Settings> for SettingsOut {
 }
 
 /// One scenario's replay.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ScenarioResult {
     /// `as recorded`, or the `--set` list.
     pub label: String,
@@ -136,7 +139,8 @@ pub struct ScenarioResult {
 }
 
 /// The model's agreement with the trace, replayed as recorded.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Fidelity {
     /// Segment events (segment_alloc/free/map/unmap) in the trace.
     pub segment_events_recorded: u64,
@@ -159,7 +163,8 @@ pub struct Fidelity {
 }
 
 /// An `oom` entry of the trace.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecordedOom {
     /// Trace index.
     pub event: u32,
@@ -173,13 +178,14 @@ pub struct RecordedOom {
 }
 
 /// The memory the allocator may reserve, as the report states it.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CapacityOut {
     /// Bytes (`null`: unknown; nothing can run out).
     pub bytes: Option<u64>,
     /// `device` (a cudaMalloc fails when what it adds does not fit) or `per_process_limit`
     /// (reserved + the allocation is checked before each cudaMalloc or map).
-    #[schemars(extend("enum" = ["device", "per_process_limit", null]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["device", "per_process_limit", null])))]
     pub kind: Option<&'static str>,
     /// Where the figure comes from.
     pub source: String,
@@ -190,7 +196,8 @@ pub struct CapacityOut {
 }
 
 /// One device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceWhatif {
     /// Device index.
     pub device: u32,

@@ -59,7 +59,8 @@ use std::collections::BTreeMap;
 const NOTHING: &str = "no device has segments or a trace: nothing to measure";
 
 /// Which budget.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetKind {
     /// `--max-peak`.
@@ -100,7 +101,8 @@ impl BudgetKind {
 
 /// The outcome of a budget (JSON `status`), and of a file or the report, which take the worst
 /// of their budgets: `fail` before `unmeasured` before `pass`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckStatus {
     /// Measured and within the limit (a file or the report: every budget passed).
@@ -189,7 +191,8 @@ pub struct Baseline<'a> {
 }
 
 /// A site behind a budget.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SiteLine {
     /// Normalized site.
     pub site: String,
@@ -200,7 +203,8 @@ pub struct SiteLine {
 }
 
 /// One budget's result on one file.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BudgetResult {
     /// Which budget (`--max-peak`, `--max-reserved`, `--max-frag`, `--max-leaked`,
     /// `--baseline`).
@@ -208,28 +212,28 @@ pub struct BudgetResult {
     /// The limit as written.
     pub limit: String,
     /// `bytes` or `ratio`.
-    #[schemars(extend("enum" = ["bytes", "ratio"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["bytes", "ratio"])))]
     pub unit: &'static str,
     /// The limit in `unit` (bytes; for `baseline` the baseline's peak).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "u64")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64"))]
     pub limit_bytes: Option<u64>,
     /// The measured bytes (absent when unmeasured).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "u64")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64"))]
     pub actual_bytes: Option<u64>,
     /// The limit as a ratio.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "f64")]
+    #[cfg_attr(feature = "schema", schemars(with = "f64"))]
     pub limit_ratio: Option<f64>,
     /// The measured ratio (for `baseline`: the growth, absent when the baseline is 0; absent
     /// when unmeasured).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "f64")]
+    #[cfg_attr(feature = "schema", schemars(with = "f64"))]
     pub actual_ratio: Option<f64>,
     /// Bytes over the limit (negative: under); for `baseline` the growth in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "i64")]
+    #[cfg_attr(feature = "schema", schemars(with = "i64"))]
     pub over_bytes: Option<i64>,
     /// The device measured, when one device decides; `null` when unmeasured.
     pub device: Option<u32>,
@@ -241,7 +245,7 @@ pub struct BudgetResult {
     pub status: CheckStatus,
     /// With `unmeasured`: what the file lacks, per device.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
+    #[cfg_attr(feature = "schema", schemars(with = "String"))]
     pub reason: Option<String>,
     /// True when `actual_bytes` is only a lower bound, already over the limit, because some
     /// devices could not be measured (they are in the notes); left out when false.
@@ -254,7 +258,8 @@ pub struct BudgetResult {
 }
 
 /// One file.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileCheck {
     /// The file as named.
     pub file: String,
@@ -270,10 +275,11 @@ pub struct FileCheck {
 
 /// Budgets (peak, reserved, fragmentation, leaked, growth over a baseline) checked on each
 /// snapshot: each passed, failed or unmeasured (the file lacks what the budget reads).
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CheckReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// The moment measured.
     pub moment: String,

@@ -18,7 +18,8 @@ use crate::vocab::sites::{self, SiteOptions};
 use serde::Serialize;
 
 /// The states drawn, as columns.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Samples {
     /// The state after this event (-1: before the first).
     pub event_index: Vec<i64>,
@@ -33,7 +34,8 @@ pub struct Samples {
 }
 
 /// One allocation drawn as a band of its own.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Band {
     /// Block address.
     pub address: u64,
@@ -69,7 +71,8 @@ pub struct Band {
 }
 
 /// One device's band timeline.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Bands {
     /// The states drawn.
     pub samples: Samples,

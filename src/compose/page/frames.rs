@@ -7,7 +7,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// What a frame is, for the page's frame toggles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FrameKind {
     /// The user's own Python code.
@@ -38,7 +39,8 @@ impl FrameKind {
 }
 
 /// One frame as the page shows it.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FrameInfo {
     /// `name (short/path.py:line)`, as flamegraphs label it.
     pub label: String,
@@ -53,7 +55,7 @@ pub struct FrameInfo {
     /// Only on the mark that stands for the middle of a stack deeper than the page shows
     /// ([`page_frames`]): how many frames it stands for (`label` says "… N frames not shown").
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "u64")]
+    #[cfg_attr(feature = "schema", schemars(with = "u64"))]
     pub elided: Option<u64>,
     /// Only on the node that stands for memory alive before the trace with no stack
     /// recorded, by its likely kind (`label`: `<before trace, no stack> likely parameters`,

@@ -8,13 +8,14 @@ use crate::replay::DeviceReplay;
 use serde::Serialize;
 
 /// The capacity the header shows, and where it came from.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ShownCapacity {
     /// Bytes.
     pub bytes: u64,
     /// `given` (`--capacity`, `--gpu`) or `inferred` (from an OOM's reserved + device free,
     /// matched to a GPU of the table, as `memlens oom` says).
-    #[schemars(extend("enum" = ["given", "inferred"]))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = ["given", "inferred"])))]
     pub basis: &'static str,
     /// In words: what was given (`--gpu H100`), or the OOM's device and the GPUs that match
     /// (`inferred at the OOM on device 0: V100 16GB`).

@@ -71,8 +71,9 @@ impl Default for PageOptions {
 }
 
 /// Something a section cannot show, and why.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
-#[schemars(rename = "PageAbsence")]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(rename = "PageAbsence"))]
 pub struct Absence {
     /// Stable code: `no_trace`, `single_entry_trace` (one entry: no timeline), `no_frames`,
     /// `no_devices`, `no_segments`.
@@ -84,7 +85,8 @@ pub struct Absence {
 }
 
 /// The timeline of one device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimelineView {
     /// Events in the trace.
     pub events: usize,
@@ -104,7 +106,8 @@ pub struct TimelineView {
 }
 
 /// One row of the top table, with its stack for the page's frame toggles.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TopView {
     /// `memlens top --at MOMENT --full-stacks` for this device.
     #[serde(flatten)]
@@ -114,7 +117,8 @@ pub struct TopView {
 }
 
 /// Everything shown at one moment of one device.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MomentView {
     /// `peak`, `oom:K`, `end`, or `at` (the `--at` moment).
     pub name: String,
@@ -139,7 +143,8 @@ pub struct MomentView {
 }
 
 /// One device's sections.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DevicePage {
     /// Device index.
     pub device: u32,
@@ -152,10 +157,11 @@ pub struct DevicePage {
 }
 
 /// The report.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PageReport {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// The memlens version that wrote it.
     pub memlens_version: &'static str,

@@ -9,7 +9,8 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// The notes of one allocation; at least one field is set.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AllocNote {
     /// `annotate` texts attached to it, in trace order.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -8,7 +8,8 @@ use crate::replay::DeviceReplay;
 use serde::Serialize;
 
 /// One segment (or mapped range of an expandable segment) and its blocks.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SegmentView {
     /// Base address.
     pub address: u64,
@@ -33,7 +34,8 @@ pub struct SegmentView {
 }
 
 /// The state the page draws.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StateView {
     /// True when this is the recorded final state; false when rebuilt from the trace (sizes
     /// of blocks freed later are estimated from their requested sizes).

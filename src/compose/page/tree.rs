@@ -9,7 +9,8 @@ use serde::Serialize;
 /// One flamegraph as flat columns in pre-order (each node before its callees, callees
 /// heaviest first, ties by frame index), so no nesting limits how deep a stack may be. A
 /// node's value minus its callees' is its own bytes (or callees pruned as too light).
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Tree {
     /// Index in the top-level `frames` of each node; -2 for the root, -1 for a stack left without frames
     /// by the view (`<no frames>`).
@@ -23,7 +24,8 @@ pub struct Tree {
 }
 
 /// Which frames a view hides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FrameView {
     /// Every frame but interpreter plumbing.
@@ -56,7 +58,8 @@ impl FrameView {
 }
 
 /// The trees of one live set.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FlameTrees {
     /// Σ weights: the root's value.
     pub total: u64,

@@ -29,10 +29,11 @@ pub struct WindowRequest {
 }
 
 /// The timeline of one window, with the frames of its bands.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WindowView {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Device index.
     pub device: u32,
@@ -57,7 +58,8 @@ pub struct WindowView {
 }
 
 /// The trace events of a window, as columns.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WindowEvents {
     /// Event index.
     pub index: Vec<i64>,
@@ -208,10 +210,11 @@ pub fn window(
 
 /// One moment of one device, as the page's state, top and flame sections show it, with its
 /// own frames and stacks: what `memlens serve` answers for `/api/moment`.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MomentPage {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// Device index.
     pub device: u32,

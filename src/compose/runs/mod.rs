@@ -59,7 +59,8 @@ pub struct RunInput<'a> {
 }
 
 /// A key with its live bytes and allocations.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NamedTotal {
     /// The site, or category.
     pub name: String,
@@ -70,7 +71,8 @@ pub struct NamedTotal {
 }
 
 /// One step of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepMark {
     /// Its name (`ProfilerStep#3`, `step 3`).
     pub name: String,
@@ -85,7 +87,8 @@ pub struct StepMark {
 }
 
 /// One run: its figures, timeline and peak.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunView {
     /// The file, as given.
     pub file: String,
@@ -120,7 +123,8 @@ pub struct RunView {
 }
 
 /// What the page shows of two runs side by side.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PairView {
     /// `memlens diff BASE CAND` (at each run's peak, with settings, steps and observations).
     pub diff: DiffReport,
@@ -131,10 +135,11 @@ pub struct PairView {
 }
 
 /// The page of several runs.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunsPage {
     /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
-    #[schemars(extend("const" = 1))]
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
     pub schema_version: u32,
     /// The memlens version that wrote it.
     pub memlens_version: &'static str,

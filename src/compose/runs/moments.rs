@@ -28,7 +28,8 @@ pub struct Side<'a> {
 }
 
 /// What a moment pair is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MomentKind {
     /// Each run at its own peak.
@@ -42,7 +43,8 @@ pub enum MomentKind {
 }
 
 /// One run at a moment.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SideMoment {
     /// The state after this event.
     pub at: Moment,
@@ -53,7 +55,8 @@ pub struct SideMoment {
 }
 
 /// Both runs at one moment, site by site.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MomentPair {
     /// What aligns the two sides.
     pub kind: MomentKind,

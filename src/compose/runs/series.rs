@@ -14,7 +14,8 @@ pub const RUN_POINTS: usize = 1000;
 pub const DIFFERENCE_POINTS: usize = 600;
 
 /// What runs are aligned by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Axis {
     /// The event index of the trace.
@@ -92,7 +93,8 @@ impl Coords {
 
 /// One point of a run's line: a run of consecutive events drawn at its first event's place
 /// with its highest live and reserved bytes.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunPoint {
     /// The first event of the run of events.
     pub event: i64,
@@ -149,7 +151,8 @@ pub fn points(r: &DeviceReplay, c: &Coords, max: usize) -> Vec<RunPoint> {
 }
 
 /// One bucket of the difference of two runs along an axis.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DifferencePoint {
     /// Where the bucket starts on the axis.
     pub x: f64,
@@ -163,7 +166,8 @@ pub struct DifferencePoint {
 }
 
 /// The difference of two runs along one axis: buckets where both runs are still running.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DifferenceSeries {
     /// The axis.
     pub axis: Axis,

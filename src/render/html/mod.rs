@@ -99,7 +99,8 @@ page_script!(
 /// category reports, then per device the timeline (stacked bands) and, at each moment (peak,
 /// OOMs, end, `--at`), the allocator state, fragmentation, top sites and flamegraphs, with
 /// frames and stacks written once.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Embedded<'a> {
     /// The snapshot file, as given.
     pub file: &'a str,
@@ -215,7 +216,8 @@ fn base64(bytes: &[u8]) -> String {
 
 /// What a page served by `memlens serve` knows of its server: the files it serves and which
 /// one this page is. The token is not written here: the page reads it from its own URL.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Served<'a> {
     /// Every file served, as given, in the order of the command line.
     pub files: &'a [String],

@@ -103,7 +103,8 @@ pub struct Evidence {
 }
 
 /// What caused the OOM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The live set (or one request) does not fit the device or the process's limit.
@@ -129,7 +130,8 @@ impl Verdict {
 }
 
 /// What a recommendation costs; recommendations are ordered by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Cost {
     /// Nothing but a setting or a code fix.
@@ -162,12 +164,13 @@ impl Cost {
 }
 
 /// One thing to change, what it costs, and why these numbers call for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Recommendation {
     /// Stable identifier, shared with `memlens fit`'s fixes where they are the same change
     /// (`expandable_segments`, `gradient_accumulation`, ...; [`RECOMMENDATION_IDS`]): with a
     /// snapshot, `memlens oom` lists `fit`'s ranked fixes under these ids, in `fit`'s order.
-    #[schemars(extend("enum" = RECOMMENDATION_IDS))]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = RECOMMENDATION_IDS)))]
     pub id: &'static str,
     /// What to do, with exact names (env vars, APIs, flags).
     pub action: String,
@@ -178,7 +181,7 @@ pub struct Recommendation {
     /// For an allocator setting, what replaying the snapshot's trace under it predicts
     /// (`memlens oom`; `memlens whatif`); absent where there is no trace to replay.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Prediction")]
+    #[cfg_attr(feature = "schema", schemars(with = "Prediction"))]
     pub predicted: Option<Prediction>,
     /// What it saves at the OOM, measured by `memlens fit` against the moment's parts (the
     /// recommendations of a snapshot's OOM are fit's ranked fixes); absent where nothing
@@ -225,7 +228,8 @@ pub const RECOMMENDATION_IDS: [&str; 29] = [
 
 /// What an allocator setting would have done to a recorded OOM, by replaying the trace
 /// through the allocator model (`crate::allocator`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Prediction {
     /// The setting replayed, as `PYTORCH_CUDA_ALLOC_CONF` writes it.
     pub set: String,
@@ -242,7 +246,8 @@ pub struct Prediction {
 }
 
 /// The outcome of [`diagnose`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Diagnosis {
     /// The cause.
     pub verdict: Verdict,

@@ -35,7 +35,8 @@ use serde::Serialize;
 pub const NO_FRAMES: &str = "<no frames>";
 
 /// Which frames sites and shown stacks use (`--frames`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FrameFilter {
     /// Python frames only (a stack of C++ frames alone has no site: `<no frames>`).
@@ -70,7 +71,8 @@ pub struct SiteOptions {
 }
 
 /// What kind of frame names a site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SiteKind {
     /// A Python frame.
