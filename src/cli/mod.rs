@@ -34,8 +34,8 @@ mod timeline;
 mod top;
 mod whatif;
 
-use clap::{Parser, Subcommand};
 use crate::Error;
+use clap::{Parser, Subcommand};
 use pipeline::GlobalOptions;
 
 /// Read PyTorch CUDA memory snapshots: where GPU memory went and why it ran out.

@@ -159,6 +159,19 @@ fn atomic_write(
     force: bool,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<u64, Error> {
+    let mut write = Some(write);
+    atomic_write_with(path, force, &mut |w| match write.take() {
+        Some(f) => f(w),
+        None => Ok(()),
+    })
+}
+
+/// [`atomic_write`]'s work, not generic: its code is generated once, not once per caller.
+fn atomic_write_with(
+    path: &Path,
+    force: bool,
+    write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<u64, Error> {
     // What the path leads to (through a symlink): only a regular file is ever replaced, so
     // `-o /dev/full --force` cannot turn a device node into a file.
     if let Ok(meta) = std::fs::metadata(path) {

@@ -19,7 +19,10 @@ pub struct SummaryReport {
     pub devices: Vec<DeviceSummary>,
     /// `allocator_settings` as recorded, in file order (absent before PyTorch 2.3: `null`).
     #[serde(serialize_with = "ordered_map")]
-    #[cfg_attr(feature = "schema", schemars(with = "Option<BTreeMap<String, SettingJson<'static>>>"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<BTreeMap<String, SettingJson<'static>>>")
+    )]
     pub allocator_settings: Option<Vec<(String, SettingValue)>>,
     /// Number of `external_annotations` entries.
     pub annotations: usize,

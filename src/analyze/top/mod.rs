@@ -197,7 +197,10 @@ pub struct TopReport {
     /// A device whose peak is at least twice every other device's
     /// ([`crate::vocab::devices::imbalance`]); absent with one device or none far ahead.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "schema", schemars(with = "crate::vocab::devices::Imbalance"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "crate::vocab::devices::Imbalance")
+    )]
     pub device_imbalance: Option<crate::vocab::devices::Imbalance>,
 }
 
