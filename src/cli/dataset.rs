@@ -246,6 +246,7 @@ pub fn run(
             "batch --format parquet: -o DIR is required (the dataset's directory)".into(),
         ));
     };
+    output::refuse_url(dir)?;
     if dir.exists() && !dir.is_dir() {
         return Err(Error::Usage(format!(
             "{}: is not a directory; --format parquet writes a dataset directory",

@@ -172,6 +172,7 @@ fn atomic_write_with(
     force: bool,
     write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<u64, Error> {
+    refuse_url(path)?;
     // What the path leads to (through a symlink): only a regular file is ever replaced, so
     // `-o /dev/full --force` cannot turn a device node into a file.
     if let Ok(meta) = std::fs::metadata(path) {
@@ -243,4 +244,17 @@ where
     emit(args.output.as_deref(), args.force, |out| {
         args.format.write(report, out, title, &style)
     })
+}
+
+/// A usage error when `path` is an object-storage URL (`-o s3://…`), which this build does not
+/// write: without it the URL would become a local directory named `s3:`.
+pub fn refuse_url(path: &Path) -> Result<(), Error> {
+    match crate::input::url::url_scheme(path) {
+        Some(scheme) => Err(Error::Usage(format!(
+            "{}: {}",
+            crate::error::quoted_path(path),
+            crate::input::url::write_instead(scheme)
+        ))),
+        None => Ok(()),
+    }
 }

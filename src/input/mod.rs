@@ -7,6 +7,7 @@
 mod json;
 mod open;
 mod stream;
+pub mod url;
 
 pub use json::json_to_pickle;
 use json::transcode;

@@ -41,7 +41,14 @@ pub fn open(path: &Path, opts: &ReadOptions) -> Result<Raw, Error> {
     }
     // The metadata of what the path leads to, without opening it (opening a FIFO blocks
     // until a writer comes).
-    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+    let meta = std::fs::metadata(path).map_err(|e| match super::url::url_scheme(path) {
+        Some(scheme) if e.kind() == std::io::ErrorKind::NotFound => Error::Usage(format!(
+            "{}: {}",
+            quoted_path(path),
+            super::url::read_instead(scheme)
+        )),
+        _ => Error::io(path, &e),
+    })?;
     if meta.is_dir() {
         return Err(Error::Usage(format!(
             "{}: is a directory, expected a snapshot file",

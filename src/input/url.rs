@@ -1,0 +1,81 @@
+//! Object-storage URLs given where a local path is expected: `s3://bucket/key` would
+//! otherwise be read as the relative path `s3:/bucket/key` (and `-o s3://…` would make a local
+//! directory named `s3:`). This build reads and writes local paths only; each URL gets one
+//! line that says so and how to get the objects in or out.
+
+use std::path::Path;
+
+/// The schemes of the object stores and web servers jobs leave snapshots in.
+const SCHEMES: &[&str] = &[
+    "s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "adl", "http", "https", "hf",
+];
+
+/// The scheme of `path` when it is written as a URL of an object store or web server
+/// (`s3://bucket/key` gives `s3`), else `None`.
+pub fn url_scheme(path: &Path) -> Option<&str> {
+    let (scheme, _) = path.to_str()?.split_once("://")?;
+    SCHEMES
+        .iter()
+        .copied()
+        .find(|s| s.eq_ignore_ascii_case(scheme))
+}
+
+/// What to do instead of reading the object at `url` (scheme `scheme`): copy it, or pipe it.
+pub fn read_instead(scheme: &str) -> String {
+    let cp = copy_command(scheme);
+    format!(
+        "a URL; memlens reads local files and standard input only: copy the objects first ({cp}) or pipe one in (`{} | memlens summary -`)",
+        pipe_command(scheme)
+    )
+}
+
+/// What to do instead of writing to the URL (scheme `scheme`).
+pub fn write_instead(scheme: &str) -> String {
+    format!(
+        "a URL; -o writes local files only: write to a local path, then copy it ({})",
+        copy_command(scheme)
+    )
+}
+
+fn copy_command(scheme: &str) -> &'static str {
+    match scheme.to_ascii_lowercase().as_str() {
+        "s3" | "s3a" => "`aws s3 cp --recursive`",
+        "gs" | "gcs" => "`gcloud storage cp -r`",
+        "http" | "https" => "`curl -O`",
+        "hf" => "`huggingface-cli download`",
+        _ => "`azcopy copy --recursive`",
+    }
+}
+
+fn pipe_command(scheme: &str) -> &'static str {
+    match scheme.to_ascii_lowercase().as_str() {
+        "s3" | "s3a" => "aws s3 cp URL -",
+        "gs" | "gcs" => "gcloud storage cat URL",
+        "http" | "https" => "curl -fsSL URL",
+        "hf" => "curl -fsSL -H \"Authorization: Bearer $HF_TOKEN\" URL",
+        _ => "az storage blob download --file /dev/stdout …",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_of_stores_are_recognised_and_paths_are_not() {
+        assert_eq!(
+            url_scheme(Path::new("s3://bucket/job/rank0.pickle")),
+            Some("s3")
+        );
+        assert_eq!(url_scheme(Path::new("GS://b/k")), Some("gs"));
+        assert_eq!(
+            url_scheme(Path::new("https://example.org/a.pickle")),
+            Some("https")
+        );
+        assert_eq!(url_scheme(Path::new("runs/rank0.pickle")), None);
+        assert_eq!(url_scheme(Path::new("weird:name.pickle")), None);
+        assert_eq!(url_scheme(Path::new("ftp://host/x")), None);
+        assert!(read_instead("s3").contains("aws s3 cp URL - | memlens summary -"));
+        assert!(write_instead("gs").contains("gcloud storage cp -r"));
+    }
+}
