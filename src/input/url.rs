@@ -5,16 +5,41 @@
 
 use std::path::Path;
 
-/// The schemes of the object stores and web servers jobs leave snapshots in.
-const SCHEMES: &[&str] = &[
-    "s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "adl", "http", "https", "hf",
+/// Each store's URL schemes, the command that copies its objects, and the one that writes an
+/// object to standard output (`URL` stands for the object's).
+const STORES: &[(&[&str], &str, &str)] = &[
+    (&["s3", "s3a"], "`aws s3 cp --recursive`", "aws s3 cp URL -"),
+    (
+        &["gs", "gcs"],
+        "`gcloud storage cp -r`",
+        "gcloud storage cat URL",
+    ),
+    (
+        &["az", "azure", "abfs", "abfss", "adl"],
+        "`azcopy copy --recursive`",
+        "az storage blob download --file /dev/stdout …",
+    ),
+    (&["http", "https"], "`curl -O`", "curl -fsSL URL"),
+    (
+        &["hf"],
+        "`huggingface-cli download`",
+        "curl -fsSL -H \"Authorization: Bearer $HF_TOKEN\" URL",
+    ),
 ];
+
+/// The [`STORES`] row of `scheme` (any case).
+fn store(scheme: &str) -> Option<&'static (&'static [&'static str], &'static str, &'static str)> {
+    STORES
+        .iter()
+        .find(|(schemes, _, _)| schemes.iter().any(|s| s.eq_ignore_ascii_case(scheme)))
+}
 
 /// The scheme of `path` when it is written as a URL of an object store or web server
 /// (`s3://bucket/key` gives `s3`), else `None`.
 pub fn url_scheme(path: &Path) -> Option<&str> {
     let (scheme, _) = path.to_str()?.split_once("://")?;
-    SCHEMES
+    let (schemes, _, _) = store(scheme)?;
+    schemes
         .iter()
         .copied()
         .find(|s| s.eq_ignore_ascii_case(scheme))
@@ -38,23 +63,11 @@ pub fn write_instead(scheme: &str) -> String {
 }
 
 fn copy_command(scheme: &str) -> &'static str {
-    match scheme.to_ascii_lowercase().as_str() {
-        "s3" | "s3a" => "`aws s3 cp --recursive`",
-        "gs" | "gcs" => "`gcloud storage cp -r`",
-        "http" | "https" => "`curl -O`",
-        "hf" => "`huggingface-cli download`",
-        _ => "`azcopy copy --recursive`",
-    }
+    store(scheme).map_or("a copy to a local path", |(_, copy, _)| copy)
 }
 
 fn pipe_command(scheme: &str) -> &'static str {
-    match scheme.to_ascii_lowercase().as_str() {
-        "s3" | "s3a" => "aws s3 cp URL -",
-        "gs" | "gcs" => "gcloud storage cat URL",
-        "http" | "https" => "curl -fsSL URL",
-        "hf" => "curl -fsSL -H \"Authorization: Bearer $HF_TOKEN\" URL",
-        _ => "az storage blob download --file /dev/stdout …",
-    }
+    store(scheme).map_or("a download to standard output", |(_, _, pipe)| pipe)
 }
 
 #[cfg(test)]
