@@ -6,6 +6,8 @@
 
 mod json;
 mod open;
+#[cfg(feature = "cloud")]
+pub mod store;
 mod stream;
 pub mod url;
 

@@ -39,6 +39,13 @@ pub fn open(path: &Path, opts: &ReadOptions) -> Result<Raw, Error> {
     if path.as_os_str() == "-" {
         return read_stream(path, std::io::stdin().lock(), "standard input", opts).map(Raw::Owned);
     }
+    #[cfg(feature = "cloud")]
+    if super::url::url_scheme(path).is_some() {
+        let url = path.to_str().unwrap_or_default();
+        let loc = super::store::locate(url)
+            .map_err(|m| Error::Usage(format!("{}: {m}", quoted_path(path))))?;
+        return read_stream(path, super::store::reader(loc), "the object", opts).map(Raw::Owned);
+    }
     // The metadata of what the path leads to, without opening it (opening a FIFO blocks
     // until a writer comes).
     let meta = std::fs::metadata(path).map_err(|e| match super::url::url_scheme(path) {
