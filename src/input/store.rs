@@ -83,7 +83,7 @@ pub fn reader(loc: Located) -> Box<dyn Read + Send> {
             let body = match loc.store.get(&loc.path).await {
                 Ok(got) => got.into_stream(),
                 Err(e) => {
-                    let _ = tx.send(Err(std::io::Error::other(e.to_string())));
+                    let _ = tx.send(Err(std::io::Error::other(describe(&e))));
                     return;
                 }
             };
@@ -91,7 +91,7 @@ pub fn reader(loc: Located) -> Box<dyn Read + Send> {
             while let Some(chunk) = body.next().await {
                 let sent = chunk
                     .map(bytes_chunk::Chunk::from)
-                    .map_err(|e| std::io::Error::other(e.to_string()));
+                    .map_err(|e| std::io::Error::other(describe(&e)));
                 if tx.send(sent).is_err() {
                     return; // the reader stopped reading
                 }
@@ -102,6 +102,36 @@ pub fn reader(loc: Located) -> Box<dyn Read + Send> {
         rx,
         current: bytes_chunk::Chunk::default(),
     })
+}
+
+/// One short line for a failed request: what failed, in the user's words, without the server's
+/// XML body (`no such bucket`, `no such object`, `access denied`, `no credentials`).
+pub fn describe(e: &object_store::Error) -> String {
+    let full = e.to_string();
+    let said = |code: &str| full.contains(code);
+    match e {
+        object_store::Error::NotFound { .. } if said("NoSuchBucket") => {
+            "no such bucket (the store answered NoSuchBucket)".to_string()
+        }
+        object_store::Error::NotFound { .. } => "no such object".to_string(),
+        object_store::Error::PermissionDenied { .. } => {
+            "access denied (the credentials may not read this object)".to_string()
+        }
+        object_store::Error::Unauthenticated { .. } => {
+            "not authenticated: no credentials, or the store refused them (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)".to_string()
+        }
+        _ => {
+            let first = full.lines().next().unwrap_or_default();
+            let cut: String = first.chars().take(200).collect();
+            if said("169.254.169.254") {
+                "no credentials: none in the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) and no instance metadata to ask".to_string()
+            } else if said("InvalidAccessKeyId") || said("SignatureDoesNotMatch") {
+                format!("the store refused the credentials: {cut}")
+            } else {
+                cut
+            }
+        }
+    }
 }
 
 mod bytes_chunk {

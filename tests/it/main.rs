@@ -69,6 +69,8 @@ mod serve_limits;
 mod session;
 mod settings2026;
 mod sites;
+#[cfg(feature = "cloud")]
+mod store;
 mod support;
 mod surfaces;
 mod terminal;
