@@ -38,14 +38,18 @@ fn moto() -> Moto {
         .stderr(Stdio::null())
         .spawn()
         .expect("start moto (pip install 'moto[server]')");
-    let url = format!("http://127.0.0.1:{port}");
+    // Held from here on, so that a panic below still stops it (Drop).
+    let m = Moto {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
     for _ in 0..100 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Moto { child, url };
+            return m;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    panic!("moto did not listen on {url}");
+    panic!("moto did not listen on {}", m.url);
 }
 
 /// Creates `bucket` and puts each (key, bytes) there with boto3.
