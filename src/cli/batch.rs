@@ -12,6 +12,7 @@ use crate::analyze::oom::OomOptions;
 use crate::analyze::profile::{self, Profile, ProfileOptions};
 use crate::compose::batch::{self, BatchReport, FileRow};
 use crate::compose::oom;
+use crate::input::pattern;
 use crate::{Error, LoadOptions};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,9 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Snapshot files, directories (their snapshot files, not recursive) or glob patterns
-    /// (`runs/*/rank*.pickle`, quoted so the shell leaves them); `-` reads standard input.
+    /// (`runs/*/rank*.pickle`, `runs/**/rank*.pickle` at any depth, quoted so the shell leaves
+    /// them); with object storage, URLs and URL globs (`s3://bucket/job/**/rank*.pickle`);
+    /// `-` reads standard input.
     #[arg(required = true)]
     paths: Vec<String>,
     /// Worker threads, one file each (default: the number of cores; never more than the cores
@@ -28,6 +31,10 @@ pub struct Args {
     /// parallelism is across files.
     #[arg(long, short = 'j')]
     jobs: Option<usize>,
+    /// Print the files the paths name, one per line (directories and globs expanded, object
+    /// storage globs listed from the store), and read none: what a fleet tool shards.
+    #[arg(long)]
+    list: bool,
     /// Sites listed that explain the outlier rank.
     #[arg(short = 'n', long, default_value_t = 5)]
     sites: usize,
@@ -58,32 +65,23 @@ fn is_snapshot_name(p: &Path) -> bool {
         .is_some_and(|e| SNAPSHOT_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
-/// `*` and `?` wildcard match of one path component.
-fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
-    match (pattern.first(), name.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => {
-            wildcard(&pattern[1..], name) || (!name.is_empty() && wildcard(pattern, &name[1..]))
-        }
-        (Some(b'?'), Some(_)) => wildcard(&pattern[1..], &name[1..]),
-        (Some(a), Some(b)) if a == b => wildcard(&pattern[1..], &name[1..]),
-        _ => false,
+/// Expands a glob pattern of local paths (`*` and `?` within a component, `**` across
+/// components: [`pattern::matches`]), sorted.
+fn glob(pat: &str) -> Vec<PathBuf> {
+    if pat.split('/').any(|c| c == "**") {
+        return deep_glob(pat);
     }
-}
-
-/// Expands a glob pattern component by component (`*` and `?`; `**` is not special).
-fn glob(pattern: &str) -> Vec<PathBuf> {
-    let mut current: Vec<PathBuf> = vec![if pattern.starts_with('/') {
+    let mut current: Vec<PathBuf> = vec![if pat.starts_with('/') {
         PathBuf::from("/")
     } else {
         PathBuf::from(".")
     }];
-    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = pat.split('/').filter(|p| !p.is_empty()).collect();
     for (i, part) in parts.iter().enumerate() {
         let last = i + 1 == parts.len();
         let mut next = Vec::new();
         for dir in &current {
-            if !part.contains(['*', '?']) {
+            if !pattern::is_pattern(part) {
                 let p = dir.join(part);
                 if p.exists() {
                     next.push(p);
@@ -95,7 +93,7 @@ fn glob(pattern: &str) -> Vec<PathBuf> {
             };
             let mut found: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok())
-                .filter(|e| wildcard(part.as_bytes(), e.file_name().as_encoded_bytes()))
+                .filter(|e| pattern::matches(part, &e.file_name().to_string_lossy()))
                 .map(|e| e.path())
                 .filter(|p| last || p.is_dir())
                 .collect();
@@ -110,12 +108,67 @@ fn glob(pattern: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A pattern with `**`: every file below its literal directory whose path matches, sorted
+/// (symbolic links to directories are not followed, so a loop cannot recur).
+fn deep_glob(pat: &str) -> Vec<PathBuf> {
+    let base = pattern::literal_prefix(pat);
+    let mut found = Vec::new();
+    let mut dirs = vec![PathBuf::from(if base.is_empty() { "." } else { base })];
+    while let Some(dir) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.filter_map(|e| e.ok()) {
+            let path = e.path();
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let named = path.strip_prefix("./").unwrap_or(&path);
+            if pattern::matches(pat, &named.to_string_lossy()) {
+                found.push(named.to_path_buf());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The objects a URL glob names, listed from the store (`--features cloud`); without
+/// object storage the pattern is kept and fails as the URL it is.
+fn url_glob(url: &str) -> Result<Vec<PathBuf>, Error> {
+    #[cfg(feature = "cloud")]
+    {
+        crate::input::store::glob(url)
+            .map(|v| v.into_iter().map(PathBuf::from).collect())
+            .map_err(|m| {
+                Error::Usage(format!(
+                    "{}: {m}",
+                    crate::error::quoted_path(Path::new(url))
+                ))
+            })
+    }
+    #[cfg(not(feature = "cloud"))]
+    Ok(vec![PathBuf::from(url)])
+}
+
 /// The files named by `paths`, in order; a path that names nothing is kept (it fails later).
-fn expand(paths: &[String]) -> Vec<PathBuf> {
+fn expand(paths: &[String]) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
     for p in paths {
         let path = Path::new(p);
-        if path.is_dir() {
+        if crate::input::url::url_scheme(path).is_some() {
+            if pattern::is_pattern(p) {
+                let v = url_glob(p)?;
+                if v.is_empty() {
+                    files.push(path.to_path_buf());
+                }
+                files.extend(v);
+            } else {
+                files.push(path.to_path_buf());
+            }
+        } else if path.is_dir() {
             let mut v: Vec<PathBuf> = std::fs::read_dir(path)
                 .map(|rd| {
                     rd.filter_map(|e| e.ok())
@@ -126,7 +179,7 @@ fn expand(paths: &[String]) -> Vec<PathBuf> {
                 .unwrap_or_default();
             v.sort();
             files.extend(v);
-        } else if !path.exists() && p.contains(['*', '?']) {
+        } else if !path.exists() && pattern::is_pattern(p) {
             let v = glob(p);
             if v.is_empty() {
                 files.push(path.to_path_buf());
@@ -136,7 +189,7 @@ fn expand(paths: &[String]) -> Vec<PathBuf> {
             files.push(path.to_path_buf());
         }
     }
-    files
+    Ok(files)
 }
 
 /// Reads and measures one file.
@@ -165,12 +218,32 @@ fn worker_threads(asked: Option<usize>, files: usize, cores: usize) -> usize {
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     super::args::stdin_once(args.paths.iter().map(Path::new))?;
-    let files = expand(&args.paths);
+    let files = expand(&args.paths)?;
     if files.is_empty() {
         return Err(Error::Usage(format!(
             "batch: no snapshot files in {}",
             args.paths.join(" ")
         )));
+    }
+    if args.list {
+        // A pattern kept because it matched nothing (it would be a failed row when read).
+        if let Some(none) = files.iter().find(|f| {
+            pattern::is_pattern(&f.to_string_lossy())
+                && args.paths.iter().any(|p| Path::new(p) == f.as_path())
+                && !f.exists()
+        }) {
+            return Err(Error::Usage(format!(
+                "{}: matches no file",
+                crate::error::quoted_path(none)
+            )));
+        }
+        let mut out = String::new();
+        for f in &files {
+            out.push_str(&f.to_string_lossy());
+            out.push('\n');
+        }
+        output::emit(None, false, |w| w.write_all(out.as_bytes()))?;
+        return Ok(Outcome::Ok);
     }
     let jobs = worker_threads(args.jobs, files.len(), crate::model::default_threads());
     let mut load = g.load;
@@ -268,13 +341,5 @@ mod tests {
         assert_eq!(worker_threads(None, 5, 16), 5);
         assert_eq!(worker_threads(Some(0), 5, 16), 1);
         assert_eq!(worker_threads(None, 0, 0), 1);
-    }
-
-    #[test]
-    fn wildcards() {
-        assert!(wildcard(b"rank*.pickle", b"rank12.pickle"));
-        assert!(wildcard(b"r?nk0.*", b"rank0.pkl"));
-        assert!(!wildcard(b"rank*.pickle", b"rank1.pkl"));
-        assert!(wildcard(b"*", b""));
     }
 }

@@ -178,10 +178,43 @@ fn shortened(stem: &str) -> &str {
     }
 }
 
+/// Where a dataset's parts go.
+enum Sink {
+    /// A local directory: each part through a temporary file renamed into place.
+    Dir(PathBuf),
+    /// A prefix in object storage: each part put in one request (whole or not at all).
+    #[cfg(feature = "cloud")]
+    Store(crate::input::store::Located),
+}
+
+impl Sink {
+    /// Writes `bytes` as the part at `rel` (relative to the dataset's root); its size.
+    fn part(&self, rel: &Path, bytes: &[u8], force: bool) -> Result<u64, Error> {
+        match self {
+            Sink::Dir(dir) => {
+                let p = dir.join(rel);
+                if let Some(parent) = p.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, &e))?;
+                }
+                output::write_file(&p, force, |w| w.write_all(bytes))
+            }
+            #[cfg(feature = "cloud")]
+            Sink::Store(root) => {
+                let at = root.child(&rel.to_string_lossy());
+                crate::input::store::put(&at, bytes.to_vec(), force).map_err(|m| {
+                    Error::Usage(format!("{}: {m}", quoted_path(Path::new(&at.url()))))
+                })?;
+                Ok(bytes.len() as u64)
+            }
+        }
+    }
+}
+
 /// Writes one file's tables; the error of a file that could not be read is returned after
 /// its `files` row (ok false) is written.
 fn one(
     path: &Path,
+    sink: &Sink,
     dir: &Path,
     load: &LoadOptions,
     device: DeviceArg,
@@ -214,13 +247,10 @@ fn one(
         files: Some(0),
     };
     for t in &tables {
-        let p = part_path(dir, t.name, &dirs, path);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, &e))?;
-        }
+        let rel = part_path(Path::new(""), t.name, &dirs, path);
         let bytes = crate::render::parquet::write(t)
             .map_err(|e| Error::Usage(format!("{}: table {}: {e}", quoted_path(path), t.name)))?;
-        written.bytes += output::write_file(&p, force, |w| w.write_all(&bytes))?;
+        written.bytes += sink.part(&rel, &bytes, force)?;
         written.files = written.files.map(|n| n + 1);
         rows += t.rows.len();
     }
@@ -231,7 +261,29 @@ fn one(
     Ok((rows, written))
 }
 
-/// Writes the dataset of `files` into `dir` (`-o`), one file per rayon worker of `pool`.
+/// The sink of `-o DIR`: a URL's prefix in object storage (`--features cloud`; else refused in
+/// one line), or a local directory, made if absent.
+fn sink(dir: &Path) -> Result<Sink, Error> {
+    #[cfg(feature = "cloud")]
+    if crate::input::url::url_scheme(dir).is_some() {
+        let url = dir.to_string_lossy();
+        return crate::input::store::locate(&url)
+            .map(Sink::Store)
+            .map_err(|m| Error::Usage(format!("{}: {m}", quoted_path(dir))));
+    }
+    output::refuse_url(dir)?;
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Usage(format!(
+            "{}: is not a directory; --format parquet writes a dataset directory",
+            quoted_path(dir)
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
+    Ok(Sink::Dir(dir.to_path_buf()))
+}
+
+/// Writes the dataset of `files` into `dir` (`-o`: a directory or an object-storage prefix),
+/// one file per rayon worker of `pool`.
 pub fn run(
     files: &[PathBuf],
     load: &LoadOptions,
@@ -246,21 +298,14 @@ pub fn run(
             "batch --format parquet: -o DIR is required (the dataset's directory)".into(),
         ));
     };
-    output::refuse_url(dir)?;
-    if dir.exists() && !dir.is_dir() {
-        return Err(Error::Usage(format!(
-            "{}: is not a directory; --format parquet writes a dataset directory",
-            quoted_path(dir)
-        )));
-    }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, &e))?;
+    let sink = sink(dir)?;
     let bar = progress::files_bar(files.len() as u64);
     type One = Result<(Result<usize, Error>, Written), Error>;
     let results: Vec<One> = pool.install(|| {
         files
             .par_iter()
             .map(|f| {
-                let r = one(f, dir, load, device, &parts, force);
+                let r = one(f, &sink, dir, load, device, &parts, force);
                 bar.inc(1);
                 r
             })

@@ -6,6 +6,7 @@
 
 mod json;
 mod open;
+pub mod pattern;
 #[cfg(feature = "cloud")]
 pub mod store;
 mod stream;

@@ -69,7 +69,6 @@ mod serve_limits;
 mod session;
 mod settings2026;
 mod sites;
-#[cfg(feature = "cloud")]
 mod store;
 mod support;
 mod surfaces;

@@ -132,3 +132,231 @@ fn a_snapshot_in_a_bucket_reads_as_the_local_file_and_failures_are_one_line() {
         assert!(lines[0].contains(says), "{url}: {lines:?}");
     }
 }
+
+/// Runs `script` (Python, boto3 client `s3` on the server) and returns its standard output.
+fn boto(m: &Moto, script: &str) -> String {
+    let full = format!(
+        "import boto3,sys,os\ns3=boto3.client('s3',endpoint_url='{}',aws_access_key_id='x',aws_secret_access_key='x',region_name='us-east-1')\n{script}",
+        m.url
+    );
+    let o = Command::new(common::python3())
+        .args(["-c", &full])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ok_stdout(o: std::process::Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The four rank files of samples/ranks under two iterations' prefixes, and 3,000 other
+/// keys around them (three pages of a listing): a `**` glob lists exactly the ranks, and
+/// `batch` over the glob gives the rows of `batch` over the local files.
+#[test]
+fn a_url_glob_lists_the_store_across_pages_and_batch_reads_what_it_names() {
+    let m = moto();
+    let ranks = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ranks");
+    boto(
+        &m,
+        &format!(
+            "s3.create_bucket(Bucket='fleet')\n\
+             from concurrent.futures import ThreadPoolExecutor\n\
+             def one(i): s3.put_object(Bucket='fleet',Key='job/iteration_%d/noise%04d.txt' % (i % 3, i),Body=b'x')\n\
+             list(ThreadPoolExecutor(16).map(one, range(3000)))\n\
+             for r in range(4):\n  s3.upload_file(os.path.join({:?},'rank%d.pickle' % r),'fleet','job/iteration_%d/rank%d.pickle' % (r // 2, r))\n\
+             s3.upload_file(os.path.join({:?},'rank0.pickle'),'fleet','other/rank0.pickle')\n",
+            ranks.to_str().unwrap(),
+            ranks.to_str().unwrap()
+        ),
+    );
+    let listed = ok_stdout(memlens_s3(
+        &m,
+        &["batch", "--list", "s3://fleet/job/**/rank*.pickle"],
+        true,
+    ));
+    let want: Vec<String> = (0..4)
+        .map(|r| format!("s3://fleet/job/iteration_{}/rank{r}.pickle", r / 2))
+        .collect();
+    assert_eq!(listed.lines().collect::<Vec<_>>(), want);
+    // One component only: `*` does not cross the iteration directories.
+    let o = memlens_s3(&m, &["batch", "--list", "s3://fleet/job/*.pickle"], true);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("matches no file"));
+
+    let rows = |o: std::process::Output| {
+        let v: serde_json::Value = serde_json::from_str(&ok_stdout(o)).unwrap();
+        let mut files = v["files"].as_array().unwrap().clone();
+        for f in &mut files {
+            let name = f["file"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string();
+            f["file"] = serde_json::Value::String(name);
+        }
+        (files, v["imbalance"].clone())
+    };
+    let remote = rows(memlens_s3(
+        &m,
+        &[
+            "batch",
+            "--format",
+            "json",
+            "s3://fleet/job/**/rank*.pickle",
+        ],
+        true,
+    ));
+    let local = rows(common::memlens([
+        "batch",
+        "--format",
+        "json",
+        ranks.to_str().unwrap(),
+    ]));
+    assert_eq!(remote.0, local.0);
+    assert_eq!(remote.1["outlier_rank"], local.1["outlier_rank"]);
+    assert_eq!(remote.1["max_peak_bytes"], local.1["max_peak_bytes"]);
+}
+
+/// `batch --format parquet -o s3://…` puts the same parts, byte for byte, as `-o DIR` on the
+/// same inputs; an existing part is kept without `--force`; an object that vanished after
+/// it was listed is a failed row, the others are read.
+#[test]
+fn a_dataset_goes_into_the_store_and_a_vanished_object_is_a_failed_row() {
+    let m = moto();
+    let ranks = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ranks");
+    boto(
+        &m,
+        &format!(
+            "s3.create_bucket(Bucket='inbox')\ns3.create_bucket(Bucket='outbox')\n\
+             for r in range(4):\n  s3.upload_file(os.path.join({:?},'rank%d.pickle' % r),'inbox','run1/rank%d.pickle' % r)\n",
+            ranks.to_str().unwrap()
+        ),
+    );
+    let urls: Vec<String> = ok_stdout(memlens_s3(
+        &m,
+        &["batch", "--list", "s3://inbox/run1/rank*.pickle"],
+        true,
+    ))
+    .lines()
+    .map(str::to_string)
+    .collect();
+    assert_eq!(urls.len(), 4);
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("ds");
+    let args = |out: &str| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "batch",
+            "--format",
+            "parquet",
+            "--partition-by",
+            "rank",
+            "-o",
+            out,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(urls.iter().cloned());
+        a
+    };
+    let run = |out: &str| {
+        let a = args(out);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        memlens_s3(&m, &a, true)
+    };
+    ok_stdout(run(local.to_str().unwrap()));
+    ok_stdout(run("s3://outbox/fleet/ds/"));
+    // Every local part, and the object of the same key, byte for byte.
+    let mut parts = Vec::new();
+    let mut stack = vec![local.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                parts.push(p);
+            }
+        }
+    }
+    parts.sort();
+    assert!(parts.len() >= 4 * 5, "{parts:?}");
+    let keys = boto(
+        &m,
+        "for o in s3.get_paginator('list_objects_v2').paginate(Bucket='outbox',Prefix='fleet/ds/'):\n  [print(c['Key'], c['Size']) for c in o.get('Contents',[])]\n",
+    );
+    let mut stored: Vec<(String, u64)> = keys
+        .lines()
+        .map(|l| {
+            let (k, n) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), n.parse().unwrap())
+        })
+        .collect();
+    stored.sort();
+    let mut want: Vec<(String, u64)> = parts
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&local).unwrap().to_str().unwrap();
+            (
+                format!("fleet/ds/{rel}"),
+                std::fs::metadata(p).unwrap().len(),
+            )
+        })
+        .collect();
+    want.sort();
+    assert_eq!(stored, want);
+    let first = &want[0].0;
+    let got = boto(
+        &m,
+        &format!(
+            "sys.stdout.write(s3.get_object(Bucket='outbox',Key={first:?})['Body'].read().hex())"
+        ),
+    );
+    let rel = first.strip_prefix("fleet/ds/").unwrap();
+    let bytes = std::fs::read(local.join(rel)).unwrap();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(got, hex);
+    // Without --force the parts already there are kept, in one line per file.
+    let o = run("s3://outbox/fleet/ds/");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("exists (--force replaces it)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // rank2 vanishes between the listing and the read.
+    boto(
+        &m,
+        "s3.delete_object(Bucket='inbox',Key='run1/rank2.pickle')\n",
+    );
+    let a: Vec<&str> = ["batch", "--format", "json"]
+        .into_iter()
+        .chain(urls.iter().map(String::as_str))
+        .collect();
+    let o = memlens_s3(&m, &a, true);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ok: Vec<bool> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["ok"].as_bool().unwrap())
+        .collect();
+    assert_eq!(ok, [true, true, false, true]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("s3://inbox/run1/rank2.pickle: no such object"),
+        "{err}"
+    );
+}
