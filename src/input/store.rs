@@ -69,6 +69,17 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
         .map_err(Clone::clone)
 }
 
+/// How a failed request is retried: a few times within 20 s (transient 5xx answers and cut
+/// connections at scale), not object_store's 10 times within 3 minutes, which leaves a user
+/// with a wrong endpoint waiting in silence.
+fn retry() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 4,
+        retry_timeout: std::time::Duration::from_secs(20),
+        ..Default::default()
+    }
+}
+
 /// The store of `url`'s bucket (or web origin), made on first use from the environment.
 fn store_of(parsed: &url::Url, url: &str) -> Result<Arc<dyn ObjectStore>, String> {
     static STORES: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
@@ -81,24 +92,28 @@ fn store_of(parsed: &url::Url, url: &str) -> Result<Arc<dyn ObjectStore>, String
     let made: Arc<dyn ObjectStore> = match scheme.as_str() {
         "s3" | "s3a" => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
+                .with_retry(retry())
                 .with_url(url)
                 .build()
                 .map_err(|e| e.to_string())?,
         ),
         "gs" | "gcs" => Arc::new(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_retry(retry())
                 .with_url(url)
                 .build()
                 .map_err(|e| e.to_string())?,
         ),
         "az" | "azure" | "abfs" | "abfss" | "adl" => Arc::new(
             object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_retry(retry())
                 .with_url(url)
                 .build()
                 .map_err(|e| e.to_string())?,
         ),
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
+                .with_retry(retry())
                 .with_url(parsed.origin().ascii_serialization())
                 .build()
                 .map_err(|e| e.to_string())?,
