@@ -242,7 +242,7 @@ mod tests {
                     n.is_char_boundary(k)
                         && (k == 0 || n.as_bytes()[k - 1] == b'/')
                         && reference(head.as_bytes(), &n.as_bytes()[..k])
-                        && reference(p[i..].as_bytes(), &n.as_bytes()[k..])
+                        && reference(&p.as_bytes()[i..], &n.as_bytes()[k..])
                 })
             }
             None => reference(p.as_bytes(), n.as_bytes()),

@@ -275,6 +275,16 @@ pub fn describe(e: &object_store::Error) -> String {
                 "no credentials: none in the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) and no instance metadata to ask".to_string()
             } else if said("InvalidAccessKeyId") || said("SignatureDoesNotMatch") {
                 format!("the store refused the credentials: {cut}")
+            } else if said("error sending request") {
+                // "Error performing GET http://host/key in 885ms, after 4 retries, ...": the
+                // endpoint is what the user can check.
+                let endpoint = full
+                    .split_whitespace()
+                    .find(|w| w.starts_with("http://") || w.starts_with("https://"))
+                    .and_then(|u| url::Url::parse(u).ok())
+                    .map(|u| u.origin().ascii_serialization())
+                    .unwrap_or_else(|| "the store".into());
+                format!("cannot reach {endpoint}: the connection failed after 4 retries (for S3, AWS_ENDPOINT_URL names the endpoint)")
             } else {
                 cut
             }

@@ -1,7 +1,8 @@
 //! Object-storage URLs given where a local path is expected: `s3://bucket/key` would
 //! otherwise be read as the relative path `s3:/bucket/key` (and `-o s3://…` would make a local
-//! directory named `s3:`). This build reads and writes local paths only; each URL gets one
-//! line that says so and how to get the objects in or out.
+//! directory named `s3:`). A build without the `cloud` feature reads and writes local paths
+//! only, and every `-o` but a dataset's is local in any build; each such URL gets one line
+//! that says so and how to get the objects in or out.
 
 use std::path::Path;
 
@@ -49,7 +50,7 @@ pub fn url_scheme(path: &Path) -> Option<&str> {
 pub fn read_instead(scheme: &str) -> String {
     let cp = copy_command(scheme);
     format!(
-        "a URL; memlens reads local files and standard input only: copy the objects first ({cp}) or pipe one in (`{} | memlens summary -`)",
+        "a URL; this memlens was built without object storage (`cargo build --release --features cloud`; the Python wheel has it): copy the objects first ({cp}) or pipe one in (`{} | memlens summary -`)",
         pipe_command(scheme)
     )
 }

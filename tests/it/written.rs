@@ -258,7 +258,8 @@ fn an_object_store_url_is_one_line_and_exit_2_never_a_local_directory() {
         let lines = stderr_lines(&o);
         assert_eq!(lines.len(), 1, "{args:?}: {lines:?}");
         assert!(
-            lines[0].starts_with(&format!("memlens: {url}")),
+            lines[0].starts_with(&format!("memlens: {url}"))
+                && lines[0].contains(&format!("cannot reach {endpoint}: the connection failed")),
             "{lines:?}"
         );
     }
