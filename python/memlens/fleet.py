@@ -649,6 +649,8 @@ def scan(
     if retries < 0:
         raise MemlensError("memlens fleet: retries must be 0 or more")
     keys = _partition_keys(partition_by)
+    _distributed()
+    _pyarrow()
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     binary: str | None = None
