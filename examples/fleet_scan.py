@@ -25,6 +25,10 @@ Then DuckDB reads the dataset and answers:
 ``--json`` prints both answers as one JSON object (what tests/it/fleet.rs checks); without it,
 two small tables. Needs ``pip install dask duckdb`` and a memlens binary (``--memlens``, else
 ``$MEMLENS_BIN``, else ``memlens`` on PATH).
+
+On a cluster where a task can die, ``python -m memlens fleet scan`` (``memlens.fleet``) writes
+the same dataset with retries and a ``files`` row for every file (docs/scale.md, "On a
+cluster"); the queries below read it unchanged.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ Python) and records snapshots:
   train.py ARGS`` runs a script under :class:`record`;
 - the pytest plugin (``@pytest.mark.cuda_memory(max_peak="40GiB")``) lives in
   :mod:`memlens.pytest_plugin`.
+- :mod:`memlens.fleet` writes the Parquet dataset of many snapshots on a ``dask.distributed``
+  cluster (``python -m memlens fleet scan``) and maps batches of paths to Arrow tables for
+  Ray Data or Spark (``pip install 'memlens[fleet]'``).
 
 See docs/python.md.
 """

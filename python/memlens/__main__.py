@@ -12,6 +12,10 @@ Python process being measured::
 ``python -m memlens mcp [--allow DIR]...`` serves memlens's analyses to coding agents over
 the Model Context Protocol (stdio; :mod:`memlens.mcp_server`).
 
+``python -m memlens fleet scan PATHS... -o OUT [--scheduler ADDRESS] [--memlens BIN]
+[--shard-size K] [--partition-by KEYS] [--retries N] [--workers N]`` writes the Parquet
+dataset of many snapshots with a ``dask.distributed`` cluster (:func:`memlens.fleet.scan`).
+
 ``record`` runs SCRIPT (or MODULE) as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]`` under
 :class:`memlens.record`, like ``python SCRIPT ARGS`` would, and writes the snapshot to FILE
 (default ``memlens-<name>.pickle``), also at the moment of an OOM.
@@ -149,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         from .mcp_server import main as mcp_main
 
         return mcp_main(args[1:])
+    if args and args[0] == "fleet":
+        from ._fleet_cli import main as fleet_main
+
+        return fleet_main(args[1:])
     try:
         binary = find_memlens_bin()
     except MemlensError as e:
