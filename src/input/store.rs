@@ -201,21 +201,43 @@ pub fn glob(pattern: &str) -> Result<Vec<String>, String> {
 }
 
 /// Puts `bytes` at `loc` in one request, so the object appears whole or not at all; an
-/// object already there is replaced only with `force`.
+/// object already there is replaced only with `force`. Without it the put is conditional
+/// (`If-None-Match: *`, one request); a store that cannot put conditionally is asked with a
+/// HEAD first.
 pub fn put(loc: &Located, bytes: Vec<u8>, force: bool) -> Result<(), String> {
+    use object_store::{PutMode, PutOptions};
+    const EXISTS: &str = "exists (--force replaces it)";
     runtime()?.block_on(async {
-        if !force {
-            match loc.store.head(&loc.path).await {
-                Ok(_) => return Err("exists (--force replaces it)".to_string()),
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(describe(&e)),
-            }
+        let payload: object_store::PutPayload = bytes.into();
+        if force {
+            return loc
+                .store
+                .put(&loc.path, payload)
+                .await
+                .map(|_| ())
+                .map_err(|e| describe(&e));
         }
-        loc.store
-            .put(&loc.path, bytes.into())
-            .await
-            .map(|_| ())
-            .map_err(|e| describe(&e))
+        let create = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match loc.store.put_opts(&loc.path, payload.clone(), create).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(EXISTS.to_string()),
+            Err(object_store::Error::NotImplemented | object_store::Error::NotSupported { .. }) => {
+                match loc.store.head(&loc.path).await {
+                    Ok(_) => return Err(EXISTS.to_string()),
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(describe(&e)),
+                }
+                loc.store
+                    .put(&loc.path, payload)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| describe(&e))
+            }
+            Err(e) => Err(describe(&e)),
+        }
     })
 }
 
