@@ -11,6 +11,7 @@ use super::{output, progress, Outcome};
 use crate::analyze::oom::OomOptions;
 use crate::analyze::profile::{self, Profile, ProfileOptions};
 use crate::compose::batch::{self, BatchReport, FileRow};
+use crate::compose::cross_rank::{self, RankFacts};
 use crate::compose::oom;
 use crate::input::pattern;
 use crate::{Error, LoadOptions};
@@ -192,20 +193,23 @@ fn expand(paths: &[String]) -> Result<Vec<PathBuf>, Error> {
     Ok(files)
 }
 
-/// Reads and measures one file.
+/// Reads and measures one file: its row, its profile and, when its name carries a rank, what
+/// the cross-rank answer needs of it.
 fn one(
     path: &Path,
     load: &LoadOptions,
     device: DeviceArg,
     opts: &ProfileOptions,
-) -> Result<(FileRow, Profile), Error> {
+) -> Result<(FileRow, Profile, Option<RankFacts>), Error> {
     let l = Loaded::quiet(path, load, device)?;
     let name = l.title();
     let p = profile::profile(&l.snap, l.replays(), opts)
         .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
     let o = oom::run(&l.snap, l.replays(), &OomOptions::default())
         .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
-    Ok((FileRow::new(&name, &p, &o), p))
+    let row = FileRow::new(&name, &p, &o);
+    let facts = RankFacts::of(&row, &p, &o, &l.snap);
+    Ok((row, p, facts))
 }
 
 /// The worker threads of `-j`: as asked (default: the cores), at most one per file and at most
@@ -279,7 +283,8 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         ..ProfileOptions::default()
     };
     let bar = progress::files_bar(files.len() as u64);
-    let results: Vec<Result<(FileRow, Profile), (String, Error)>> = pool.install(|| {
+    type One = Result<(FileRow, Profile, Option<RankFacts>), (String, Error)>;
+    let results: Vec<One> = pool.install(|| {
         files
             .par_iter()
             .map(|f| {
@@ -292,11 +297,13 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     bar.finish_and_clear();
     let mut rows = Vec::new();
     let mut profiles = Vec::new();
+    let mut facts = Vec::new();
     for r in results {
         match r {
-            Ok((row, p)) => {
+            Ok((row, p, f)) => {
                 rows.push(row);
                 profiles.push(Some(p));
+                facts.extend(f);
             }
             Err((file, e)) => {
                 eprintln!(
@@ -314,12 +321,15 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         .filter_map(|(r, p)| p.as_ref().map(|p| (r, p)))
         .collect();
     let imbalance = batch::imbalance(&pairs, args.sites);
+    let ranked = rows.iter().filter(|r| r.rank.is_some()).count();
+    let cross_rank = (ranked >= 2).then(|| cross_rank::cross_rank(&facts, args.sites));
     let failed = rows.iter().filter(|r| !r.ok).count();
     let report = BatchReport {
         schema_version: crate::analyze::SCHEMA_VERSION,
         files: rows,
         failed,
         imbalance,
+        cross_rank,
     };
     output::report(&args.out, &report, "", None)?;
     Ok(if failed > 0 {

@@ -344,6 +344,8 @@ pub struct BatchReport {
     pub failed: usize,
     /// The rank set's imbalance, when two or more files carry a rank.
     pub imbalance: Option<Imbalance>,
+    /// The cross-rank answer of the ranked files read, when two or more files carry a rank.
+    pub cross_rank: Option<super::cross_rank::CrossRank>,
 }
 
 #[cfg(test)]

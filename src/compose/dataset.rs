@@ -240,19 +240,25 @@ fn file_row(
     row
 }
 
+/// One allocator setting's value as JSON (a map as an object).
+pub fn setting_json(v: &SettingValue) -> serde_json::Value {
+    match v {
+        SettingValue::Map(m) => serde_json::Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), setting_json(v)))
+                .collect(),
+        ),
+        other => serde_json::to_value(other).unwrap_or(serde_json::Value::Null),
+    }
+}
+
 /// The allocator settings as JSON text (`None` when the file records none).
 fn settings_json(snap: &Snapshot) -> Option<String> {
-    fn value(v: &SettingValue) -> serde_json::Value {
-        match v {
-            SettingValue::Map(m) => {
-                serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), value(v))).collect())
-            }
-            other => serde_json::to_value(other).unwrap_or(serde_json::Value::Null),
-        }
-    }
     let s = snap.allocator_settings.as_ref()?;
-    let map: serde_json::Map<String, serde_json::Value> =
-        s.iter().map(|(k, v)| (k.clone(), value(v))).collect();
+    let map: serde_json::Map<String, serde_json::Value> = s
+        .iter()
+        .map(|(k, v)| (k.clone(), setting_json(v)))
+        .collect();
     Some(serde_json::Value::Object(map).to_string())
 }
 

@@ -4,6 +4,7 @@
 use super::text::{cell, right, width, Style};
 use super::visible::visible;
 use crate::compose::batch::{BatchReport, FileRow, Imbalance};
+use crate::compose::cross_rank::CrossRank;
 use crate::units::{iec, plural};
 use std::io::Write;
 
@@ -109,6 +110,148 @@ pub fn table(out: &mut dyn Write, r: &BatchReport, style: &Style) -> std::io::Re
     )?;
     if let Some(i) = &r.imbalance {
         imbalance(out, i, style, &name)?;
+    }
+    if let Some(x) = &r.cross_rank {
+        cross_rank(out, x, style, &name)?;
+    }
+    Ok(())
+}
+
+/// The cross-rank answer: outlier ranks with their site, sites with their outlier ranks, the
+/// first OOM, settings that differ, and what could not be judged.
+fn cross_rank(
+    out: &mut dyn Write,
+    x: &CrossRank,
+    style: &Style,
+    name: &dyn Fn(&str) -> String,
+) -> std::io::Result<()> {
+    writeln!(out)?;
+    let head = match x.peak_threshold_bytes {
+        Some(thr) if x.outliers.is_empty() => format!(
+            "Across {} ranks: no rank's peak stands out (median {}; standing out takes more than {} above it)",
+            x.ranks,
+            iec(x.median_peak_bytes),
+            iec(thr)
+        ),
+        Some(thr) => format!(
+            "Across {} ranks: {} stand{} out (peak more than {} above the median {}):",
+            x.ranks,
+            plural(x.outliers.len() as u64, "rank"),
+            if x.outliers.len() == 1 { "s" } else { "" },
+            iec(thr),
+            iec(x.median_peak_bytes)
+        ),
+        None => format!("Across {} ranks (median peak {}):", x.ranks, iec(x.median_peak_bytes)),
+    };
+    style.para(out, "", "  ", &head)?;
+    if !x.outliers.is_empty() {
+        let mut t = style.table();
+        t.set_header(vec![
+            "rank",
+            "peak",
+            "excess",
+            "vs median",
+            "site that makes it",
+            "file",
+        ]);
+        for o in &x.outliers {
+            let site = match &o.site {
+                Some(s) => format!(
+                    "{s} ({} vs median {})",
+                    iec(o.site_bytes),
+                    iec(o.site_median_bytes)
+                ),
+                None => "-".into(),
+            };
+            t.add_row(vec![
+                right(o.rank.to_string()),
+                right(iec(o.peak_bytes)),
+                right(format!("+{}", iec(o.excess_bytes))),
+                right(format!("{:.2}×", o.over_median)),
+                cell(&site),
+                cell(&name(&o.file)),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    if !x.sites.is_empty() {
+        writeln!(
+            out,
+            "Sites where a rank stands out ({} of {}):",
+            x.sites.len(),
+            x.sites_with_outliers
+        )?;
+        let mut t = style.table();
+        t.set_header(vec!["median", "min", "max", "ranks that stand out", "site"]);
+        for s in &x.sites {
+            let mut ranks: Vec<String> = s.outliers.iter().map(|r| r.rank.to_string()).collect();
+            if s.outlier_ranks > s.outliers.len() {
+                ranks.push(format!("+{} more", s.outlier_ranks - s.outliers.len()));
+            }
+            t.add_row(vec![
+                right(iec(s.median_bytes)),
+                right(iec(s.min_bytes)),
+                right(iec(s.max_bytes)),
+                cell(&ranks.join(", ")),
+                cell(&s.site),
+            ]);
+        }
+        writeln!(out, "{t}")?;
+    }
+    if let Some(f) = &x.first_oom {
+        let then: Vec<String> = f
+            .then
+            .iter()
+            .map(|r| format!("rank {} +{:.3} s", r.rank, r.after_us as f64 / 1e6))
+            .collect();
+        let req = f.oom.requested_bytes.map_or("a request".to_string(), iec);
+        style.para(
+            out,
+            "",
+            "  ",
+            &format!(
+                "First out of memory: rank {} ({} ran out), asking {} on device {} ({}){}",
+                f.rank,
+                plural(x.ranks_with_oom as u64, "rank"),
+                req,
+                f.oom.device.map_or("?".to_string(), |d| d.to_string()),
+                f.oom.verdict,
+                if then.is_empty() {
+                    String::new()
+                } else {
+                    format!("; then {}", then.join(", "))
+                }
+            ),
+        )?;
+    }
+    for d in &x.settings_differ {
+        let values: Vec<String> = d
+            .values
+            .iter()
+            .map(|v| {
+                let ranks: Vec<String> = v.ranks.iter().take(8).map(u32::to_string).collect();
+                let more = if v.ranks.len() > 8 {
+                    format!(" +{} more", v.ranks.len() - 8)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} on rank{} {}{more}",
+                    v.value.as_deref().unwrap_or("(not recorded)"),
+                    if v.ranks.len() == 1 { "" } else { "s" },
+                    ranks.join(", ")
+                )
+            })
+            .collect();
+        style.para(
+            out,
+            "Setting differs: ",
+            "  ",
+            &format!("{}: {}", d.key, values.join("; ")),
+        )?;
+    }
+    for c in &x.cannot_judge {
+        style.para(out, "cannot judge ", "  ", c)?;
     }
     Ok(())
 }

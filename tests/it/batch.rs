@@ -159,3 +159,165 @@ fn every_real_snapshot_in_one_batch() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// The median and the threshold of the cross-rank rule, computed here from the rows alone:
+/// more than max(3 × 1.4826 × MAD, median / 10, 1 MiB) above the median stands out.
+fn independent_rule(values: &[u64]) -> (u64, u64) {
+    fn med(mut v: Vec<u64>) -> u64 {
+        v.sort();
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            ((v[n / 2 - 1] as u128 + v[n / 2] as u128) / 2) as u64
+        }
+    }
+    let m = med(values.to_vec());
+    let mad = med(values.iter().map(|&x| x.abs_diff(m)).collect());
+    let robust = (3.0 * 1.4826 * mad as f64).ceil() as u64;
+    (m, robust.max(m / 10).max(1 << 20))
+}
+
+/// Ten real snapshots as one job's ranks (eight runs of one project, one that ran out of
+/// memory, one that records no allocator settings): `cross_rank` names exactly the ranks the
+/// rule names from `batch`'s own rows, the OOM rank with `oom`'s time, the settings that
+/// differ as `summary` reads them, and what it cannot judge.
+#[test]
+fn cross_rank_of_real_snapshots_as_ranks() {
+    if require_shared().is_none() {
+        return;
+    }
+    let real = shared_real_dir();
+    let mut names: Vec<String> = std::fs::read_dir(&real)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("Wedsonlin__"))
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 8, "{names:?}");
+    names.push("Constructor-Sun__code_location__memory_snapshot.pickle".into());
+    names.push("JasperSolt__EoR_NN__snapshot.pickle".into());
+    let tmp = tempfile::tempdir().unwrap();
+    for (r, n) in names.iter().enumerate() {
+        std::os::unix::fs::symlink(real.join(n), tmp.path().join(format!("rank{r}.pickle")))
+            .unwrap();
+    }
+    let o = memlens([
+        "batch".as_ref(),
+        tmp.path().as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let x = &v["cross_rank"];
+    assert_eq!(x["ranks"], 10);
+    let peaks: Vec<(u64, u64)> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rank"].as_u64().unwrap(),
+                f["peak_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let (m, thr) = independent_rule(&peaks.iter().map(|p| p.1).collect::<Vec<_>>());
+    assert_eq!(x["median_peak_bytes"], m);
+    assert_eq!(x["peak_threshold_bytes"], thr);
+    let mut want: Vec<(u64, u64)> = peaks
+        .iter()
+        .filter(|p| p.1 > m + thr)
+        .map(|p| (p.1 - m, p.0))
+        .collect();
+    want.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let got: Vec<(u64, u64)> = x["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["excess_bytes"].as_u64().unwrap(),
+                o["rank"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert!(
+        !want.is_empty(),
+        "Constructor-Sun's 84 GB peak stands out among these"
+    );
+    // The OOM: rank 8, at the time `oom` gives its first event.
+    let oom = memlens([
+        "oom".as_ref(),
+        real.join(&names[8]).as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let oom: Value = serde_json::from_slice(&oom.stdout).unwrap();
+    let first_time = oom["ooms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["time_us"].as_i64())
+        .min()
+        .unwrap();
+    assert_eq!(x["first_oom"]["rank"], 8);
+    assert_eq!(x["first_oom"]["oom"]["time_us"], first_time);
+    assert_eq!(x["ranks_with_oom"], 1);
+    // Settings: the keys whose values differ among the nine files that record them, as
+    // `summary` reads each file's settings.
+    let mut per_rank: Vec<serde_json::Map<String, Value>> = Vec::new();
+    for n in &names[..9] {
+        let s = memlens([
+            "summary".as_ref(),
+            real.join(n).as_os_str(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ]);
+        let s: Value = serde_json::from_slice(&s.stdout).unwrap();
+        per_rank.push(s["allocator_settings"].as_object().unwrap().clone());
+    }
+    let keys: std::collections::BTreeSet<&String> =
+        per_rank.iter().flat_map(|m| m.keys()).collect();
+    let differ: Vec<&String> = keys
+        .into_iter()
+        .filter(|k| per_rank.iter().any(|m| m.get(*k) != per_rank[0].get(*k)))
+        .collect();
+    let got: Vec<&str> = x["settings_differ"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, differ.iter().map(|k| k.as_str()).collect::<Vec<_>>());
+    let cannot: Vec<&str> = x["cannot_judge"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        cannot,
+        ["whether allocator settings differ: 1 of 10 ranks' files do not record them (PyTorch before 2.5)"]
+    );
+    // The text says the same.
+    let t = memlens(["batch".as_ref(), tmp.path().as_os_str()]);
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(text.contains("Across 10 ranks: "), "{text}");
+    assert!(
+        text.contains("First out of memory: rank 8 (1 rank ran out)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot judge whether allocator settings differ"),
+        "{text}"
+    );
+}
