@@ -208,7 +208,7 @@ fn one(
     let o = oom::run(&l.snap, l.replays(), &OomOptions::default())
         .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
     let row = FileRow::new(&name, &p, &o);
-    let facts = RankFacts::of(&row, &p, &o, &l.snap);
+    let facts = batch::rank_facts(&row, &p, &o, &l.snap);
     Ok((row, p, facts))
 }
 

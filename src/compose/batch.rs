@@ -8,6 +8,7 @@
 //! median of that site's bytes across ranks (0 where a rank lacks the site) by the most.
 
 use crate::analyze::profile::{Profile, SiteTotal};
+use crate::compose::cross_rank::{setting_json, OomAt, RankFacts};
 use crate::compose::oom::OomReport;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -160,6 +161,38 @@ impl FileRow {
 
 fn base_name(file: &str) -> &str {
     file.rsplit(['/', '\\']).next().unwrap_or(file)
+}
+
+/// What the cross-rank answer needs of a file read: its row (`None` without a rank in its
+/// name), its profile at the peak, its OOM report and its snapshot (for the settings).
+pub fn rank_facts(
+    row: &FileRow,
+    p: &Profile,
+    o: &OomReport,
+    snap: &crate::model::Snapshot,
+) -> Option<RankFacts> {
+    let rank = row.rank.filter(|_| row.ok)?;
+    let first = o
+        .ooms
+        .iter()
+        .min_by_key(|x| (x.time_us.is_none(), x.time_us, x.explained.event_index));
+    Some(RankFacts {
+        rank,
+        file: row.file.clone(),
+        peak_bytes: row.peak_bytes,
+        sites: p.sites.iter().map(|(k, t)| (k.clone(), t.bytes)).collect(),
+        first_oom: first.map(|x| OomAt {
+            time_us: x.time_us,
+            device: x.explained.device,
+            requested_bytes: x.explained.requested_bytes,
+            verdict: x.explained.verdict.as_str().to_string(),
+        }),
+        settings: snap.allocator_settings.as_ref().map(|s| {
+            s.iter()
+                .map(|(k, v)| (k.clone(), setting_json(v).to_string()))
+                .collect()
+        }),
+    })
 }
 
 /// One rank's peak.

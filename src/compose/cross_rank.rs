@@ -14,10 +14,7 @@
 //! one changes a configuration). Judged only with at least [`MIN_RANKS`] ranks: with fewer,
 //! a median and a spread say nothing of which rank is odd.
 
-use super::batch::FileRow;
-use super::oom::OomReport;
-use crate::analyze::profile::Profile;
-use crate::model::Snapshot;
+use crate::model::SettingValue;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,32 +41,16 @@ pub struct RankFacts {
     pub settings: Option<BTreeMap<String, String>>,
 }
 
-impl RankFacts {
-    /// The facts of a file read: its `batch` row (`None` without a rank in its name), its
-    /// profile at the peak, its OOM report and its snapshot (for the settings).
-    pub fn of(row: &FileRow, p: &Profile, o: &OomReport, snap: &Snapshot) -> Option<RankFacts> {
-        let rank = row.rank.filter(|_| row.ok)?;
-        let first = o
-            .ooms
-            .iter()
-            .min_by_key(|x| (x.time_us.is_none(), x.time_us, x.explained.event_index));
-        Some(RankFacts {
-            rank,
-            file: row.file.clone(),
-            peak_bytes: row.peak_bytes,
-            sites: p.sites.iter().map(|(k, t)| (k.clone(), t.bytes)).collect(),
-            first_oom: first.map(|x| OomAt {
-                time_us: x.time_us,
-                device: x.explained.device,
-                requested_bytes: x.explained.requested_bytes,
-                verdict: x.explained.verdict.as_str().to_string(),
-            }),
-            settings: snap.allocator_settings.as_ref().map(|s| {
-                s.iter()
-                    .map(|(k, v)| (k.clone(), super::dataset::setting_json(v).to_string()))
-                    .collect()
-            }),
-        })
+/// One allocator setting's value as JSON (a map as an object): how the dataset's
+/// `allocator_settings` column writes it and how ranks' settings are compared.
+pub fn setting_json(v: &SettingValue) -> serde_json::Value {
+    match v {
+        SettingValue::Map(m) => serde_json::Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), setting_json(v)))
+                .collect(),
+        ),
+        other => serde_json::to_value(other).unwrap_or(serde_json::Value::Null),
     }
 }
 

@@ -34,7 +34,7 @@ use crate::analyze::profile::{self, Keyer, ProfileOptions};
 use crate::analyze::timeline::{self, TimelineOptions};
 use crate::compose::batch::rank_of;
 use crate::compose::oom;
-use crate::model::{SettingValue, Snapshot};
+use crate::model::Snapshot;
 use crate::replay::DeviceReplay;
 use std::collections::BTreeMap;
 
@@ -240,24 +240,12 @@ fn file_row(
     row
 }
 
-/// One allocator setting's value as JSON (a map as an object).
-pub fn setting_json(v: &SettingValue) -> serde_json::Value {
-    match v {
-        SettingValue::Map(m) => serde_json::Value::Object(
-            m.iter()
-                .map(|(k, v)| (k.clone(), setting_json(v)))
-                .collect(),
-        ),
-        other => serde_json::to_value(other).unwrap_or(serde_json::Value::Null),
-    }
-}
-
 /// The allocator settings as JSON text (`None` when the file records none).
 fn settings_json(snap: &Snapshot) -> Option<String> {
     let s = snap.allocator_settings.as_ref()?;
     let map: serde_json::Map<String, serde_json::Value> = s
         .iter()
-        .map(|(k, v)| (k.clone(), setting_json(v)))
+        .map(|(k, v)| (k.clone(), super::cross_rank::setting_json(v)))
         .collect();
     Some(serde_json::Value::Object(map).to_string())
 }

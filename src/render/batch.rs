@@ -270,6 +270,12 @@ fn common_dir<'a>(mut files: impl Iterator<Item = &'a str>) -> &'a str {
     &first[..end]
 }
 
+/// Ranks listed one by one in the imbalance table; with more, the [`RANKS_HIGHEST`] highest.
+const RANKS_LISTED: usize = 32;
+
+/// Ranks listed when there are more than [`RANKS_LISTED`].
+const RANKS_HIGHEST: usize = 16;
+
 fn imbalance(
     out: &mut dyn Write,
     i: &Imbalance,
@@ -292,7 +298,14 @@ fn imbalance(
     )?;
     let mut t = style.table();
     t.set_header(vec!["rank", "peak", "vs median", "file"]);
-    for r in &i.ranks {
+    // Every rank up to [`RANKS_LISTED`]; beyond, the highest peaks (the file table above has
+    // every rank already) and a line for the rest.
+    let mut shown: Vec<&crate::compose::batch::RankPeak> = i.ranks.iter().collect();
+    if shown.len() > RANKS_LISTED {
+        shown.sort_by(|a, b| b.peak_bytes.cmp(&a.peak_bytes).then(a.rank.cmp(&b.rank)));
+        shown.truncate(RANKS_HIGHEST);
+    }
+    for r in &shown {
         t.add_row(vec![
             right(r.rank.to_string()),
             right(iec(r.peak_bytes)),
@@ -305,6 +318,21 @@ fn imbalance(
         ]);
     }
     writeln!(out, "{t}")?;
+    if shown.len() < i.ranks.len() {
+        let rest: Vec<u64> = {
+            let mut v: Vec<u64> = i.ranks.iter().map(|r| r.peak_bytes).collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            v.split_off(shown.len())
+        };
+        writeln!(
+            out,
+            "… and {} more ranks, peaks {} to {} (the highest {} above)",
+            rest.len(),
+            iec(*rest.last().unwrap_or(&0)),
+            iec(*rest.first().unwrap_or(&0)),
+            shown.len()
+        )?;
+    }
     if !i.sites.is_empty() {
         writeln!(out, "Sites that explain rank {}:", i.outlier_rank)?;
         let mut t = style.table();

@@ -321,3 +321,43 @@ fn cross_rank_of_real_snapshots_as_ranks() {
         "{text}"
     );
 }
+
+/// Forty ranks (samples/ranks four times over): the imbalance table lists the 16 highest and
+/// one line for the other 24; the cross-rank answer names the ten copies of rank 2.
+#[test]
+fn forty_ranks_fit_and_the_copies_of_the_outlier_stand_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    for r in 0..40 {
+        std::os::unix::fs::symlink(
+            root().join(format!("samples/ranks/rank{}.pickle", r % 4)),
+            tmp.path().join(format!("rank{r}.pickle")),
+        )
+        .unwrap();
+    }
+    let t = memlens(["batch".as_ref(), tmp.path().as_os_str()]);
+    assert_eq!(t.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        text.contains("… and 24 more ranks, peaks ") && text.contains("(the highest 16 above)"),
+        "{text}"
+    );
+    let j = memlens([
+        "batch".as_ref(),
+        tmp.path().as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let v: Value = serde_json::from_slice(&j.stdout).unwrap();
+    let mut out: Vec<u64> = v["cross_rank"]["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["rank"].as_u64().unwrap())
+        .collect();
+    out.sort();
+    assert_eq!(out, (0..40).filter(|r| r % 4 == 2).collect::<Vec<u64>>());
+    assert!(
+        text.contains("Across 40 ranks: 10 ranks stand out"),
+        "{text}"
+    );
+}
