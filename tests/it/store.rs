@@ -59,20 +59,17 @@ fn moto() -> Moto {
 
 /// Creates `bucket` and puts each (key, bytes) there with boto3.
 fn put(m: &Moto, bucket: &str, objects: &[(&str, &Path)]) {
-    let script = format!(
-        "import boto3,sys\ns3=boto3.client('s3',endpoint_url='{}',aws_access_key_id='x',aws_secret_access_key='x',region_name='us-east-1')\ns3.create_bucket(Bucket='{bucket}')\n{}\ns3.put_object(Bucket='{bucket}',Key='empty.pickle',Body=b'')\n",
-        m.url,
-        objects
-            .iter()
-            .map(|(k, p)| format!("s3.upload_file({:?},'{bucket}','{k}')", p.to_str().unwrap()))
-            .collect::<Vec<_>>()
-            .join("\n")
+    let uploads: Vec<String> = objects
+        .iter()
+        .map(|(k, p)| format!("s3.upload_file({:?},'{bucket}','{k}')", p.to_str().unwrap()))
+        .collect();
+    boto(
+        m,
+        &format!(
+            "s3.create_bucket(Bucket='{bucket}')\n{}\ns3.put_object(Bucket='{bucket}',Key='empty.pickle',Body=b'')\n",
+            uploads.join("\n")
+        ),
     );
-    let o = Command::new(common::python3())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 fn memlens_s3(m: &Moto, args: &[&str], credentials: bool) -> std::process::Output {
