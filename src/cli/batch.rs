@@ -11,6 +11,7 @@ use super::{output, progress, Outcome};
 use crate::analyze::oom::OomOptions;
 use crate::analyze::profile::{self, Profile, ProfileOptions};
 use crate::compose::batch::{self, BatchReport, FileRow};
+use crate::compose::cross_rank::names::Topology;
 use crate::compose::cross_rank::{self, RankFacts};
 use crate::compose::oom;
 use crate::input::pattern;
@@ -51,10 +52,44 @@ pub struct Args {
     /// its named groups give partition values (`runs/(?P<run>[^/]+)/rank(?P<rank>\d+)`).
     #[arg(long, value_name = "REGEX")]
     partition_pattern: Option<String>,
+    /// A JSON file giving the job's parallel layout, `{"tp": 8, "pp": 4, "dp": 32}` with an
+    /// optional `"order"` (the first dimension varying fastest; Megatron's `tp-cp-ep-dp-pp` by
+    /// default): the cross-rank answer groups ranks by these coordinates (without it, by the
+    /// `tp1_pp0`-style coordinates the paths name, if any).
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
     out: OutputArgs<BatchFormat>,
+}
+
+/// Reads and checks `--topology FILE`.
+fn read_topology(path: &Path) -> Result<Topology, Error> {
+    let name = crate::error::quoted_path(path);
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Usage(format!("--topology {name}: {e}")))?;
+    Topology::parse(&text).map_err(|m| Error::Usage(format!("--topology {name}: {m}")))
+}
+
+/// The first rank beyond `t`'s ranks, said as a usage error (the topology is not this job's).
+fn check_topology(t: &Topology, path: &Path, facts: &[RankFacts]) -> Result<(), Error> {
+    match facts.iter().find(|f| t.coords(f.rank).is_none()) {
+        None => Ok(()),
+        Some(f) => Err(Error::Usage(format!(
+            "--topology {}: rank {} ({}) is beyond its {} ranks ({})",
+            crate::error::quoted_path(path),
+            f.rank,
+            f.file,
+            t.world_size(),
+            t.axes
+                .iter()
+                .filter(|a| a.1 > 1)
+                .map(|(a, s)| format!("{a} {s}"))
+                .collect::<Vec<_>>()
+                .join(" × ")
+        ))),
+    }
 }
 
 /// File extensions a directory is searched for.
@@ -208,7 +243,7 @@ fn one(
     let o = oom::run(&l.snap, l.replays(), &OomOptions::default())
         .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
     let row = FileRow::new(&name, &p, &o);
-    let facts = batch::rank_facts(&row, &p, &o, &l.snap);
+    let facts = batch::rank_facts(&row, &p, &o, &l.snap, l.replays());
     Ok((row, p, facts))
 }
 
@@ -249,6 +284,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         output::emit(None, false, |w| w.write_all(out.as_bytes()))?;
         return Ok(Outcome::Ok);
     }
+    let topology = args.topology.as_deref().map(read_topology).transpose()?;
     let jobs = worker_threads(args.jobs, files.len(), crate::model::default_threads());
     let mut load = g.load;
     if jobs > 1 {
@@ -260,6 +296,11 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         .build()
         .map_err(|e| Error::Usage(format!("--jobs {jobs}: {e}")))?;
     if args.out.format == BatchFormat::Parquet {
+        if args.topology.is_some() {
+            return Err(Error::Usage(
+                "--topology goes with the table, json and jsonl formats (the dataset keeps each file's rank; `fleet report` groups them)".into(),
+            ));
+        }
         return super::dataset::run(
             &files,
             &load,
@@ -322,7 +363,11 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         .collect();
     let imbalance = batch::imbalance(&pairs, args.sites);
     let ranked = rows.iter().filter(|r| r.rank.is_some()).count();
-    let cross_rank = (ranked >= 2).then(|| cross_rank::cross_rank(&facts, args.sites));
+    if let (Some(t), Some(p)) = (&topology, &args.topology) {
+        check_topology(t, p, &facts)?;
+    }
+    let cross_rank =
+        (ranked >= 2).then(|| cross_rank::cross_rank(&facts, args.sites, topology.as_ref()));
     let failed = rows.iter().filter(|r| !r.ok).count();
     let report = BatchReport {
         schema_version: crate::analyze::SCHEMA_VERSION,

@@ -8,8 +8,11 @@
 //! median of that site's bytes across ranks (0 where a rank lacks the site) by the most.
 
 use crate::analyze::profile::{Profile, SiteTotal};
+use crate::compose::cross_rank::names::{coords_of_path, step_of_path};
+use crate::compose::cross_rank::steps::TraceSteps;
 use crate::compose::cross_rank::{setting_json, OomAt, RankFacts};
 use crate::compose::oom::OomReport;
+use crate::replay::{steps, DeviceReplay};
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -163,13 +166,34 @@ fn base_name(file: &str) -> &str {
     file.rsplit(['/', '\\']).next().unwrap_or(file)
 }
 
+/// The steps the trace of a file's peak device marks, with their peaks.
+pub fn trace_steps(
+    snap: &crate::model::Snapshot,
+    replays: &[DeviceReplay],
+    device: Option<u32>,
+) -> Option<TraceSteps> {
+    let r = replays.iter().find(|r| Some(r.device) == device)?;
+    let s = steps::find(snap, r);
+    let found_by = serde_json::to_value(s.source?).ok()?.as_str()?.to_string();
+    Some(TraceSteps {
+        found_by,
+        peaks: s
+            .steps
+            .iter()
+            .map(|x| (x.name.clone(), x.peak_bytes))
+            .collect(),
+    })
+}
+
 /// What the cross-rank answer needs of a file read: its row (`None` without a rank in its
-/// name), its profile at the peak, its OOM report and its snapshot (for the settings).
+/// name), its profile at the peak, its OOM report, its snapshot (for the settings) and its
+/// replays (for the steps of its trace).
 pub fn rank_facts(
     row: &FileRow,
     p: &Profile,
     o: &OomReport,
     snap: &crate::model::Snapshot,
+    replays: &[DeviceReplay],
 ) -> Option<RankFacts> {
     let rank = row.rank.filter(|_| row.ok)?;
     let first = o
@@ -192,6 +216,9 @@ pub fn rank_facts(
                 .map(|(k, v)| (k.clone(), setting_json(v).to_string()))
                 .collect()
         }),
+        path_step: step_of_path(&row.file),
+        coords: coords_of_path(&row.file),
+        trace_steps: trace_steps(snap, replays, row.peak_device),
     })
 }
 

@@ -1,10 +1,12 @@
 //! Renderings of a batch: a table, CSV, or JSON lines (one object per file, then one
-//! `{"kind":"imbalance",...}` line).
+//! `{"kind":"imbalance",...}` line and one `{"kind":"cross_rank",...}` line).
 
 use super::text::{cell, right, width, Style};
 use super::visible::visible;
 use crate::compose::batch::{BatchReport, FileRow, Imbalance};
-use crate::compose::cross_rank::CrossRank;
+use crate::compose::cross_rank::parallel::Parallel;
+use crate::compose::cross_rank::steps::StepMatrix;
+use crate::compose::cross_rank::{CrossRank, CrossRankLine};
 use crate::units::{iec, plural};
 use std::io::Write;
 
@@ -126,6 +128,14 @@ fn cross_rank(
     name: &dyn Fn(&str) -> String,
 ) -> std::io::Result<()> {
     writeln!(out)?;
+    if let Some(step) = x.at_step {
+        style.para(
+            out,
+            "",
+            "  ",
+            &format!("The files come from several steps; the answer below is about step {step}, the one with the most ranks (the first OOM is over every file)."),
+        )?;
+    }
     let head = match x.peak_threshold_bytes {
         Some(thr) if x.outliers.is_empty() => format!(
             "Across {} ranks: no rank's peak stands out (median {}; standing out takes more than {} above it)",
@@ -250,8 +260,144 @@ fn cross_rank(
             &format!("{}: {}", d.key, values.join("; ")),
         )?;
     }
+    if let Some(p) = &x.parallel {
+        parallel(out, p, style)?;
+    }
+    if let Some(m) = &x.steps {
+        step_matrix(out, m, style)?;
+    }
     for c in &x.cannot_judge {
         style.para(out, "cannot judge ", "  ", c)?;
+    }
+    Ok(())
+}
+
+/// Steps shown in text (the last ones; JSON has every step kept).
+const STEPS_SHOWN: usize = 12;
+
+/// The step × rank matrix, a line per step: its ranks' median and highest peak, and the ranks
+/// that stand out.
+fn step_matrix(out: &mut dyn Write, m: &StepMatrix, style: &Style) -> std::io::Result<()> {
+    let whence = if m.source == "path" {
+        "the paths name the steps".to_string()
+    } else {
+        format!("steps from the traces: {}", m.found_by.join(", "))
+    };
+    let shown = m.columns.len().min(STEPS_SHOWN);
+    let head = if m.steps_found > shown {
+        format!(
+            "Peak per step across ranks ({whence}; the last {shown} of {} steps, every rank's in JSON):",
+            m.steps_found
+        )
+    } else {
+        format!("Peak per step across ranks ({whence}):")
+    };
+    style.para(out, "", "  ", &head)?;
+    let mut t = style.table();
+    t.set_header(vec![
+        "step",
+        "ranks",
+        "median",
+        "highest (rank)",
+        "stand out",
+    ]);
+    for c in &m.columns[m.columns.len() - shown..] {
+        let mut outl: Vec<String> = c.outlier_ranks.iter().take(8).map(u32::to_string).collect();
+        if c.outlier_ranks.len() > 8 {
+            outl.push(format!("+{} more", c.outlier_ranks.len() - 8));
+        }
+        t.add_row(vec![
+            cell(&c.step),
+            right(c.ranks.to_string()),
+            right(iec(c.median_bytes)),
+            right(format!("{} ({})", iec(c.max_bytes), c.max_rank)),
+            cell(&if c.ranks < crate::compose::cross_rank::MIN_RANKS {
+                "cannot judge".to_string()
+            } else if outl.is_empty() {
+                "none".to_string()
+            } else {
+                outl.join(", ")
+            }),
+        ]);
+    }
+    writeln!(out, "{t}")
+}
+
+/// The ranks by parallel coordinates: per dimension its groups' medians, how far they lie
+/// apart against how far one group's ranks do, and the ranks that stand out in their stage.
+fn parallel(out: &mut dyn Write, p: &Parallel, style: &Style) -> std::io::Result<()> {
+    style.para(
+        out,
+        "",
+        "  ",
+        &format!(
+            "By parallel coordinates ({}, {} placed):",
+            if p.source == "topology" {
+                "from --topology"
+            } else {
+                "from the paths"
+            },
+            plural(p.ranks_placed as u64, "rank")
+        ),
+    )?;
+    for a in &p.by_axis {
+        let groups: Vec<String> = a
+            .groups
+            .iter()
+            .take(8)
+            .map(|g| format!("{} {}: {}", a.axis, g.value, iec(g.median_peak_bytes)))
+            .collect();
+        let more = if a.groups.len() > 8 {
+            format!(", +{} more", a.groups.len() - 8)
+        } else {
+            String::new()
+        };
+        style.para(
+            out,
+            "  ",
+            "    ",
+            &format!(
+                "{}: medians {}{more}; they lie {} apart, ranks of one {} at most {}",
+                a.axis,
+                groups.join(", "),
+                iec(a.between_bytes),
+                a.axis,
+                iec(a.within_bytes)
+            ),
+        )?;
+    }
+    if p.stages_judged > 0 && p.stage_outliers.is_empty() {
+        style.para(
+            out,
+            "  ",
+            "    ",
+            &format!(
+                "No rank stands out within its pipeline stage ({} judged).",
+                plural(p.stages_judged as u64, "stage")
+            ),
+        )?;
+    }
+    for o in p.stage_outliers.iter().take(16) {
+        style.para(
+            out,
+            "  ",
+            "    ",
+            &format!(
+                "Stands out within pipeline stage {}: rank {}, {} ({} above the median of its {} ranks)",
+                o.stage,
+                o.rank,
+                iec(o.peak_bytes),
+                iec(o.excess_bytes),
+                o.stage_ranks
+            ),
+        )?;
+    }
+    if p.stage_outliers.len() > 16 {
+        writeln!(
+            out,
+            "  … and {} more ranks that stand out in their stage",
+            p.stage_outliers.len() - 16
+        )?;
     }
     Ok(())
 }
@@ -400,7 +546,8 @@ fn csv_row(f: &FileRow) -> String {
     .join(",")
 }
 
-/// Writes one JSON object per file per line, then the imbalance line if any.
+/// Writes one JSON object per file per line, then the imbalance line and the cross-rank line
+/// if any.
 pub fn jsonl(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
     for f in &r.files {
         serde_json::to_writer(&mut *out, f)?;
@@ -408,6 +555,10 @@ pub fn jsonl(out: &mut dyn Write, r: &BatchReport) -> std::io::Result<()> {
     }
     if let Some(i) = &r.imbalance {
         serde_json::to_writer(&mut *out, i)?;
+        out.write_all(b"\n")?;
+    }
+    if let Some(x) = &r.cross_rank {
+        serde_json::to_writer(&mut *out, &CrossRankLine::new(x))?;
         out.write_all(b"\n")?;
     }
     Ok(())

@@ -23,7 +23,16 @@ fn rank_set_finds_the_outlier() {
         String::from_utf8_lossy(&o.stderr)
     );
     let lines = jsonl(&o.stdout);
-    assert_eq!(lines.len(), 5);
+    assert_eq!(lines.len(), 6);
+    // The last line is the cross-rank answer, the same as `--format json`'s.
+    assert_eq!(lines[5]["kind"], "cross_rank");
+    let doc = memlens_in_root(["batch", "samples/ranks", "--format", "json"]);
+    let doc: Value = serde_json::from_slice(&doc.stdout).unwrap();
+    let mut line = lines[5].clone();
+    let line = line.as_object_mut().unwrap();
+    line.remove("kind");
+    line.remove("schema_version");
+    assert_eq!(Value::Object(line.clone()), doc["cross_rank"]);
     for (r, line) in lines[..4].iter().enumerate() {
         assert_eq!(line["kind"], "file");
         assert_eq!(line["schema_version"], 1);
@@ -103,12 +112,18 @@ fn corrupt_file_is_reported_and_skipped() {
     ]);
     assert_eq!(o.status.code(), Some(2), "any failure exits 2");
     let lines = jsonl(&o.stdout);
-    assert_eq!(lines.len(), 4, "3 rows + imbalance of the 2 good ranks");
+    assert_eq!(
+        lines.len(),
+        5,
+        "3 rows + imbalance and cross-rank answer of the 3 ranked files"
+    );
     assert_eq!(lines[0]["ok"], true);
     assert_eq!(lines[1]["ok"], true);
     assert_eq!(lines[2]["ok"], false);
     assert!(lines[2]["error"].as_str().unwrap().contains("truncated"));
     assert_eq!(lines[3]["kind"], "imbalance");
+    assert_eq!(lines[4]["kind"], "cross_rank");
+    assert_eq!(lines[4]["ranks"], 2, "the two ranks read");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("rank2.pickle") && err.contains("truncated"),
@@ -360,4 +375,208 @@ fn forty_ranks_fit_and_the_copies_of_the_outlier_stand_out() {
         text.contains("Across 40 ranks: 10 ranks stand out"),
         "{text}"
     );
+}
+
+/// The peak `batch` reads for each of `files` (one run), by path.
+fn peaks_of(files: &[std::path::PathBuf]) -> std::collections::BTreeMap<String, u64> {
+    let mut args: Vec<std::ffi::OsString> = vec!["batch".into(), "--format".into(), "json".into()];
+    args.extend(files.iter().map(|f| f.as_os_str().to_owned()));
+    let o = memlens(args);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap().to_string(),
+                f["peak_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A pipeline-parallel job dumped at two steps, torchtitan's way
+/// (`iteration_N/rankR_memory_snapshot.pickle`), 16 ranks as tp 2 × dp 4 × pp 2 (Megatron's
+/// order: tp fastest, then dp, then pp). At step 20 stage 0 (ranks 0-7) holds more than stage
+/// 1 by design, and rank 13 of stage 1 holds as much as stage 0: only it stands out within its
+/// stage, and no rank stands out across all 16. The answer is about step 20, the step × rank
+/// matrix has both steps, and the paths' coordinates (`tp1_pp0_dp3`) group the ranks as the
+/// topology file does. Every expected figure is computed here from `batch`'s rows.
+#[test]
+fn a_pipeline_job_over_two_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = root().join("samples/ranks/rank2.pickle");
+    let small = root().join("samples/ranks/rank0.pickle");
+    let peaks = peaks_of(&[big.clone(), small.clone()]);
+    let (big_peak, small_peak) = (
+        peaks[&big.display().to_string()],
+        peaks[&small.display().to_string()],
+    );
+    assert!(big_peak > small_peak * 2, "{big_peak} {small_peak}");
+    let coords = |r: u32| (r % 2, (r / 2) % 4, r / 8); // (tp, dp, pp)
+    let source = |step: u32, r: u32| {
+        if step == 20 && (coords(r).2 == 0 || r == 13) {
+            &big
+        } else {
+            &small
+        }
+    };
+    for step in [10, 20] {
+        let dir = tmp.path().join(format!("iteration_{step}"));
+        std::fs::create_dir(&dir).unwrap();
+        for r in 0..16 {
+            std::os::unix::fs::symlink(
+                source(step, r),
+                dir.join(format!("rank{r}_memory_snapshot.pickle")),
+            )
+            .unwrap();
+        }
+    }
+    let topo = tmp.path().join("topology.json");
+    std::fs::write(&topo, r#"{"tp": 2, "dp": 4, "pp": 2}"#).unwrap();
+    let glob = format!("{}/**/rank*.pickle", tmp.path().display());
+    let o = memlens([
+        "batch".as_ref(),
+        glob.as_ref(),
+        "--topology".as_ref(),
+        topo.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let x = &v["cross_rank"];
+    assert_eq!(x["at_step"], 20);
+    assert_eq!(x["ranks"], 16);
+    let at20: Vec<u64> = (0..16)
+        .map(|r| {
+            if coords(r).2 == 0 || r == 13 {
+                big_peak
+            } else {
+                small_peak
+            }
+        })
+        .collect();
+    let (m, thr) = independent_rule(&at20);
+    assert_eq!(
+        (
+            x["median_peak_bytes"].as_u64(),
+            x["peak_threshold_bytes"].as_u64()
+        ),
+        (Some(m), Some(thr))
+    );
+    assert_eq!(
+        x["outliers"],
+        Value::Array(vec![]),
+        "nine of sixteen ranks are big: none stands out"
+    );
+    // The step × rank matrix: both steps, every rank.
+    let s = &x["steps"];
+    assert_eq!(s["source"], "path");
+    assert_eq!(s["steps"], serde_json::json!(["10", "20"]));
+    assert_eq!(s["ranks"].as_array().unwrap().len(), 16);
+    for (r, row) in s["ranks"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(row["rank"], r);
+        assert_eq!(row["peaks"], serde_json::json!([small_peak, at20[r]]));
+    }
+    assert_eq!(s["columns"][0]["median_bytes"], small_peak);
+    assert_eq!(s["columns"][0]["outlier_ranks"], serde_json::json!([]));
+    assert_eq!(s["columns"][1]["median_bytes"], m);
+    assert_eq!(s["columns"][1]["max_rank"], 0);
+    // By parallel coordinates: pp separates the medians; within stage 1 rank 13 stands out.
+    let p = &x["parallel"];
+    assert_eq!(p["source"], "topology");
+    assert_eq!(p["ranks_placed"], 16);
+    let axes: Vec<&str> = p["by_axis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["axis"].as_str().unwrap())
+        .collect();
+    assert_eq!(axes, ["tp", "dp", "pp"]);
+    let pp = &p["by_axis"][2];
+    assert_eq!(pp["groups"][0]["median_peak_bytes"], big_peak);
+    let stage1: Vec<u64> = (8..16).map(|r| at20[r as usize]).collect();
+    let (m1, thr1) = independent_rule(&stage1);
+    assert_eq!(pp["groups"][1]["median_peak_bytes"], m1);
+    assert_eq!(pp["between_bytes"], big_peak - m1);
+    assert_eq!(pp["within_bytes"], big_peak - small_peak);
+    assert!(big_peak > m1 + thr1);
+    assert_eq!(p["stages_judged"], 2);
+    assert_eq!(
+        p["stage_outliers"],
+        serde_json::json!([{"rank": 13, "stage": 1, "peak_bytes": big_peak, "stage_median_bytes": m1, "excess_bytes": big_peak - m1, "stage_ranks": 8}])
+    );
+    // The text says it.
+    let t = memlens([
+        "batch".as_ref(),
+        glob.as_ref(),
+        "--topology".as_ref(),
+        topo.as_os_str(),
+    ]);
+    let text = String::from_utf8_lossy(&t.stdout);
+    for want in [
+        "the answer below is about step 20",
+        "Across 16 ranks: no rank's peak stands out",
+        "By parallel coordinates (from --topology, 16 ranks placed):",
+        "Stands out within pipeline stage 1: rank 13,",
+        "Peak per step across ranks (the paths name the steps):",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    // The same coordinates from the paths give the same groups.
+    let named = tmp.path().join("named");
+    std::fs::create_dir(&named).unwrap();
+    for r in 0..16 {
+        let (tp, dp, pp) = coords(r);
+        std::os::unix::fs::symlink(
+            source(20, r),
+            named.join(format!("rank{r}_tp{tp}_dp{dp}_pp{pp}.pickle")),
+        )
+        .unwrap();
+    }
+    let o = memlens([
+        "batch".as_ref(),
+        named.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let w: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(w["cross_rank"]["parallel"]["source"], "names");
+    assert_eq!(w["cross_rank"]["parallel"]["by_axis"], p["by_axis"]);
+    assert_eq!(
+        w["cross_rank"]["parallel"]["stage_outliers"],
+        p["stage_outliers"]
+    );
+    assert_eq!(w["cross_rank"]["at_step"], Value::Null);
+    // A topology too small for the ranks is one line and exit 2.
+    let small_topo = tmp.path().join("small.json");
+    std::fs::write(&small_topo, r#"{"tp": 2, "pp": 2}"#).unwrap();
+    let o = memlens([
+        "batch".as_ref(),
+        named.as_os_str(),
+        "--topology".as_ref(),
+        small_topo.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("is beyond its 4 ranks (tp 2 × pp 2)"), "{err}");
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, r#"{"tp": 2, "xp": 3}"#).unwrap();
+    let o = memlens([
+        "batch".as_ref(),
+        named.as_os_str(),
+        "--topology".as_ref(),
+        bad.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("key \"xp\": expected one of tp, cp, ep, dp, pp"));
 }

@@ -49,7 +49,8 @@ enum SummaryJson {
 }
 
 /// `memlens batch --format json` (one document) and each line of `--format jsonl` (a
-/// `kind: "file"` row per file, then at most one `kind: "imbalance"` line).
+/// `kind: "file"` row per file, then at most one `kind: "imbalance"` line and one
+/// `kind: "cross_rank"` line).
 #[derive(JsonSchema)]
 #[serde(untagged)]
 #[allow(dead_code, clippy::large_enum_variant)] // described, never built
@@ -60,6 +61,8 @@ enum BatchJson {
     File(memlens::compose::batch::FileRow),
     /// The imbalance line (`--format jsonl`).
     Imbalance(memlens::compose::batch::Imbalance),
+    /// The cross-rank line of `--format jsonl`.
+    CrossRank(memlens::compose::cross_rank::CrossRankLine),
 }
 
 /// The schema of `T` as a JSON value, with the command's `$id` and `title`.

@@ -14,6 +14,10 @@
 //! one changes a configuration). Judged only with at least [`MIN_RANKS`] ranks: with fewer,
 //! a median and a spread say nothing of which rank is odd.
 
+pub mod names;
+pub mod parallel;
+pub mod steps;
+
 use crate::model::SettingValue;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +43,12 @@ pub struct RankFacts {
     pub first_oom: Option<OomAt>,
     /// Its allocator settings, each value as JSON text; `None` when the file records none.
     pub settings: Option<BTreeMap<String, String>>,
+    /// The training step its path names ([`names::step_of_path`]).
+    pub path_step: Option<u64>,
+    /// The parallel coordinates its path names ([`names::coords_of_path`]).
+    pub coords: BTreeMap<String, u32>,
+    /// The steps its trace marks, with their peaks; `None` without steps.
+    pub trace_steps: Option<steps::TraceSteps>,
 }
 
 /// One allocator setting's value as JSON (a map as an object): how the dataset's
@@ -96,6 +106,41 @@ pub struct CrossRank {
     pub settings_differ: Vec<SettingDiff>,
     /// What could not be judged, and why.
     pub cannot_judge: Vec<String>,
+    /// When the files come from several steps (their paths name them): the step the answer
+    /// above is about, the one with the most ranks (the latest of those); the first OOM is
+    /// over every file.
+    pub at_step: Option<u64>,
+    /// The step × rank peak matrix, where steps exist (in paths or traces).
+    pub steps: Option<steps::StepMatrix>,
+    /// The ranks grouped by parallel coordinates, when a topology or the paths give them.
+    pub parallel: Option<parallel::Parallel>,
+}
+
+/// The cross-rank answer as the last line of `batch --format jsonl` (after the file lines and
+/// the imbalance line): `kind` `cross_rank`, then [`CrossRank`]'s fields.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct CrossRankLine {
+    /// Always 1 ([`crate::analyze::SCHEMA_VERSION`]; bumped only on a breaking change).
+    #[cfg_attr(feature = "schema", schemars(extend("const" = 1)))]
+    pub schema_version: u32,
+    /// Always `cross_rank`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = "cross_rank")))]
+    pub kind: &'static str,
+    /// The answer.
+    #[serde(flatten)]
+    pub answer: CrossRank,
+}
+
+impl CrossRankLine {
+    /// The line of `answer`.
+    pub fn new(answer: &CrossRank) -> CrossRankLine {
+        CrossRankLine {
+            schema_version: crate::analyze::SCHEMA_VERSION,
+            kind: "cross_rank",
+            answer: answer.clone(),
+        }
+    }
 }
 
 /// A rank whose peak stands out.
@@ -225,10 +270,36 @@ pub fn stands_out(x: u64, (med, thr): (u64, u64)) -> bool {
     x > med.saturating_add(thr)
 }
 
-/// The cross-rank answer of `ranks` (any order); `top` bounds the sites listed.
-pub fn cross_rank(ranks: &[RankFacts], top: usize) -> CrossRank {
-    let mut ranks: Vec<&RankFacts> = ranks.iter().collect();
-    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.file.cmp(&b.file)));
+/// The step with the most ranks (the latest of those) when the paths name at least two.
+fn answer_step(ranks: &[&RankFacts]) -> Option<u64> {
+    let mut per_step: BTreeMap<u64, usize> = BTreeMap::new();
+    for s in ranks.iter().filter_map(|r| r.path_step) {
+        *per_step.entry(s).or_default() += 1;
+    }
+    if per_step.len() < 2 {
+        return None;
+    }
+    per_step
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)))
+        .map(|(s, _)| s)
+}
+
+/// The cross-rank answer of `ranks` (any order); `top` bounds the sites listed; `topology`
+/// places ranks by parallel coordinates (else their paths do, when they name them).
+pub fn cross_rank(all: &[RankFacts], top: usize, topology: Option<&names::Topology>) -> CrossRank {
+    let mut every: Vec<&RankFacts> = all.iter().collect();
+    every.sort_by(|a, b| a.rank.cmp(&b.rank).then_with(|| a.file.cmp(&b.file)));
+    let step_matrix = steps::step_matrix(&every);
+    let at_step = answer_step(&every);
+    let ranks: Vec<&RankFacts> = match at_step {
+        Some(s) => every
+            .iter()
+            .copied()
+            .filter(|r| r.path_step == Some(s))
+            .collect(),
+        None => every.clone(),
+    };
     let n = ranks.len();
     let mut cannot_judge = Vec::new();
     let peaks: Vec<u64> = ranks.iter().map(|r| r.peak_bytes).collect();
@@ -321,8 +392,9 @@ pub fn cross_rank(ranks: &[RankFacts], top: usize) -> CrossRank {
             .cmp(&a.excess_bytes)
             .then(a.rank.cmp(&b.rank))
     });
-    let (first_oom, ranks_with_oom) = first_oom(&ranks, &mut cannot_judge);
+    let (first_oom, ranks_with_oom) = first_oom(&every, &mut cannot_judge);
     let settings_differ = settings_differ(&ranks, &mut cannot_judge);
+    let parallel = parallel::parallel(&ranks, topology, &mut cannot_judge);
     CrossRank {
         ranks: n,
         median_peak_bytes: median_peak,
@@ -334,6 +406,9 @@ pub fn cross_rank(ranks: &[RankFacts], top: usize) -> CrossRank {
         ranks_with_oom,
         settings_differ,
         cannot_judge,
+        at_step,
+        steps: step_matrix,
+        parallel,
     }
 }
 
@@ -440,6 +515,9 @@ mod tests {
             sites: sites.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             first_oom: None,
             settings: None,
+            path_step: None,
+            coords: BTreeMap::new(),
+            trace_steps: None,
         }
     }
 
@@ -480,7 +558,7 @@ mod tests {
                 ("log.py:3 gather", 600 * MIB),
             ],
         );
-        let x = cross_rank(&ranks, 5);
+        let x = cross_rank(&ranks, 5, None);
         assert_eq!(x.ranks, 8);
         assert_eq!(x.median_peak_bytes, 1000 * MIB);
         assert_eq!(x.outliers.len(), 1);
@@ -509,10 +587,10 @@ mod tests {
         let ranks: Vec<RankFacts> = (0..6)
             .map(|r| facts(r, (1000 + r as u64 * 10) * MIB, &[]))
             .collect();
-        let x = cross_rank(&ranks, 5);
+        let x = cross_rank(&ranks, 5, None);
         assert!(x.outliers.is_empty());
         assert!(x.peak_threshold_bytes.is_some());
-        let x = cross_rank(&ranks[..3], 5);
+        let x = cross_rank(&ranks[..3], 5, None);
         assert!(x.outliers.is_empty());
         assert_eq!(x.peak_threshold_bytes, None);
         assert!(x.cannot_judge[0].starts_with("which ranks stand out: 3 ranks read"));
@@ -535,7 +613,7 @@ mod tests {
             s.insert("max_split_size".to_string(), "-1".to_string());
             r.settings = Some(s);
         }
-        let x = cross_rank(&ranks, 5);
+        let x = cross_rank(&ranks, 5, None);
         let f = x.first_oom.unwrap();
         assert_eq!(f.rank, 3);
         assert_eq!(
@@ -555,7 +633,7 @@ mod tests {
         assert!(x.cannot_judge.is_empty(), "{:?}", x.cannot_judge);
         // Without times, the order cannot be judged.
         ranks[2].first_oom.as_mut().unwrap().time_us = None;
-        let x = cross_rank(&ranks, 5);
+        let x = cross_rank(&ranks, 5, None);
         assert_eq!(x.first_oom, None);
         assert!(x.cannot_judge.iter().any(|c| c.contains("no event times")));
     }

@@ -1,0 +1,177 @@
+//! The step × rank peak matrix: each rank's peak per training step, where steps exist. Steps
+//! come from the paths when the files were dumped at several steps (torchtitan's
+//! `iteration_N/rankR_…`: one file per step and rank), otherwise from each rank's trace
+//! (`ProfilerStep#N` annotations, markers, the optimizer's steps, repeats; see
+//! `replay::steps`), aligned by step name: annotated steps by their number, steps found by
+//! repeats by their position in the trace.
+
+use super::{stands_out, threshold, RankFacts, MIN_RANKS};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most steps kept: the last ones.
+pub const MAX_STEPS: usize = 32;
+
+/// The steps a rank's trace marks (its biggest device's), as the matrix needs them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceSteps {
+    /// How they were found (`annotations`, `user_defined`, `optimizer_step`, `periodic`,
+    /// `loop`).
+    pub found_by: String,
+    /// (step name, highest live requested bytes inside the step), in trace order.
+    pub peaks: Vec<(String, u64)>,
+}
+
+/// The step × rank peak matrix (`cross_rank.steps`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct StepMatrix {
+    /// `path`: the files' paths name the step (one file per step and rank); `trace`: each
+    /// rank's trace marks its steps.
+    pub source: String,
+    /// With `trace`: how the ranks' steps were found, each way once (`annotations`,
+    /// `user_defined`, `optimizer_step`, `periodic`, `loop`).
+    pub found_by: Vec<String>,
+    /// Steps in total (the matrix keeps the last [`MAX_STEPS`]).
+    pub steps_found: usize,
+    /// The steps kept, in order (the matrix's columns).
+    pub steps: Vec<String>,
+    /// One row per rank, ascending: its peak at each step of `steps` (`null`: the rank has
+    /// no such step).
+    pub ranks: Vec<StepRow>,
+    /// Per step of `steps`: the peaks across ranks.
+    pub columns: Vec<StepColumn>,
+}
+
+/// One rank's peaks per step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct StepRow {
+    /// Rank.
+    pub rank: u32,
+    /// Its peak at each step (bytes), `null` where it has none.
+    pub peaks: Vec<Option<u64>>,
+}
+
+/// One step across ranks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct StepColumn {
+    /// The step.
+    pub step: String,
+    /// Ranks with this step.
+    pub ranks: usize,
+    /// The median of their peaks.
+    pub median_bytes: u64,
+    /// The highest peak.
+    pub max_bytes: u64,
+    /// Its rank (the lowest on ties).
+    pub max_rank: u32,
+    /// Ranks whose peak at this step stands out (the cross-rank rule; empty with fewer than
+    /// 4 ranks at the step).
+    pub outlier_ranks: Vec<u32>,
+}
+
+/// A step name's order: its number (the digits it ends with), then the name.
+fn step_key(name: &str) -> (u64, String) {
+    let digits: String = name
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    (digits.parse().unwrap_or(u64::MAX), name.to_string())
+}
+
+/// The matrix of `ranks` (sorted by rank); `None` when fewer than two ranks have steps.
+pub fn step_matrix(ranks: &[&RankFacts]) -> Option<StepMatrix> {
+    let path_steps: BTreeSet<u64> = ranks.iter().filter_map(|r| r.path_step).collect();
+    // (rank, step key) -> peak; the highest where a rank has one step twice.
+    let mut cells: BTreeMap<(u32, (u64, String)), u64> = BTreeMap::new();
+    let mut found_by = BTreeSet::new();
+    let source = if path_steps.len() >= 2 {
+        for r in ranks {
+            if let Some(s) = r.path_step {
+                let c = cells.entry((r.rank, (s, s.to_string()))).or_insert(0);
+                *c = (*c).max(r.peak_bytes);
+            }
+        }
+        "path"
+    } else {
+        for r in ranks {
+            if let Some(t) = &r.trace_steps {
+                if t.peaks.is_empty() {
+                    continue;
+                }
+                found_by.insert(t.found_by.clone());
+                for (name, peak) in &t.peaks {
+                    let c = cells.entry((r.rank, step_key(name))).or_insert(0);
+                    *c = (*c).max(*peak);
+                }
+            }
+        }
+        "trace"
+    };
+    let with_steps: BTreeSet<u32> = cells.keys().map(|(r, _)| *r).collect();
+    if with_steps.len() < 2 {
+        return None;
+    }
+    let all: BTreeSet<&(u64, String)> = cells.keys().map(|(_, s)| s).collect();
+    let steps_found = all.len();
+    let kept: Vec<&(u64, String)> = all
+        .into_iter()
+        .skip(steps_found.saturating_sub(MAX_STEPS))
+        .collect();
+    let rows: Vec<StepRow> = with_steps
+        .iter()
+        .map(|&rank| StepRow {
+            rank,
+            peaks: kept
+                .iter()
+                .map(|s| cells.get(&(rank, (*s).clone())).copied())
+                .collect(),
+        })
+        .collect();
+    let columns = kept
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let v: Vec<(u32, u64)> = rows
+                .iter()
+                .filter_map(|r| r.peaks[i].map(|p| (r.rank, p)))
+                .collect();
+            let peaks: Vec<u64> = v.iter().map(|x| x.1).collect();
+            let t = threshold(&peaks);
+            let (max_rank, max_bytes) = v
+                .iter()
+                .copied()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .unwrap_or((0, 0));
+            StepColumn {
+                step: s.1.clone(),
+                ranks: v.len(),
+                median_bytes: t.0,
+                max_bytes,
+                max_rank,
+                outlier_ranks: if v.len() >= MIN_RANKS {
+                    v.iter()
+                        .filter(|x| stands_out(x.1, t))
+                        .map(|x| x.0)
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            }
+        })
+        .collect();
+    Some(StepMatrix {
+        source: source.to_string(),
+        found_by: found_by.into_iter().collect(),
+        steps_found,
+        steps: kept.iter().map(|s| s.1.clone()).collect(),
+        ranks: rows,
+        columns,
+    })
+}
