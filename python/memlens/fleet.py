@@ -11,6 +11,9 @@
 - :func:`tables` maps a batch of snapshot paths to Arrow tables (the binary writes them into a
   temporary directory, read back), and :class:`ArrowMapper` wraps it as the function of Ray
   Data's ``map_batches`` or Spark's ``mapInArrow``.
+- :func:`views` creates DuckDB views over such a dataset that compute ``memlens batch``'s
+  cross-rank answer (``cross_rank`` of ``--format json``) in SQL (``fleet_views.sql``, next
+  to this module); :func:`views_sql` is their SQL text, for the ``duckdb`` command line.
 
 Needs ``pip install 'memlens[fleet]'`` (``dask[distributed]`` and ``pyarrow``) where it runs,
 on the workers too. See docs/scale.md, "On a cluster".
@@ -25,6 +28,7 @@ import hashlib
 import importlib
 import os
 import posixpath
+import re
 import signal
 import subprocess
 import tempfile
@@ -49,7 +53,7 @@ ArrowBatch = Any  # pyarrow.RecordBatch
 ArrowSchema = Any  # pyarrow.Schema
 DaskClient = Any  # distributed.Client
 
-__all__ = ["TABLES", "ArrowMapper", "ScanResult", "list_files", "scan", "tables"]
+__all__ = ["TABLES", "ArrowMapper", "ScanResult", "list_files", "scan", "tables", "views", "views_sql"]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -922,3 +926,65 @@ def _spark_type(t: Any) -> str:
         if test(t):
             return name
     raise ValueError(f"no Spark type for {t}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The cross-rank answer in SQL: fleet_views.sql's DuckDB views over a dataset.
+
+# The SQL file next to this module (it ships in the wheel: maturin packs every file of the
+# package directory that git does not ignore).
+_VIEWS_SQL = "fleet_views.sql"
+# Where the dataset's directory goes: only inside the file's SQL string literals.
+_ROOT_PLACEHOLDER = "{root}"
+
+
+def views_sql(root: StrPath) -> str:
+    """The SQL of :func:`views` for the dataset at ``root``: ``CREATE OR REPLACE VIEW``
+    statements to run in DuckDB (``duckdb my.db < views.sql``, or ``.read`` in its shell).
+
+    ``root`` is the directory ``memlens batch --format parquet -o`` wrote (or its URL, for
+    DuckDB's ``httpfs``); a local path is made absolute, so that views kept in a database file
+    read the same files from any directory. It goes into SQL string literals with its single
+    quotes doubled, so no path can end a literal; DuckDB reads ``*``, ``?`` and ``[`` in it
+    as glob characters."""
+    text = os.fspath(root)
+    if not _is_url(text):
+        text = os.path.abspath(text)
+    text = text.rstrip("/") or "/"
+    if "\x00" in text:
+        raise ValueError("memlens.fleet.views: a NUL byte in the dataset path")
+    with open(os.path.join(os.path.dirname(__file__), _VIEWS_SQL), encoding="utf-8") as f:
+        sql = f.read()
+    return sql.replace(_ROOT_PLACEHOLDER, text.replace("'", "''"))
+
+
+def views(con: Any, root: StrPath) -> list[str]:
+    """Creates (or replaces) in the DuckDB connection ``con`` the views of memlens's
+    cross-rank answer over the dataset ``memlens batch --format parquet -o ROOT`` wrote, and
+    returns their names in order of creation.
+
+    The views (``fleet_views.sql`` documents each one):
+
+    - ``memlens_files``, ``memlens_sites``, ``memlens_timeline``, ``memlens_ooms``,
+      ``memlens_leaks``: the dataset's tables (without Hive partition columns);
+    - ``memlens_rank_peaks`` (rank, file, peak_bytes): each rank file and its peak;
+    - ``memlens_rank_sites`` (rank, file, site, bytes): every rank's bytes at every site, 0
+      where it has none; ``memlens_thresholds``: the rule's median and threshold per set of
+      values (the peaks; each site);
+    - ``memlens_peak_threshold`` (ranks, median_peak_bytes, peak_threshold_bytes): null
+      threshold with fewer than 4 ranks;
+    - ``memlens_outlier_ranks``: ``cross_rank.outliers`` (rank, file, peak_bytes,
+      excess_bytes, over_median, site, site_bytes, site_median_bytes);
+    - ``memlens_site_spread`` (site, median_bytes, min_bytes, max_bytes, outlier_ranks,
+      excess_bytes) and ``memlens_site_outliers`` (site, rank, file, bytes):
+      ``cross_rank.sites`` and ``sites_with_outliers``;
+    - ``memlens_first_oom`` (rank, file, time_us, after_us, device, requested_bytes,
+      verdict): ``cross_rank.first_oom``, its ``then`` and ``ranks_with_oom``;
+    - ``memlens_settings_differ`` (key, value, ranks): ``cross_rank.settings_differ``.
+
+    They are views: each query reads the dataset's files as they are then. Needs the
+    ``duckdb`` package (DuckDB 1.1 or later, for ``json_each``) and, for a URL, DuckDB's
+    ``httpfs`` extension loaded in ``con``. docs/scale.md, "The cross-rank answer in SQL"."""
+    sql = views_sql(root)
+    con.execute(sql)
+    return re.findall(r"^CREATE OR REPLACE VIEW (\w+)", sql, flags=re.MULTILINE)
