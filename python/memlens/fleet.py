@@ -58,7 +58,7 @@ __all__ = ["TABLES", "ArrowMapper", "ScanResult", "list_files", "scan", "tables"
 StrPath = Union[str, "os.PathLike[str]"]
 
 # The tables of a dataset, in the order memlens writes them (src/compose/dataset.rs).
-TABLES = ("files", "sites", "timeline", "ooms", "leaks")
+TABLES = ("files", "sites", "timeline", "ooms", "leaks", "steps")
 
 # The value Hive tools read as null (src/cli/dataset.rs).
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -73,6 +73,7 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("peak_bytes", "i"), ("peak_event_index", "i"), ("peak_time_us", "i"),
         ("allocated_bytes", "i"), ("reserved_bytes", "i"), ("fragmentation", "f"), ("ooms", "i"),
         ("oom", "s"), ("top_site", "s"), ("top_site_bytes", "i"), ("warning_codes", "l"),
+        ("path_step", "i"), ("tp", "i"), ("cp", "i"), ("ep", "i"), ("dp", "i"), ("pp", "i"),
     ),
     "sites": (
         ("file", "s"), ("device", "i"), ("moment", "s"), ("site", "s"), ("category", "s"),
@@ -92,6 +93,11 @@ _COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("file", "s"), ("device", "i"), ("kind", "s"), ("site", "s"), ("bytes_per_step", "i"),
         ("steps", "i"), ("live_bytes_at_end", "i"), ("tensors_per_step", "f"),
         ("tensors_at_end", "i"), ("fit_r2", "f"),
+    ),
+    "steps": (
+        ("file", "s"), ("device", "i"), ("step", "i"), ("name", "s"), ("found_by", "s"),
+        ("first_event", "i"), ("last_event", "i"), ("live_at_start_bytes", "i"),
+        ("live_at_end_bytes", "i"), ("peak_bytes", "i"), ("peak_event_index", "i"),
     ),
 }
 # `analyze::SCHEMA_VERSION`, for the same fallback.
@@ -336,7 +342,7 @@ def _builtin_schemas() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=8)
 def _template(memlens: str | None) -> _Template:
-    """The five schemas, and the versions a ``files`` row carries, from the parts the binary
+    """The six schemas, and the versions a ``files`` row carries, from the parts the binary
     writes for an empty placeholder file (a file it cannot read: its failed row); the
     schemas of src/compose/dataset.rs when the binary writes none."""
     pq = _pyarrow().parquet
@@ -771,7 +777,7 @@ def tables(
     memlens: StrPath | None = None,
     partition_by: str | None = None,
 ) -> dict[str, ArrowTable]:
-    """The five tables (``files``, ``sites``, ``timeline``, ``ooms``, ``leaks``) of the
+    """The six tables (``files``, ``sites``, ``timeline``, ``ooms``, ``leaks``, ``steps``) of the
     snapshots ``paths`` name, as ``pyarrow.Table`` objects: ``memlens batch --format parquet``
     into a temporary directory, its parts read back (in the order of their paths) and the
     directory removed. Every table is there, empty when no file has such rows, with the

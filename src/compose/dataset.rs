@@ -1,4 +1,4 @@
-//! The rows `memlens batch --format parquet` writes for one snapshot: five tables whose
+//! The rows `memlens batch --format parquet` writes for one snapshot: six tables whose
 //! column names are the batch and report JSON's field names, sizes as int64 bytes.
 //!
 //! - `files`: one row per device of the file (one row with `device` null when the file has
@@ -8,7 +8,9 @@
 //!   `peak_event_index`, `peak_time_us`, `allocated_bytes` (rounded live bytes there),
 //!   `reserved_bytes` (the most reserved over the trace), `fragmentation` (at the peak),
 //!   `ooms`, `oom` (verdicts joined by `+`, or `none`), `top_site`, `top_site_bytes`,
-//!   `warning_codes` (a list: the file's warnings for this device or for no device).
+//!   `warning_codes` (a list: the file's warnings for this device or for no device),
+//!   `path_step` (the step its path names, `iteration_30/`), `tp`, `cp`, `ep`, `dp`, `pp`
+//!   (the parallel coordinates its path names, `tp1_pp0`; null where it names none).
 //! - `sites`: per device at its peak, per normalized site (as `diff` and `batch` key them)
 //!   and category (`memlens categories`' rules): `file`, `device`, `moment` (`peak`),
 //!   `site`, `category`, `bytes`, `count`. A site's rows add up to its bytes in `batch`'s
@@ -23,6 +25,11 @@
 //! - `leaks`: per `memlens leaks` finding: `file`, `device`, `kind`, `site`,
 //!   `bytes_per_step`, `steps`, `live_bytes_at_end`, `tensors_per_step`, `tensors_at_end`,
 //!   `fit_r2`.
+//! - `steps`: per device, per step its trace marks (`memlens timeline`'s steps): `file`,
+//!   `device`, `step` (1-based), `name` (`ProfilerStep#3`, `step 3`), `found_by`
+//!   (`annotations`, `user_defined`, `optimizer_step`, `periodic`, `loop`), `first_event`,
+//!   `last_event`, `live_at_start_bytes`, `live_at_end_bytes`, `peak_bytes`,
+//!   `peak_event_index`.
 //!
 //! Each file's rows depend on that file alone, so shards of files can be written by separate
 //! processes into one dataset.
@@ -33,8 +40,10 @@ use crate::analyze::oom::OomOptions;
 use crate::analyze::profile::{self, Keyer, ProfileOptions};
 use crate::analyze::timeline::{self, TimelineOptions};
 use crate::compose::batch::rank_of;
+use crate::compose::cross_rank::names::{coords_of_path, step_of_path, AXES};
 use crate::compose::oom;
 use crate::model::Snapshot;
+use crate::replay::steps;
 use crate::replay::DeviceReplay;
 use std::collections::BTreeMap;
 
@@ -101,6 +110,12 @@ pub const FILES: &[(&str, Kind)] = &[
     ("top_site", Kind::Text),
     ("top_site_bytes", Kind::Int),
     ("warning_codes", Kind::TextList),
+    ("path_step", Kind::Int),
+    ("tp", Kind::Int),
+    ("cp", Kind::Int),
+    ("ep", Kind::Int),
+    ("dp", Kind::Int),
+    ("pp", Kind::Int),
 ];
 
 /// Columns of `sites`.
@@ -155,6 +170,21 @@ pub const LEAKS: &[(&str, Kind)] = &[
     ("fit_r2", Kind::Float),
 ];
 
+/// Columns of `steps`.
+pub const STEPS: &[(&str, Kind)] = &[
+    ("file", Kind::Text),
+    ("device", Kind::Int),
+    ("step", Kind::Int),
+    ("name", Kind::Text),
+    ("found_by", Kind::Text),
+    ("first_event", Kind::Int),
+    ("last_event", Kind::Int),
+    ("live_at_start_bytes", Kind::Int),
+    ("live_at_end_bytes", Kind::Int),
+    ("peak_bytes", Kind::Int),
+    ("peak_event_index", Kind::Int),
+];
+
 /// Who the rows are about: the file as named, its content's SHA-256 (hex; `None` for
 /// standard input).
 pub struct Source<'a> {
@@ -194,6 +224,7 @@ pub fn failed(src: &Source, error: &str) -> Vec<Table> {
         empty("timeline", TIMELINE),
         empty("ooms", OOMS),
         empty("leaks", LEAKS),
+        empty("steps", STEPS),
     ]
 }
 
@@ -237,6 +268,14 @@ fn file_row(
             row.push(Cell::TextList(Vec::new()));
         }
     }
+    // Where the path places the file: its step and parallel coordinates.
+    row.push(Cell::Int(
+        step_of_path(src.file).map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+    ));
+    let coords = coords_of_path(src.file);
+    for axis in AXES {
+        row.push(Cell::Int(coords.get(*axis).map(|&v| i64::from(v))));
+    }
     row
 }
 
@@ -250,7 +289,7 @@ fn settings_json(snap: &Snapshot) -> Option<String> {
     Some(serde_json::Value::Object(map).to_string())
 }
 
-/// The five tables of one snapshot (`files`, `sites`, `timeline`, `ooms`, `leaks`).
+/// The six tables of one snapshot (`files`, `sites`, `timeline`, `ooms`, `leaks`, `steps`).
 pub fn tables(
     src: &Source,
     snap: &Snapshot,
@@ -275,7 +314,39 @@ pub fn tables(
         timeline_table(src, &tl),
         ooms_table(src, &ooms),
         leaks_table(src, &leaks),
+        steps_table(src, snap, replays),
     ])
+}
+
+/// The `steps` table: per device, the steps its trace marks (`replay::steps::find`).
+fn steps_table(src: &Source, snap: &Snapshot, replays: &[DeviceReplay]) -> Table {
+    let mut rows = empty("steps", STEPS);
+    for r in replays {
+        let found = steps::find(snap, r);
+        let Some(by) = found
+            .source
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+        else {
+            continue;
+        };
+        for s in &found.steps {
+            rows.rows.push(vec![
+                text(src.file),
+                int(r.device as u64),
+                int(s.index as u64),
+                text(&s.name),
+                text(&by),
+                Cell::Int(Some(s.first_event)),
+                Cell::Int(Some(s.last_event)),
+                int(s.live_at_start),
+                int(s.live_at_end),
+                int(s.peak_bytes),
+                Cell::Int(Some(s.peak_event)),
+            ]);
+        }
+    }
+    rows
 }
 
 /// The `files` table: a row per measured device, or one of zeros for a file without one.
