@@ -9,14 +9,16 @@ use super::pipeline::{GlobalOptions, Loaded};
 use super::report::BatchFormat;
 use super::{output, progress, Outcome};
 use crate::analyze::oom::OomOptions;
-use crate::analyze::profile::{self, Profile, ProfileOptions};
+use crate::analyze::profile::{self, Profile, ProfileOptions, SiteTotal};
 use crate::compose::batch::{self, BatchReport, FileRow};
 use crate::compose::cross_rank::names::Topology;
 use crate::compose::cross_rank::{self, RankFacts};
+use crate::compose::dataset_read;
 use crate::compose::oom;
 use crate::input::pattern;
 use crate::{Error, LoadOptions};
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `memlens batch`.
@@ -58,6 +60,11 @@ pub struct Args {
     /// `tp1_pp0`-style coordinates the paths name, if any).
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
+    /// The PATHS are datasets `batch --format parquet` wrote (directories or, with object
+    /// storage, URLs): their `files`, `sites`, `ooms` and `steps` tables are read back and
+    /// reported as `batch` reports the snapshots they came from (files by name).
+    #[arg(long)]
+    from_dataset: bool,
     #[command(flatten)]
     device: DeviceArg,
     #[command(flatten)]
@@ -254,8 +261,142 @@ fn worker_threads(asked: Option<usize>, files: usize, cores: usize) -> usize {
     asked.unwrap_or(cores).min(cores).min(files).max(1)
 }
 
+/// The batch's report from its rows, each one's sites at the peak (`None`: failed) and the
+/// facts of its ranked files: the imbalance and the cross-rank answer.
+fn assemble(
+    rows: Vec<FileRow>,
+    sites: &[Option<BTreeMap<String, SiteTotal>>],
+    facts: &[RankFacts],
+    args: &Args,
+    topology: Option<&Topology>,
+) -> Result<BatchReport, Error> {
+    let pairs: Vec<(&FileRow, &BTreeMap<String, SiteTotal>)> = rows
+        .iter()
+        .zip(sites)
+        .filter_map(|(r, s)| s.as_ref().map(|s| (r, s)))
+        .collect();
+    let imbalance = batch::imbalance(&pairs, args.sites);
+    let ranked = rows.iter().filter(|r| r.rank.is_some()).count();
+    if let (Some(t), Some(p)) = (topology, &args.topology) {
+        check_topology(t, p, facts)?;
+    }
+    let cross_rank = (ranked >= 2).then(|| cross_rank::cross_rank(facts, args.sites, topology));
+    let failed = rows.iter().filter(|r| !r.ok).count();
+    Ok(BatchReport {
+        schema_version: crate::analyze::SCHEMA_VERSION,
+        files: rows,
+        failed,
+        imbalance,
+        cross_rank,
+    })
+}
+
+/// The tables a dataset's report reads.
+const READ_BACK: &[&str] = &["files", "sites", "ooms", "steps"];
+
+/// A dataset part's bytes, whole (a local file, or an object with object storage).
+fn part_bytes(path: &Path) -> Result<Vec<u8>, Error> {
+    let name = crate::error::quoted_path(path);
+    #[cfg(feature = "cloud")]
+    if crate::input::url::url_scheme(path).is_some() {
+        let loc = crate::input::store::locate(&path.to_string_lossy())
+            .map_err(|m| Error::Usage(format!("{name}: {m}")))?;
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut crate::input::store::reader(loc), &mut v)
+            .map_err(|e| Error::Usage(format!("{name}: {e}")))?;
+        return Ok(v);
+    }
+    std::fs::read(path).map_err(|e| Error::Usage(format!("{name}: {e}")))
+}
+
+/// The report of the datasets `args.paths` name, read back.
+fn from_dataset(
+    args: &Args,
+    topology: Option<&Topology>,
+    pool: &rayon::ThreadPool,
+) -> Result<BatchReport, Error> {
+    let mut tables = dataset_read::Tables::default();
+    for root in &args.paths {
+        let root = root.trim_end_matches('/');
+        for (i, table) in READ_BACK.iter().enumerate() {
+            let pattern = format!("{root}/table={table}/**/*.parquet");
+            let parts: Vec<PathBuf> = if crate::input::url::url_scheme(Path::new(root)).is_some() {
+                url_glob(&pattern)?
+            } else {
+                if i == 0 && !Path::new(root).is_dir() {
+                    return Err(Error::Usage(format!(
+                        "{}: not a directory (--from-dataset reads what batch --format parquet -o DIR wrote)",
+                        crate::error::quoted_path(Path::new(root))
+                    )));
+                }
+                deep_glob(&pattern)
+            };
+            if i == 0 && parts.is_empty() {
+                return Err(Error::Usage(format!(
+                    "{}: not a memlens dataset (no table=files/ parts)",
+                    crate::error::quoted_path(Path::new(root))
+                )));
+            }
+            let read: Vec<Result<Vec<dataset_read::DataRow>, Error>> = pool.install(|| {
+                parts
+                    .par_iter()
+                    .map(|p| {
+                        let b = part_bytes(p)?;
+                        dataset_read::parse_part(bytes::Bytes::from(b)).map_err(|m| {
+                            Error::Usage(format!("{}: {m}", crate::error::quoted_path(p)))
+                        })
+                    })
+                    .collect()
+            });
+            let rows = match *table {
+                "files" => &mut tables.files,
+                "sites" => &mut tables.sites,
+                "ooms" => &mut tables.ooms,
+                _ => &mut tables.steps,
+            };
+            for r in read {
+                rows.extend(r?);
+            }
+        }
+    }
+    let read = dataset_read::read_back(&tables)
+        .map_err(|m| Error::Usage(format!("{}: {m}", args.paths.join(" "))))?;
+    let mut rows = Vec::new();
+    let mut sites = Vec::new();
+    let mut facts = Vec::new();
+    for f in read {
+        rows.push(f.row);
+        sites.push(f.sites);
+        facts.extend(f.facts);
+    }
+    assemble(rows, &sites, &facts, args, topology)
+}
+
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
+    if args.from_dataset {
+        if args.out.format == BatchFormat::Parquet || args.list {
+            return Err(Error::Usage(
+                "--from-dataset reports a dataset: it goes with the table, json, jsonl and csv formats".into(),
+            ));
+        }
+        let topology = args.topology.as_deref().map(read_topology).transpose()?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(worker_threads(
+                args.jobs,
+                usize::MAX,
+                crate::model::default_threads(),
+            ))
+            .build()
+            .map_err(|e| Error::Usage(format!("--jobs: {e}")))?;
+        let report = from_dataset(&args, topology.as_ref(), &pool)?;
+        output::report(&args.out, &report, "", None)?;
+        return Ok(if report.failed > 0 {
+            Outcome::InputErrors
+        } else {
+            Outcome::Ok
+        });
+    }
     super::args::stdin_once(args.paths.iter().map(Path::new))?;
     let files = expand(&args.paths)?;
     if files.is_empty() {
@@ -356,28 +497,11 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             }
         }
     }
-    let pairs: Vec<(&FileRow, &Profile)> = rows
-        .iter()
-        .zip(&profiles)
-        .filter_map(|(r, p)| p.as_ref().map(|p| (r, p)))
-        .collect();
-    let imbalance = batch::imbalance(&pairs, args.sites);
-    let ranked = rows.iter().filter(|r| r.rank.is_some()).count();
-    if let (Some(t), Some(p)) = (&topology, &args.topology) {
-        check_topology(t, p, &facts)?;
-    }
-    let cross_rank =
-        (ranked >= 2).then(|| cross_rank::cross_rank(&facts, args.sites, topology.as_ref()));
-    let failed = rows.iter().filter(|r| !r.ok).count();
-    let report = BatchReport {
-        schema_version: crate::analyze::SCHEMA_VERSION,
-        files: rows,
-        failed,
-        imbalance,
-        cross_rank,
-    };
+    let sites: Vec<Option<BTreeMap<String, SiteTotal>>> =
+        profiles.into_iter().map(|p| p.map(|p| p.sites)).collect();
+    let report = assemble(rows, &sites, &facts, &args, topology.as_ref())?;
     output::report(&args.out, &report, "", None)?;
-    Ok(if failed > 0 {
+    Ok(if report.failed > 0 {
         Outcome::InputErrors
     } else {
         Outcome::Ok

@@ -14,7 +14,7 @@ use crate::compose::cross_rank::{setting_json, OomAt, RankFacts};
 use crate::compose::oom::OomReport;
 use crate::replay::{steps, DeviceReplay};
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The rank in a file name: `rank3`, `rank_3`, `rank-3`, `..._r7.` / `..._r7_`, `...-r7`.
 pub fn rank_of(name: &str) -> Option<u32> {
@@ -288,24 +288,27 @@ fn median(v: &mut [u64]) -> u64 {
     }
 }
 
-/// The imbalance of the ranked files among `files` (row and profile of each file analyzed);
-/// `None` with fewer than two.
-pub fn imbalance(files: &[(&FileRow, &Profile)], top: usize) -> Option<Imbalance> {
+/// The imbalance of the ranked files among `files` (row and sites at the peak of each file
+/// analyzed); `None` with fewer than two.
+pub fn imbalance(
+    files: &[(&FileRow, &BTreeMap<String, SiteTotal>)],
+    top: usize,
+) -> Option<Imbalance> {
     let ranked = files
         .iter()
-        .filter_map(|(r, p)| {
+        .filter_map(|(r, sites)| {
             r.rank.filter(|_| r.ok).map(|rank| Ranked {
                 rank,
                 file: &r.file,
                 peak_bytes: r.peak_bytes,
-                profile: p,
+                sites,
             })
         })
         .collect();
     imbalance_of(ranked, top)
 }
 
-/// One run in an imbalance: its rank (or place), file, peak and profile.
+/// One run in an imbalance: its rank (or place), file, peak and sites at the peak.
 #[derive(Clone, Copy, Debug)]
 pub struct Ranked<'a> {
     /// The rank its name carries, or its place among the runs.
@@ -314,8 +317,8 @@ pub struct Ranked<'a> {
     pub file: &'a str,
     /// Live requested bytes at its peak (its biggest device).
     pub peak_bytes: u64,
-    /// Its profile at the peak: the sites that explain an outlier.
-    pub profile: &'a Profile,
+    /// Its sites at the peak (the profile's): those that explain an outlier.
+    pub sites: &'a BTreeMap<String, SiteTotal>,
 }
 
 /// The imbalance of `ranked` runs: the highest peak against the median, and the sites where
@@ -348,16 +351,16 @@ pub fn imbalance_of(mut ranked: Vec<Ranked>, top: usize) -> Option<Imbalance> {
         .rev()
         .max_by_key(|r| r.peak_bytes)
         .expect("two ranks");
-    let keys: BTreeSet<&String> = ranked.iter().flat_map(|r| r.profile.sites.keys()).collect();
+    let keys: BTreeSet<&String> = ranked.iter().flat_map(|r| r.sites.keys()).collect();
     let mut sites: Vec<ExplainingSite> = keys
         .into_iter()
         .filter_map(|k| {
             let mut v: Vec<u64> = ranked
                 .iter()
-                .map(|r| r.profile.sites.get(k).map_or(0, |t: &SiteTotal| t.bytes))
+                .map(|r| r.sites.get(k).map_or(0, |t: &SiteTotal| t.bytes))
                 .collect();
             let m = median(&mut v);
-            let o = outlier.profile.sites.get(k).map_or(0, |t| t.bytes);
+            let o = outlier.sites.get(k).map_or(0, |t| t.bytes);
             (o > m).then(|| ExplainingSite {
                 site: k.clone(),
                 outlier_bytes: o,

@@ -45,6 +45,7 @@ use crate::compose::oom;
 use crate::model::Snapshot;
 use crate::replay::steps;
 use crate::replay::DeviceReplay;
+use crate::vocab::sites::NO_FRAMES;
 use std::collections::BTreeMap;
 
 /// The type of a column.
@@ -310,7 +311,7 @@ pub fn tables(
     )?;
     Ok(vec![
         files_table(src, snap, replays, &prof, &ooms),
-        sites_table(src, &Keyer::new(snap, popts), &cats),
+        sites_table(src, &Keyer::new(snap, popts), &cats, &prof),
         timeline_table(src, &tl),
         ooms_table(src, &ooms),
         leaks_table(src, &leaks),
@@ -432,22 +433,44 @@ fn files_table(
     files
 }
 
-/// The `sites` table: live bytes at the peak per device, site (keyed by `keyer`) and category.
-fn sites_table(src: &Source, keyer: &Keyer, cats: &categories::CategoriesReport) -> Table {
+/// The `sites` table: live bytes at the peak per device, site (keyed by `keyer`, as the
+/// profile keys them) and category, adding up to `batch`'s profile by construction: memory
+/// alive before the trace with no stack is keyed as the profile keys it (`<before trace, no
+/// stack> likely parameters`, [`crate::analyze::pretrace`]) under the category the rules give
+/// it, and a site whose categorised bytes differ from the profile's (categories read a trace
+/// that records no allocation at its end, the profile before it) is one row of the profile's
+/// bytes under `unknown` (or the pre-trace memory's likely kind).
+fn sites_table(
+    src: &Source,
+    keyer: &Keyer,
+    cats: &categories::CategoriesReport,
+    prof: &profile::Profile,
+) -> Table {
     let mut sites = empty("sites", SITES);
-    for d in &cats.devices {
-        let mut by: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
-        for (stack, cat, bytes, count) in &d.per_stack {
-            let t = by.entry((keyer.key(*stack), cat.as_str())).or_default();
-            t.0 += bytes;
-            t.1 += count;
+    let mut devices: Vec<u32> = cats.devices.iter().map(|d| d.device).collect();
+    devices.extend(prof.devices.iter().map(|d| d.device));
+    devices.sort_unstable();
+    devices.dedup();
+    for device in devices {
+        let mut by: BTreeMap<(String, &str), (u64, u64)> = BTreeMap::new();
+        if let Some(d) = cats.devices.iter().find(|d| d.device == device) {
+            for (stack, cat, bytes, count) in &d.per_stack {
+                let t = by
+                    .entry((keyer.key(*stack).to_string(), cat.as_str()))
+                    .or_default();
+                t.0 += bytes;
+                t.1 += count;
+            }
+        }
+        if let Some(p) = prof.devices.iter().find(|p| p.device == device) {
+            reconcile(&mut by, p);
         }
         for ((site, cat), (bytes, count)) in by {
             sites.rows.push(vec![
                 text(src.file),
-                int(d.device as u64),
+                int(device as u64),
                 text("peak"),
-                text(site),
+                text(&site),
                 text(cat),
                 int(bytes),
                 int(count),
@@ -455,6 +478,64 @@ fn sites_table(src: &Source, keyer: &Keyer, cats: &categories::CategoriesReport)
         }
     }
     sites
+}
+
+/// Makes the categorised rows `by` of a device add up to its profile `p`, site by site.
+fn reconcile<'a>(by: &mut BTreeMap<(String, &'a str), (u64, u64)>, p: &'a profile::DeviceProfile) {
+    let cat_of = |site: &str| -> &'a str {
+        p.pretrace
+            .get(site)
+            .and_then(|x| x.likely_kind.as_deref())
+            .unwrap_or("unknown")
+    };
+    // Pre-trace memory: from the `<no frames>` row of its category to its own key.
+    for (label, pre) in &p.pretrace {
+        let Some(t) = p.sites.get(label) else {
+            continue;
+        };
+        let cat = pre.likely_kind.as_deref().unwrap_or("unknown");
+        let key = (NO_FRAMES.to_string(), cat);
+        let Some(from) = by.get_mut(&key) else {
+            continue;
+        };
+        if from.0 < t.bytes || from.1 < t.count {
+            continue;
+        }
+        from.0 -= t.bytes;
+        from.1 -= t.count;
+        if *from == (0, 0) {
+            by.remove(&key);
+        }
+        let e = by.entry((label.clone(), cat)).or_default();
+        e.0 += t.bytes;
+        e.1 += t.count;
+    }
+    // Any site whose rows still differ from the profile: the profile's bytes, one row.
+    let mut totals: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for ((site, _), (b, c)) in by.iter() {
+        let t = totals.entry(site.as_str()).or_default();
+        t.0 += b;
+        t.1 += c;
+    }
+    let mut differ: Vec<String> = totals
+        .iter()
+        .filter(|(site, t)| p.sites.get(**site).map(|s| (s.bytes, s.count)) != Some(**t))
+        .map(|(site, _)| site.to_string())
+        .collect();
+    differ.extend(
+        p.sites
+            .keys()
+            .filter(|k| !totals.contains_key(k.as_str()))
+            .cloned(),
+    );
+    for site in differ {
+        by.retain(|(s, _), _| *s != site);
+        if let Some(t) = p.sites.get(&site) {
+            if t.bytes > 0 || t.count > 0 {
+                by.insert((site.clone(), cat_of(&site)), (t.bytes, t.count));
+            }
+        }
+    }
 }
 
 /// The `timeline` table: the timeline's points per device.

@@ -299,3 +299,154 @@ fn an_unreadable_file_is_a_row_and_exit_2() {
         );
     }
 }
+
+/// `batch` and `batch --from-dataset` on the same files: (JSON, JSON lines, text) of each,
+/// with every site listed (`-n 1000`).
+fn both_ways(files: &Path, dataset: &Path, extra: &[&str]) -> [(String, String); 3] {
+    let w = memlens(
+        [
+            "batch".as_ref(),
+            files.as_os_str(),
+            "--format".as_ref(),
+            "parquet".as_ref(),
+            "-o".as_ref(),
+            dataset.as_os_str(),
+        ]
+        .into_iter()
+        .map(|s: &std::ffi::OsStr| s.to_owned()),
+    );
+    assert!(
+        w.status.code() == Some(0) || w.status.code() == Some(2),
+        "{}",
+        String::from_utf8_lossy(&w.stderr)
+    );
+    ["json", "jsonl", "table"].map(|fmt| {
+        let run = |what: &Path, from: bool| {
+            let mut args: Vec<std::ffi::OsString> = vec![
+                "batch".into(),
+                what.into(),
+                "-n".into(),
+                "1000".into(),
+                "--format".into(),
+                fmt.into(),
+            ];
+            if from {
+                args.push("--from-dataset".into());
+            }
+            args.extend(extra.iter().map(|s| s.into()));
+            let o = memlens(args);
+            assert!(
+                o.status.code() == Some(0) || o.status.code() == Some(2),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            (o.status.code(), String::from_utf8(o.stdout).unwrap())
+        };
+        let (a, b) = (run(files, false), run(dataset, true));
+        assert_eq!(a.0, b.0, "exit codes");
+        (a.1, b.1)
+    })
+}
+
+/// A dataset read back (`batch --from-dataset`) is reported as `batch` reports the files it
+/// came from, byte for byte in JSON, JSON lines and text: every real snapshot posed as one
+/// job's ranks (their sites at the peak, including memory from before the trace; OOMs;
+/// settings; trace steps), the samples with the rank set, files without a rank and one that is
+/// not a snapshot, and a pipeline job dumped at two steps with its coordinates in the paths.
+#[test]
+fn a_dataset_reads_back_as_the_files_it_came_from() {
+    let Some(real) = require_shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // Every real snapshot as a rank.
+    let ranks = tmp.path().join("real");
+    std::fs::create_dir(&ranks).unwrap();
+    for (r, f) in real.iter().enumerate() {
+        let ext = f.extension().unwrap().to_string_lossy();
+        std::os::unix::fs::symlink(f, ranks.join(format!("rank{r}.{ext}"))).unwrap();
+    }
+    // The samples, a rank set among them, and garbage.
+    let samples = tmp.path().join("samples");
+    std::fs::create_dir(&samples).unwrap();
+    for f in common::samples() {
+        std::os::unix::fs::symlink(&f, samples.join(f.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(samples.join("rank9.pickle"), b"not a pickle").unwrap();
+    // A pipeline job at two steps: tp 2 x pp 2 x dp 2, stage 0 bigger.
+    let job = tmp.path().join("job");
+    for step in [10, 20] {
+        let dir = job.join(format!("iteration_{step}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for r in 0..8u32 {
+            let (tp, dp, pp) = (r % 2, (r / 2) % 2, r / 4);
+            let src = if pp == 0 && step == 20 {
+                "rank2"
+            } else {
+                "rank0"
+            };
+            std::os::unix::fs::symlink(
+                root().join(format!("samples/ranks/{src}.pickle")),
+                dir.join(format!("rank{r}_tp{tp}_dp{dp}_pp{pp}.pickle")),
+            )
+            .unwrap();
+        }
+    }
+    let mut checked = Vec::new();
+    for (name, files) in [("real", &ranks), ("samples", &samples), ("job", &job)] {
+        let pattern = if name == "job" {
+            job.join("**/rank*.pickle")
+        } else {
+            files.to_path_buf()
+        };
+        let dataset = tmp.path().join(format!("{name}-dataset"));
+        let [json, jsonl, text] = both_ways(&pattern, &dataset, &[]);
+        assert_eq!(json.0, json.1, "{name}: JSON");
+        assert_eq!(jsonl.0, jsonl.1, "{name}: JSON lines");
+        assert_eq!(text.0, text.1, "{name}: text");
+        let v: Value = serde_json::from_str(&json.0).unwrap();
+        checked.push((name, v));
+    }
+    // Each set holds what it is here for.
+    let x = &checked[0].1["cross_rank"];
+    assert_eq!(x["ranks"], real.len());
+    assert!(!x["outliers"].as_array().unwrap().is_empty());
+    assert!(x["sites_with_outliers"].as_u64().unwrap() > 10);
+    assert!(x["first_oom"]["rank"].is_u64());
+    assert!(!x["settings_differ"].as_array().unwrap().is_empty());
+    let sites: Vec<&str> = x["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["site"].as_str().unwrap())
+        .collect();
+    assert!(
+        sites
+            .iter()
+            .any(|s| s.starts_with("<before trace, no stack>")),
+        "{sites:?}"
+    );
+    assert_eq!(x["steps"]["source"], "trace");
+    assert!(x["steps"]["ranks"].as_array().unwrap().len() >= 4);
+    let s = &checked[1].1;
+    assert!(s["failed"].as_u64().unwrap() >= 1);
+    assert!(s["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["rank"].is_null()));
+    let j = &checked[2].1["cross_rank"];
+    assert_eq!(j["at_step"], 20);
+    assert_eq!(j["steps"]["source"], "path");
+    assert_eq!(j["parallel"]["source"], "names");
+    // Not a dataset: one line, exit 2.
+    let o = memlens([
+        "batch".as_ref(),
+        "--from-dataset".as_ref(),
+        samples.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("not a memlens dataset (no table=files/ parts)") && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -302,7 +302,7 @@ fn imbalance(measured: &[Measured], views: &[RunView], sites: usize) -> Option<(
             rank: rank(i),
             file: &v.file,
             peak_bytes: v.peak_bytes,
-            profile: &m.profile,
+            sites: &m.profile.sites,
         })
         .collect();
     let im = batch::imbalance_of(ranked, sites)?;
