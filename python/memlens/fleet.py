@@ -972,13 +972,19 @@ def views(con: Any, root: StrPath) -> list[str]:
     The views (``fleet_views.sql`` documents each one):
 
     - ``memlens_files``, ``memlens_sites``, ``memlens_timeline``, ``memlens_ooms``,
-      ``memlens_leaks``: the dataset's tables (without Hive partition columns);
-    - ``memlens_rank_peaks`` (rank, file, peak_bytes): each rank file and its peak;
+      ``memlens_leaks``, ``memlens_steps``: the dataset's tables (without Hive partition
+      columns);
+    - ``memlens_rank_files`` (rank, file, peak_bytes, peak_device, path_step, tp, cp, ep, dp,
+      pp): every rank file, its peak and where its path places it;
+    - ``memlens_answer_step`` (at_step, path_steps): the step the answer is about when the
+      paths name at least two (``cross_rank.at_step``), else null;
+    - ``memlens_rank_peaks`` (rank, file, peak_bytes): each rank file of that step (of every
+      file without one) and its peak;
     - ``memlens_rank_sites`` (rank, file, site, bytes): every rank's bytes at every site, 0
-      where it has none; ``memlens_thresholds``: the rule's median and threshold per set of
-      values (the peaks; each site);
-    - ``memlens_peak_threshold`` (ranks, median_peak_bytes, peak_threshold_bytes): null
-      threshold with fewer than 4 ranks;
+      where it has none; ``memlens_thresholds``: the rule's median and threshold for the peaks
+      and each site (the rule itself: the macros ``memlens_median`` and ``memlens_threshold``);
+    - ``memlens_peak_threshold`` (ranks, median_peak_bytes, peak_threshold_bytes, at_step):
+      null threshold with fewer than 4 ranks;
     - ``memlens_outlier_ranks``: ``cross_rank.outliers`` (rank, file, peak_bytes,
       excess_bytes, over_median, site, site_bytes, site_median_bytes);
     - ``memlens_site_spread`` (site, median_bytes, min_bytes, max_bytes, outlier_ranks,
@@ -986,7 +992,18 @@ def views(con: Any, root: StrPath) -> list[str]:
       ``cross_rank.sites`` and ``sites_with_outliers``;
     - ``memlens_first_oom`` (rank, file, time_us, after_us, device, requested_bytes,
       verdict): ``cross_rank.first_oom``, its ``then`` and ``ranks_with_oom``;
-    - ``memlens_settings_differ`` (key, value, ranks): ``cross_rank.settings_differ``.
+    - ``memlens_settings_differ`` (key, value, ranks): ``cross_rank.settings_differ``;
+    - ``memlens_rank_trace_steps`` (each rank file's trace steps, on its peak device),
+      ``memlens_step_cells`` (a helper), ``memlens_step_peaks`` (rank, step, peak_bytes),
+      ``memlens_step_columns`` (step, ranks, median_bytes, max_bytes, max_rank,
+      outlier_ranks) and ``memlens_step_matrix`` (source, found_by, steps_found, steps,
+      ranks): ``cross_rank.steps``, the step x rank peak matrix;
+    - ``memlens_rank_coords`` (rank, file, axis, value, peak_bytes), ``memlens_parallel_groups``
+      (axis, value, ranks, median_peak_bytes, min_peak_bytes, max_peak_bytes, max_rank),
+      ``memlens_parallel_axes`` (axis, between_bytes, within_bytes), ``memlens_stage_outliers``
+      (rank, stage, peak_bytes, stage_median_bytes, excess_bytes, stage_ranks) and
+      ``memlens_parallel`` (source, ranks_placed, stages_judged): ``cross_rank.parallel`` as
+      ``batch`` computes it without ``--topology`` (by the coordinates the paths name).
 
     They are views: each query reads the dataset's files as they are then. Needs the
     ``duckdb`` package (DuckDB 1.1 or later, for ``json_each``) and, for a URL, DuckDB's

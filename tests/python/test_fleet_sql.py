@@ -6,8 +6,11 @@ The rank sets: ten real snapshots of ``../shared/samples/real`` posed as ranks (
 out, one ran out of memory, one records no allocator settings); the generated ranks of
 samples/ranks with OOM samples as more ranks (OOMs one after another, settings that differ,
 a rank without settings, a file without a rank, one that cannot be read); three ranks (not
-judged); ranks derived here from samples (an OOM without times, settings edited). Each set
-asserts what it is there for, so that no comparison passes on empty lists.
+judged); ranks derived here from samples (an OOM without times, settings edited); a pipeline
+job of 16 ranks dumped at two steps with the coordinates in the paths (``at_step``, the step x
+rank matrix from the paths, groups by coordinates and a stage outlier); samples/ranks alone
+(the matrix from the traces' steps). Each set asserts what it is there for, so that no
+comparison passes on empty lists; where ``steps`` or ``parallel`` is null the views are empty.
 
 duckdb is a prerequisite (skipped outside CI when missing, required under CI: scripts/test
 installs it), as are ``../shared/samples/real`` for the real set.
@@ -40,9 +43,12 @@ REAL_RANKS = sorted(n for n in (os.listdir(REAL) if REAL.is_dir() else []) if n.
 # The views fleet.views creates, in order.
 VIEWS = [
     "memlens_files", "memlens_sites", "memlens_timeline", "memlens_ooms", "memlens_leaks",
-    "memlens_rank_peaks", "memlens_rank_sites", "memlens_thresholds", "memlens_peak_threshold",
-    "memlens_outlier_ranks", "memlens_site_outliers", "memlens_site_spread", "memlens_first_oom",
-    "memlens_settings_differ",
+    "memlens_steps", "memlens_rank_files", "memlens_answer_step", "memlens_rank_peaks",
+    "memlens_rank_sites", "memlens_rank_trace_steps", "memlens_step_cells", "memlens_step_peaks",
+    "memlens_rank_coords", "memlens_thresholds", "memlens_peak_threshold", "memlens_outlier_ranks",
+    "memlens_site_outliers", "memlens_site_spread", "memlens_first_oom", "memlens_settings_differ",
+    "memlens_step_columns", "memlens_step_matrix", "memlens_parallel_groups",
+    "memlens_parallel_axes", "memlens_stage_outliers", "memlens_parallel",
 ]
 # cross_rank lists at most this many outlier ranks per site and later OOM ranks (LISTED).
 LISTED = 8
@@ -54,9 +60,9 @@ def duckdb() -> Any:
     return importlib.import_module("duckdb")
 
 
-def _batch(memlens_bin: str, ranks: Path, out: Path) -> tuple[dict[str, Any], Any]:
-    """``cross_rank`` of ``batch --format json`` on the files of ``ranks``, and the dataset
-    ``batch --format parquet`` writes of them into ``out``."""
+def _batch(memlens_bin: str, ranks: Path | str, out: Path) -> tuple[dict[str, Any], Any]:
+    """``cross_rank`` of ``batch --format json`` on the files of ``ranks`` (a directory or a
+    glob), and the dataset ``batch --format parquet`` writes of them into ``out``."""
     p = subprocess.run([memlens_bin, "batch", str(ranks), "--format", "json"],
                        capture_output=True, text=True, check=False)
     assert p.returncode in (0, 2), p.stderr  # 2: a file could not be read
@@ -88,7 +94,9 @@ def _check(con: Any, x: dict[str, Any]) -> None:
         "ranks": x["ranks"],
         "median_peak_bytes": x["median_peak_bytes"],
         "peak_threshold_bytes": x["peak_threshold_bytes"],
+        "at_step": x["at_step"],
     }]
+    assert _rows(con, "SELECT at_step FROM memlens_answer_step") == [{"at_step": x["at_step"]}]
     # outliers: every field, in order (over_median: the same f64 division).
     assert _rows(con, "SELECT * FROM memlens_outlier_ranks") == x["outliers"]
     # sites: those with an outlier, biggest excess first; cross_rank lists the first `--sites`.
@@ -127,9 +135,56 @@ def _check(con: Any, x: dict[str, Any]) -> None:
             diff.append({"key": r["key"], "values": []})
         diff[-1]["values"].append({"value": r["value"], "ranks": r["ranks"]})
     assert diff == x["settings_differ"]
-    # Every rank file is a rank of the views.
+    # Every rank file of the answer's step is a rank of the views.
     peaks = _rows(con, "SELECT * FROM memlens_rank_peaks")
     assert len(peaks) == x["ranks"]
+    _check_steps(con, x["steps"])
+    _check_parallel(con, x["parallel"])
+
+
+def _check_steps(con: Any, want: dict[str, Any] | None) -> None:
+    """The step views say what ``cross_rank.steps`` says (all empty where it is null)."""
+    matrix = _rows(con, "SELECT * FROM memlens_step_matrix")
+    cells = _rows(con, "SELECT * FROM memlens_step_peaks")
+    columns = _rows(con, "SELECT * FROM memlens_step_columns")
+    if want is None:
+        assert matrix == [] and cells == [] and columns == []
+        return
+    assert len(matrix) == 1
+    m = matrix[0]
+    at = {(c["rank"], c["step"]): c["peak_bytes"] for c in cells}
+    assert len(at) == len(cells)
+    assert {
+        "source": m["source"], "found_by": m["found_by"], "steps_found": m["steps_found"],
+        "steps": m["steps"],
+        "ranks": [{"rank": r, "peaks": [at.get((r, s)) for s in m["steps"]]} for r in m["ranks"]],
+        "columns": columns,
+    } == want
+
+
+def _check_parallel(con: Any, want: dict[str, Any] | None) -> None:
+    """The parallel views say what ``cross_rank.parallel`` says (by the paths' coordinates:
+    all empty where it is null)."""
+    summary = _rows(con, "SELECT * FROM memlens_parallel")
+    groups = _rows(con, "SELECT * FROM memlens_parallel_groups")
+    axes = _rows(con, "SELECT * FROM memlens_parallel_axes")
+    stage = _rows(con, "SELECT * FROM memlens_stage_outliers")
+    if want is None:
+        assert summary == [] and groups == [] and axes == [] and stage == []
+        return
+    assert len(summary) == 1
+    got = dict(summary[0])
+    got["by_axis"] = [
+        {"axis": a["axis"],
+         "groups": [{k: v for k, v in g.items() if k != "axis"} for g in groups if g["axis"] == a["axis"]],
+         "between_bytes": a["between_bytes"], "within_bytes": a["within_bytes"]}
+        for a in axes
+    ]
+    got["stage_outliers"] = stage
+    assert got == {
+        "source": want["source"], "ranks_placed": want["ranks_placed"], "by_axis": want["by_axis"],
+        "stages_judged": want["stages_judged"], "stage_outliers": want["stage_outliers"],
+    }
 
 
 def _link(src: Path, dst: Path) -> None:
@@ -234,6 +289,57 @@ def test_derived_ranks_untimed_oom_and_edited_settings(duckdb: Any, memlens_bin:
     _check(_sql_answer(duckdb, tmp_path / "ds"), x)
 
 
+def test_a_pipeline_job_over_two_steps(duckdb: Any, memlens_bin: str, tmp_path: Path) -> None:
+    """As tests/it/batch.rs ``a_pipeline_job_over_two_steps``, with the coordinates in the
+    paths instead of a topology file: 16 ranks (tp 2 x dp 4 x pp 2, tp fastest) dumped at
+    steps 10 and 20 (``iteration_N/rankR_tpT_dpD_ppP_memory_snapshot.pickle``). At step 20
+    stage 0 and rank 13 of stage 1 are big: the answer is about step 20 (``at_step``), the
+    matrix's source is the paths, and rank 13 alone stands out within its stage."""
+    job = tmp_path / "job"
+    for step in (10, 20):
+        (job / f"iteration_{step}").mkdir(parents=True)
+        for r in range(16):
+            tp, dp, pp = r % 2, (r // 2) % 4, r // 8
+            big = step == 20 and (pp == 0 or r == 13)
+            _link(RANKS / ("rank2.pickle" if big else "rank0.pickle"),
+                  job / f"iteration_{step}" / f"rank{r}_tp{tp}_dp{dp}_pp{pp}_memory_snapshot.pickle")
+    # One more step with fewer ranks: not the answer's step, but a column of the matrix.
+    (job / "iteration_30").mkdir()
+    for r in (0, 1):
+        _link(RANKS / "rank0.pickle", job / "iteration_30" / f"rank{r}_tp{r}_dp0_pp0_memory_snapshot.pickle")
+    x, report = _batch(memlens_bin, f"{job}/**/rank*.pickle", tmp_path / "ds")
+    assert len(report["files"]) == 34
+    assert x["at_step"] == 20 and x["ranks"] == 16 and x["peak_threshold_bytes"] is not None
+    assert x["first_oom"] is None
+    s = x["steps"]
+    assert s["source"] == "path" and s["steps"] == ["10", "20", "30"] and len(s["ranks"]) == 16
+    assert s["columns"][1]["max_rank"] == 0 and s["columns"][2]["ranks"] == 2
+    p = x["parallel"]
+    assert p["source"] == "names" and p["ranks_placed"] == 16 and p["stages_judged"] == 2
+    assert [a["axis"] for a in p["by_axis"]] == ["tp", "dp", "pp"]
+    assert [(o["rank"], o["stage"], o["stage_ranks"]) for o in p["stage_outliers"]] == [(13, 1, 8)]
+    con = _sql_answer(duckdb, tmp_path / "ds")
+    _check(con, x)
+    assert _rows(con, "SELECT count(*) AS n FROM memlens_rank_files") == [{"n": 34}]
+
+
+def test_trace_steps_make_the_matrix(duckdb: Any, memlens_bin: str, tmp_path: Path) -> None:
+    """samples/ranks alone: no step in the paths, each trace marks ProfilerStep#1 and #2, and
+    rank 2 stands out at both; plus a rank of two devices (the matrix reads the steps of its
+    biggest device)."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for f in sorted(RANKS.glob("rank*.pickle")):
+        _link(f, ranks / f.name)
+    _link(SAMPLES / "expandable_multi.pickle", ranks / "rank4.pickle")
+    x, _ = _batch(memlens_bin, ranks, tmp_path / "ds")
+    assert x["at_step"] is None and x["parallel"] is None
+    s = x["steps"]
+    assert s["source"] == "trace" and s["found_by"] and s["steps_found"] >= 2
+    assert s["columns"] and all(2 in c["outlier_ranks"] for c in s["columns"][:2]), s["columns"]
+    _check(_sql_answer(duckdb, tmp_path / "ds"), x)
+
+
 def test_views_sql_quotes_the_root(tmp_path: Path) -> None:
     """The root goes only into string literals, its quotes doubled; a relative one is made
     absolute."""
@@ -241,7 +347,7 @@ def test_views_sql_quotes_the_root(tmp_path: Path) -> None:
     want = os.path.abspath("a'b").replace("'", "''")
     assert f"read_parquet('{want}/table=files/**/*.parquet'" in sql
     assert "{root}" not in sql
-    assert fleet.views_sql("s3://bucket/ds/").count("'s3://bucket/ds/table=") == 6
+    assert fleet.views_sql("s3://bucket/ds/").count("'s3://bucket/ds/table=") == 7
     with pytest.raises(ValueError):
         fleet.views_sql("a\x00b")
 
