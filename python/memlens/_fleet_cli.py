@@ -1,4 +1,5 @@
-"""``python -m memlens fleet scan``: :func:`memlens.fleet.scan` on the command line.
+"""``python -m memlens fleet scan`` and ``report``: :func:`memlens.fleet.scan` and
+:func:`memlens.fleet.report` on the command line.
 
 Standard error gets a line per file that could not be read (as ``memlens batch`` prints
 them), then one summary line. Exit status as ``memlens batch``'s: 0 when every file was
@@ -16,10 +17,31 @@ from ._errors import MemlensError
 
 _FLEET_HELP = """\
 usage: python -m memlens fleet scan PATHS... -o OUT [options]
+       python -m memlens fleet report OUT [--format table|json|jsonl|csv] [options]
 
 memlens on a cluster. Commands:
   scan    write the Parquet dataset of many snapshots with a dask.distributed cluster
           (python -m memlens fleet scan --help)
+  report  the cross-rank answer of such a dataset, as memlens batch gives it of the
+          snapshots (python -m memlens fleet report --help)
+"""
+
+_REPORT_DESCRIPTION = """\
+Report the dataset OUT that `fleet scan` (or `memlens batch --format parquet -o OUT`) wrote,
+as `memlens batch` reports the snapshots it came from: a row per file, the imbalance, and
+the cross-rank answer (the ranks that stand out with the site that makes each, sites across
+ranks, the step x rank peak matrix, the first rank to run out of memory and when, settings
+that differ, ranks grouped by parallel coordinates). It runs `memlens batch --from-dataset
+OUT`: the binary reads the files, sites, ooms and steps tables back, so the rule is batch's.
+"""
+
+_REPORT_EPILOG = """\
+exit status: 0; 2 when some file of the dataset could not be read in the scan (its row
+says why), or for a usage error or a dataset that cannot be read.
+
+examples:
+  python -m memlens fleet report /mnt/fleet/ds
+  python -m memlens fleet report s3://bucket/fleet/ds/ --format json --topology topo.json
 """
 
 _SCAN_DESCRIPTION = """\
@@ -103,6 +125,45 @@ def _scan_parser() -> _Parser:
     return p
 
 
+def _report_parser() -> _Parser:
+    p = _Parser(
+        prog="python -m memlens fleet report",
+        description=_REPORT_DESCRIPTION,
+        epilog=_REPORT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dataset", metavar="OUT", help="the dataset's directory or URL")
+    p.add_argument(
+        "--format", default="table", choices=("table", "json", "jsonl", "csv"),
+        help="table (default), json, jsonl or csv, as memlens batch writes them",
+    )
+    p.add_argument(
+        "--topology", metavar="FILE",
+        help='the job\'s parallel layout, {"tp": 8, "pp": 4, "dp": 32} (optional "order"); default: the paths\' tp1_pp0 coordinates',
+    )
+    p.add_argument("-n", "--sites", type=_positive, metavar="N", help="sites listed (default 5)")
+    p.add_argument("--memlens", metavar="BIN", help="the memlens binary (default: the one this package finds)")
+    return p
+
+
+def report_main(argv: list[str]) -> int:
+    import subprocess
+
+    from .fleet import report_argv
+
+    a = _report_parser().parse_args(argv)
+    try:
+        cmd = report_argv(a.dataset, format=a.format, topology=a.topology, sites=a.sites, memlens=a.memlens)
+        sys.stdout.flush()
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL, check=False).returncode
+    except MemlensError as e:
+        print(_one_line(str(e)), file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(_one_line(f"memlens fleet: could not run memlens: {e}"), file=sys.stderr)
+        return 2
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -139,9 +200,14 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(_FLEET_HELP)
         return 0
     if not argv:
-        print("python -m memlens fleet: a command is required: scan (--help for usage)", file=sys.stderr)
+        print("python -m memlens fleet: a command is required: scan or report (--help for usage)", file=sys.stderr)
         return 2
+    if argv[0] == "report":
+        return report_main(argv[1:])
     if argv[0] != "scan":
-        print(f"python -m memlens fleet: unknown command {argv[0]!r}: the command is scan (--help for usage)", file=sys.stderr)
+        print(
+            f"python -m memlens fleet: unknown command {argv[0]!r}: the commands are scan and report (--help for usage)",
+            file=sys.stderr,
+        )
         return 2
     return scan_main(argv[1:])

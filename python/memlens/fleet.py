@@ -11,6 +11,9 @@
 - :func:`tables` maps a batch of snapshot paths to Arrow tables (the binary writes them into a
   temporary directory, read back), and :class:`ArrowMapper` wraps it as the function of Ray
   Data's ``map_batches`` or Spark's ``mapInArrow``.
+- :func:`report` is the report of such a dataset, read back by the binary (``memlens batch
+  --from-dataset``): the rows, the imbalance and the cross-rank answer ``batch`` gives of the
+  snapshots themselves; ``python -m memlens fleet report`` is its command line.
 - :func:`views` creates DuckDB views over such a dataset that compute ``memlens batch``'s
   cross-rank answer (``cross_rank`` of ``--format json``) in SQL (``fleet_views.sql``, next
   to this module); :func:`views_sql` is their SQL text, for the ``duckdb`` command line.
@@ -53,7 +56,10 @@ ArrowBatch = Any  # pyarrow.RecordBatch
 ArrowSchema = Any  # pyarrow.Schema
 DaskClient = Any  # distributed.Client
 
-__all__ = ["TABLES", "ArrowMapper", "ScanResult", "list_files", "scan", "tables", "views", "views_sql"]
+__all__ = [
+    "TABLES", "ArrowMapper", "ScanResult", "list_files", "report", "report_argv", "scan", "tables", "views",
+    "views_sql",
+]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -557,6 +563,58 @@ def list_files(paths: Sequence[StrPath], *, memlens: str | None = None) -> list[
             seen.add(name)
             files.append(name)
     return files
+
+
+def report_argv(
+    dataset: StrPath,
+    *,
+    format: str = "json",
+    topology: StrPath | None = None,
+    sites: int | None = None,
+    memlens: str | None = None,
+) -> list[str]:
+    """The command line of :func:`report`: ``memlens batch --from-dataset DATASET --format
+    FORMAT [--topology FILE] [-n SITES]``."""
+    argv = [memlens or find_memlens_bin(), "batch", "--from-dataset", "--format", format]
+    if topology is not None:
+        argv += ["--topology", os.fspath(topology)]
+    if sites is not None:
+        argv += ["-n", str(sites)]
+    return [*argv, "--", os.fspath(dataset)]
+
+
+def report(
+    dataset: StrPath,
+    *,
+    topology: StrPath | None = None,
+    sites: int | None = None,
+    memlens: str | None = None,
+) -> dict[str, Any]:
+    """The report of a dataset :func:`scan` (or ``memlens batch --format parquet``) wrote, as
+    ``memlens batch --format json`` gives it of the snapshots themselves: ``files`` (a row per
+    file), ``imbalance`` and ``cross_rank`` (the ranks that stand out with their site, sites
+    across ranks, the step × rank peak matrix, the first rank to run out of memory, settings
+    that differ, ranks by parallel coordinates from the paths or ``topology``, a JSON file
+    ``{"tp": 8, "pp": 4, "dp": 32}``). The binary reads the dataset's tables back
+    (``--from-dataset``), so the rule is the one ``batch`` applies. ``dataset`` is a directory
+    or, with object storage, a URL. Raises :class:`MemlensError` with memlens's line when the
+    dataset cannot be read; files that failed in the scan are rows with ``ok`` false."""
+    import json
+
+    argv = report_argv(dataset, topology=topology, sites=sites, memlens=memlens)
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    except OSError as e:
+        raise MemlensError(f"memlens: could not run {argv[0]}: {e}", argv=argv) from e
+    stderr = p.stderr.decode("utf-8", "replace")
+    if p.returncode not in (0, 2) or not p.stdout:
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        raise MemlensError(
+            lines[0] if lines else f"memlens: batch --from-dataset exited with status {p.returncode}",
+            returncode=p.returncode, stderr=stderr, argv=argv,
+        )
+    out: dict[str, Any] = json.loads(p.stdout)
+    return out
 
 
 class _Attempts:

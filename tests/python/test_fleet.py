@@ -16,6 +16,7 @@ of real snapshots.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -368,6 +369,22 @@ def test_fleet_scan_command(scheduler: str, memlens_bin: str, tmp_path: Path) ->
     assert lines[-1] == f"memlens fleet: 2 files in 1 shard -> {tmp_path / 'ds2'}: 1 read, 1 unreadable, 0 retries"
     assert lines[-2].startswith("memlens: ") and str(bad) in lines[-2]
 
+    # fleet report: the dataset reported as batch reports the files it came from.
+    for fmt in ("table", "json", "jsonl"):
+        want = subprocess.run(
+            [memlens_bin, "batch", "samples/ranks", "--format", fmt], cwd=str(ROOT), capture_output=True, text=True, check=False
+        )
+        p = _fleet(["report", str(tmp_path / "ds"), "--format", fmt], memlens_bin)
+        assert (p.returncode, p.stdout) == (0, want.stdout), (fmt, p.stderr)
+        assert "Across 4 ranks: 1 rank stands out" in want.stdout or fmt != "table"
+    got = fleet.report(tmp_path / "ds", memlens=memlens_bin)
+    assert [o["rank"] for o in got["cross_rank"]["outliers"]] == [2]
+    assert got["cross_rank"]["steps"]["steps"] == ["ProfilerStep#1", "ProfilerStep#2"]
+    p = _fleet(["report", str(tmp_path / "ds2"), "--format", "json"], memlens_bin)
+    assert p.returncode == 2
+    rows = {r["file"]: r for r in json.loads(p.stdout)["files"]}
+    assert rows[str(bad)]["ok"] is False and rows["samples/ranks/rank0.pickle"]["ok"] is True
+
     for args, says in (
         (["scan", "samples/ranks"], "the following arguments are required: -o/--output"),
         (["scan", "samples/ranks", "-o", str(tmp_path / "x"), "--shard-size", "0"], "--shard-size: must be at least 1"),
@@ -375,6 +392,9 @@ def test_fleet_scan_command(scheduler: str, memlens_bin: str, tmp_path: Path) ->
         (["scan", "x", "-o", str(tmp_path / "x"), "--scheduler", scheduler, "--workers", "2"], "--workers sizes the local cluster"),
         ([], "a command is required"),
         (["frobnicate"], "unknown command 'frobnicate'"),
+        (["report"], "the following arguments are required: OUT"),
+        (["report", str(tmp_path / "nothing")], "not a directory"),
+        (["report", "samples/ranks"], "not a memlens dataset"),
     ):
         p = _fleet(args, memlens_bin)
         assert p.returncode == 2, (args, p.stderr)
@@ -470,7 +490,7 @@ def test_arrow_mapper_as_spark_map_in_arrow(deps: None, memlens_bin: str) -> Non
     ddl = mapper.spark_schema()
     assert ddl.startswith("`schema_version` BIGINT, `memlens_version` STRING, `file` STRING")
     assert "`ok` BOOLEAN" in ddl and "`fragmentation` DOUBLE" in ddl
-    assert ddl.endswith("`warning_codes` ARRAY<STRING>, `run` STRING")
+    assert ddl.endswith("`warning_codes` ARRAY<STRING>, `path_step` BIGINT, `tp` BIGINT, `cp` BIGINT, `ep` BIGINT, `dp` BIGINT, `pp` BIGINT, `run` STRING")
     # Ray's numpy batches (a dict of columns), and a batch without a column of paths.
     assert mapper({"item": files[:1]}).num_rows == 1
     with pytest.raises(ValueError, match="no column"):
