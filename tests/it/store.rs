@@ -371,3 +371,124 @@ fn a_dataset_goes_into_the_store_and_a_vanished_object_is_a_failed_row() {
         "{err}"
     );
 }
+
+/// The listing server of tests/data/s3_listing_server.py on a free loopback port (a bucket of
+/// `n` generated keys and the given objects), stopped when dropped.
+fn listing_server(bucket: &str, n: usize, objects: &[String]) -> Moto {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/s3_listing_server.py");
+    let child = Command::new(common::python3())
+        .arg(&script)
+        .args([port.to_string(), bucket.to_string(), n.to_string()])
+        .args(objects)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the listing server");
+    let m = Moto {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return m;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the listing server did not listen on {}", m.url);
+}
+
+/// A bucket of a million keys (1,000 listing pages; an S3-compatible server process that
+/// generates them page by page: moto would need a million puts) with the four rank files
+/// among them, one listed with 100 bytes though it has grown since: a `**` glob lists every
+/// page, names exactly the four, and `batch` reads each whole, giving the rows of the local
+/// files, with memory that does not grow with the keys (a million names held would be
+/// ~60 MiB).
+#[test]
+fn a_glob_over_a_million_keys_names_the_ranks_in_bounded_memory() {
+    let ranks = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/ranks");
+    let at = ["0000", "0500", "0999", "0999"];
+    let objects: Vec<String> = (0..4)
+        .map(|r| {
+            let grown = if r == 3 { "@100" } else { "" };
+            format!(
+                "job/{}/rank{r}.pickle{grown}={}",
+                at[r],
+                ranks.join(format!("rank{r}.pickle")).display()
+            )
+        })
+        .collect();
+    let m = listing_server("fleet", 1_000_000, &objects);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_memlens"));
+    c.args([
+        "batch",
+        "--format",
+        "json",
+        "s3://fleet/job/**/rank*.pickle",
+    ])
+    .env("AWS_ENDPOINT_URL", &m.url)
+    .env("AWS_ALLOW_HTTP", "true")
+    .env("AWS_REGION", "us-east-1")
+    .env("AWS_ACCESS_KEY_ID", "x")
+    .env("AWS_SECRET_ACCESS_KEY", "x")
+    .env("MEMLENS_PEAK_RSS", "1");
+    let (o, rss) = common::split_peak_rss(c.output().unwrap());
+    let v: serde_json::Value = serde_json::from_str(&ok_stdout(o)).unwrap();
+    let files: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    let want: Vec<String> = (0..4)
+        .map(|r| format!("s3://fleet/job/{}/rank{r}.pickle", at[r]))
+        .collect();
+    assert_eq!(files, want);
+    let stats = std::io::Read::bytes(
+        std::net::TcpStream::connect(m.url.trim_start_matches("http://"))
+            .map(|mut s| {
+                std::io::Write::write_all(&mut s, b"GET /_stats HTTP/1.0\r\n\r\n").unwrap();
+                s
+            })
+            .unwrap(),
+    )
+    .map(|b| b.unwrap() as char)
+    .collect::<String>();
+    let pages: u64 = stats
+        .rsplit("\r\n\r\n")
+        .next()
+        .and_then(|b| b.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!(pages >= 1000, "{pages} listing pages for a million keys");
+    // The rows are the local files' (the grown object read whole).
+    let local: serde_json::Value = serde_json::from_str(&ok_stdout(common::memlens([
+        "batch",
+        "--format",
+        "json",
+        ranks.to_str().unwrap(),
+    ])))
+    .unwrap();
+    for (r, (got, want)) in v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(local["files"].as_array().unwrap())
+        .enumerate()
+    {
+        for k in [
+            "peak_bytes",
+            "reserved_bytes",
+            "top_site",
+            "top_site_bytes",
+            "ooms",
+        ] {
+            assert_eq!(got[k], want[k], "rank {r}: {k}");
+        }
+    }
+    assert!(rss > 0 && rss < 40 << 20, "peak RSS {rss} bytes");
+}
