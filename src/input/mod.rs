@@ -5,6 +5,7 @@
 //! also accepts) are transcoded into an equivalent pickle so one decoder serves every input.
 
 mod json;
+mod mapped;
 mod open;
 pub mod pattern;
 #[cfg(feature = "cloud")]
@@ -106,7 +107,7 @@ pub struct Input {
 }
 
 enum Data {
-    Mapped(memmap2::Mmap),
+    Mapped(mapped::Mapped),
     Owned(Vec<u8>),
     /// Being decompressed by another thread ([`read_streaming`]).
     Arriving(std::sync::Arc<stream::Stream>),
@@ -129,11 +130,7 @@ impl Input {
             let lo = start.div_ceil(PAGE) * PAGE;
             let hi = (start.saturating_add(len).min(m.len())) / PAGE * PAGE;
             if hi > lo {
-                // SAFETY: the map is private and read-only, so DONTNEED discards no data: the
-                // pages are read back from the file on the next access.
-                let _ = unsafe {
-                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, lo, hi - lo)
-                };
+                m.dont_need(lo, hi - lo);
             }
         }
     }

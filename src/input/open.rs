@@ -15,8 +15,8 @@ use std::time::Duration;
 
 /// The raw (possibly compressed) bytes of an input.
 pub enum Raw {
-    /// A regular file, mapped read-only.
-    Mapped(memmap2::Mmap),
+    /// A regular file, mapped read-only (and guarded: [`super::mapped`]).
+    Mapped(super::mapped::Mapped),
     /// A stream read into memory, or a file that could not be mapped.
     Owned(Vec<u8>),
 }
@@ -86,10 +86,8 @@ pub fn regular(path: &Path, file: &File, len: u64) -> Result<Raw, Error> {
     if len == 0 {
         return Ok(Raw::Owned(Vec::new()));
     }
-    // SAFETY: the map is read-only and private to this process. If another process truncates
-    // the file while it is mapped, reads can fault; snapshots are written once and then read,
-    // which is the accepted trade-off for zero-copy decoding.
-    match unsafe { memmap2::Mmap::map(file) } {
+    // A file truncated while mapped faults on read: `mapped` turns that into one line, exit 2.
+    match super::mapped::Mapped::map(path, file) {
         Ok(m) => Ok(Raw::Mapped(m)),
         Err(map_error) => {
             // Sized from the file, so asked for only where a refusal can be answered.

@@ -331,3 +331,85 @@ fn bombs_of_values_without_content_are_refused_early() {
         assert_refused_within(&p, "values without content", 64 << 20);
     }
 }
+
+/// A snapshot rewritten while memlens reads it (PyTorch's `_dump_snapshot` opens its file with
+/// truncation): the file is cut to 1,000 bytes a few milliseconds into `memlens summary`, at
+/// growing delays. Each run ends in one of three ways, never a signal: it finished first (exit
+/// 0), it opened the cut file (exit 2, a truncated pickle), or the file shrank under the map
+/// (exit 2 and exactly the line that says so). At least one run must be of the third kind.
+/// A file that grows while it is read is read as it was when opened.
+#[test]
+fn a_file_rewritten_while_it_is_read_is_one_line_not_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes = deep_stack_snapshot(
+        40,
+        &[DeepSite {
+            count: 400_000,
+            size: 1024,
+        }],
+    );
+    let whole = write(tmp.path(), "whole.pickle", &bytes);
+    let want = memlens(["summary".as_ref(), whole.as_os_str()]);
+    assert_eq!(want.status.code(), Some(0));
+    let path = tmp.path().join("live.pickle");
+    let mut shrank = 0;
+    for delay_ms in [2u64, 5, 10, 20, 30, 45, 60, 80, 100, 130] {
+        std::fs::write(&path, &bytes).unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_memlens"))
+            .args(["summary", "--threads", "1"])
+            .arg(&path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1000)
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        match o.status.code() {
+            Some(0) => {}
+            Some(2) if err.contains("the file shrank while it was being read") => {
+                assert_eq!(
+                    err,
+                    format!(
+                        "memlens: {}: the file shrank while it was being read (it was {} bytes; rewritten during the run?): read it again once it is written\n",
+                        path.display(),
+                        bytes.len()
+                    )
+                );
+                shrank += 1;
+            }
+            Some(2) => assert!(err.contains("truncated"), "{delay_ms} ms: {err}"),
+            other => panic!("{delay_ms} ms: exit {other:?} (a signal?): {err}"),
+        }
+    }
+    assert!(
+        shrank > 0,
+        "no run was caught reading while the file shrank"
+    );
+    // Grown while it is read (a writer appending): read as it was, whatever follows its end.
+    std::fs::write(&path, &bytes).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_memlens"))
+        .args(["summary", "--threads", "1"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &vec![0x55u8; 1 << 20]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).replace("live.pickle", "whole.pickle"),
+        String::from_utf8_lossy(&want.stdout)
+    );
+}
