@@ -27,7 +27,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "explain": frozenset(["capacity", "gpu", "message_file", "salvage", "threads", "width"]),
     "diff": frozenset(["all", "at", "by", "device", "fail_on_growth", "frame_depth", "ignore_lines", "keep", "limit", "min_abs", "n", "salvage", "threads", "width"]),
     "check": frozenset(["allow_unmeasured", "at", "baseline", "capacity", "device", "fail_on_growth", "gpu", "ignore_lines", "max_frag", "max_leaked", "max_peak", "max_reserved", "min_abs", "n", "salvage", "sites", "threads", "width"]),
-    "batch": frozenset(["device", "ignore_lines", "j", "jobs", "list", "n", "partition_by", "partition_pattern", "salvage", "sites", "threads", "width"]),
+    "batch": frozenset(["device", "from_dataset", "ignore_lines", "j", "jobs", "list", "n", "partition_by", "partition_pattern", "salvage", "sites", "threads", "topology", "width"]),
     "export": frozenset(["base_ns", "device", "largest", "phase", "points", "salvage", "step", "threads", "width", "window"]),
     "slice": frozenset(["device", "from", "phase", "salvage", "step", "threads", "to", "width", "window"]),
     "whatif": frozenset(["capacity", "device", "gpu", "salvage", "set", "suggest", "threads", "width"]),

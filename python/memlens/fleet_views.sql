@@ -102,10 +102,11 @@ ORDER BY r.rank, r.file, s.step;
 -- The step x rank matrix's cells, a helper of the step views below (steps.rs `step_matrix`,
 -- over every rank file): with source 'path' (the paths name at least two steps) each rank's
 -- peak at each path step; else with source 'trace' each rank's peak in each step of its
--- trace, keyed by the step's name. The highest where a rank has a step twice. None unless at
--- least two ranks have steps. step_number orders the steps (the number the name ends with,
--- then the name: `step_key`; no number orders last) and kept marks the last 32 (MAX_STEPS),
--- the matrix's columns.
+-- trace, keyed by the step's name. The highest where a rank has a step twice. held_by_two
+-- marks the steps at least two ranks have (the others are left out: `steps_of_one_rank`);
+-- step_number orders the steps (the number the name ends with, then the name: `step_key`; no
+-- number orders last) and kept marks the last 32 (MAX_STEPS) held by two, the matrix's
+-- columns.
 CREATE OR REPLACE VIEW memlens_step_cells AS
 WITH n AS (SELECT path_steps FROM memlens_answer_step),
 cells AS (
@@ -122,14 +123,16 @@ cells AS (
     WHERE (SELECT path_steps FROM n) < 2
     GROUP BY rank, name
 ),
-shown AS (SELECT * FROM cells WHERE (SELECT count(DISTINCT rank) FROM cells) >= 2),
+held AS (SELECT step, step_number, count(DISTINCT rank) AS ranks FROM cells GROUP BY step, step_number),
 keys AS (
     SELECT step, step_number,
         row_number() OVER (ORDER BY step_number DESC, step DESC) AS from_last
-    FROM (SELECT DISTINCT step, step_number FROM shown)
+    FROM held
+    WHERE ranks >= 2
 )
-SELECT c.source, c.rank, c.step, c.step_number, c.peak_bytes, k.from_last <= 32 AS kept
-FROM shown c JOIN keys k ON k.step = c.step AND k.step_number = c.step_number;
+SELECT c.source, c.rank, c.step, c.step_number, c.peak_bytes,
+    coalesce(k.from_last <= 32, false) AS kept, k.step IS NOT NULL AS held_by_two
+FROM cells c LEFT JOIN keys k ON k.step = c.step AND k.step_number = c.step_number;
 
 -- The step x rank matrix (cross_rank's `steps`): each rank's peak at each step the matrix
 -- keeps (its `ranks` rows, without the nulls), by rank then step.
@@ -330,16 +333,17 @@ ORDER BY t.step_number, t.step;
 -- from memlens_step_peaks).
 CREATE OR REPLACE VIEW memlens_step_matrix AS
 WITH c AS (SELECT * FROM memlens_step_cells),
-k AS (SELECT DISTINCT step, step_number, kept FROM c),
-r AS (SELECT DISTINCT rank FROM c)
+k AS (SELECT DISTINCT step, step_number, kept, held_by_two FROM c),
+r AS (SELECT DISTINCT rank FROM c WHERE kept)
 SELECT (SELECT any_value(source) FROM c) AS source,
     CASE WHEN (SELECT any_value(source) FROM c) = 'trace'
         THEN (SELECT list(DISTINCT found_by ORDER BY found_by) FROM memlens_rank_trace_steps)
         ELSE []::VARCHAR[] END AS found_by,
-    (SELECT count(*) FROM k) AS steps_found,
+    (SELECT count(*) FROM k WHERE held_by_two) AS steps_found,
+    (SELECT count(*) FROM k WHERE NOT held_by_two) AS steps_of_one_rank,
     (SELECT list(step ORDER BY step_number, step) FROM k WHERE kept) AS steps,
     (SELECT list(rank ORDER BY rank) FROM r) AS ranks
-WHERE EXISTS (SELECT 1 FROM c);
+WHERE EXISTS (SELECT 1 FROM c WHERE kept);
 
 -- Per parallel axis with at least two coordinates among the ranks the answer is about (tp,
 -- cp, ep, dp, pp order), each coordinate's ranks: how many, their median, least and most
@@ -393,9 +397,15 @@ ORDER BY excess_bytes DESC, c.rank, stage, c.file;
 -- The grouping as a whole, one row where memlens_parallel_groups has an axis (cross_rank's
 -- `parallel` not null): its source (`names`: the paths' coordinates), the ranks placed (those
 -- whose path names at least one coordinate) and the pipeline stages judged (pp groups of at
--- least 4 ranks).
+-- least 4 ranks), and the widest axis (the one whose medians lie furthest apart, by more than
+-- a tenth of the placed ranks' median peak and 1 MiB; parallel.rs `widest_axis`).
 CREATE OR REPLACE VIEW memlens_parallel AS
 SELECT 'names' AS source,
     (SELECT count(DISTINCT file) FROM memlens_rank_coords) AS ranks_placed,
-    (SELECT count(*) FROM memlens_parallel_groups WHERE axis = 'pp' AND ranks >= 4) AS stages_judged
+    (SELECT count(*) FROM memlens_parallel_groups WHERE axis = 'pp' AND ranks >= 4) AS stages_judged,
+    (SELECT axis FROM memlens_parallel_axes
+        WHERE between_bytes > greatest(
+            (SELECT memlens_median(list(peak_bytes)) // 10
+             FROM (SELECT DISTINCT file, peak_bytes FROM memlens_rank_coords)), 1048576)
+        ORDER BY between_bytes DESC, list_position(['tp', 'cp', 'ep', 'dp', 'pp'], axis) LIMIT 1) AS widest_axis
 WHERE EXISTS (SELECT 1 FROM memlens_parallel_groups);

@@ -284,6 +284,14 @@ fn step_matrix(out: &mut dyn Write, m: &StepMatrix, style: &Style) -> std::io::R
         format!("steps from the traces: {}", m.found_by.join(", "))
     };
     let shown = m.columns.len().min(STEPS_SHOWN);
+    let whence = if m.steps_of_one_rank > 0 {
+        format!(
+            "{whence}; {} only one rank has left out",
+            plural(m.steps_of_one_rank as u64, "step")
+        )
+    } else {
+        whence
+    };
     let head = if m.steps_found > shown {
         format!(
             "Peak per step across ranks ({whence}; the last {shown} of {} steps, every rank's in JSON):",
@@ -363,6 +371,22 @@ fn parallel(out: &mut dyn Write, p: &Parallel, style: &Style) -> std::io::Result
                 iec(a.between_bytes),
                 a.axis,
                 iec(a.within_bytes)
+            ),
+        )?;
+    }
+    if let Some(w) = p
+        .by_axis
+        .iter()
+        .find(|a| Some(&a.axis) == p.widest_axis.as_ref())
+    {
+        style.para(
+            out,
+            "  ",
+            "    ",
+            &format!(
+                "Peaks follow {}: its medians lie {} apart.",
+                w.axis,
+                iec(w.between_bytes)
             ),
         )?;
     }

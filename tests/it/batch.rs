@@ -508,6 +508,7 @@ fn a_pipeline_job_over_two_steps() {
     assert_eq!(pp["between_bytes"], big_peak - m1);
     assert_eq!(pp["within_bytes"], big_peak - small_peak);
     assert!(big_peak > m1 + thr1);
+    assert_eq!(p["widest_axis"], "pp");
     assert_eq!(p["stages_judged"], 2);
     assert_eq!(
         p["stage_outliers"],
@@ -526,6 +527,7 @@ fn a_pipeline_job_over_two_steps() {
         "Across 16 ranks: no rank's peak stands out",
         "By parallel coordinates (from --topology, 16 ranks placed):",
         "Stands out within pipeline stage 1: rank 13,",
+        "Peaks follow pp: its medians lie ",
         "Peak per step across ranks (the paths name the steps):",
     ] {
         assert!(text.contains(want), "{want}\n{text}");

@@ -156,7 +156,7 @@ def _check_steps(con: Any, want: dict[str, Any] | None) -> None:
     assert len(at) == len(cells)
     assert {
         "source": m["source"], "found_by": m["found_by"], "steps_found": m["steps_found"],
-        "steps": m["steps"],
+        "steps_of_one_rank": m["steps_of_one_rank"], "steps": m["steps"],
         "ranks": [{"rank": r, "peaks": [at.get((r, s)) for s in m["steps"]]} for r in m["ranks"]],
         "columns": columns,
     } == want
@@ -184,6 +184,7 @@ def _check_parallel(con: Any, want: dict[str, Any] | None) -> None:
     assert got == {
         "source": want["source"], "ranks_placed": want["ranks_placed"], "by_axis": want["by_axis"],
         "stages_judged": want["stages_judged"], "stage_outliers": want["stage_outliers"],
+        "widest_axis": want["widest_axis"],
     }
 
 

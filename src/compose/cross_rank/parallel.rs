@@ -10,6 +10,7 @@
 
 use super::names::Topology;
 use super::{stands_out, threshold, RankFacts, MIN_RANKS};
+
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -29,6 +30,10 @@ pub struct Parallel {
     /// Ranks whose peak stands out among the ranks of their pipeline stage, biggest excess
     /// first (empty without a `pp` dimension).
     pub stage_outliers: Vec<StageOutlier>,
+    /// The dimension whose groups' medians lie furthest apart, by more than a tenth of the
+    /// placed ranks' median peak and 1 MiB (the first in `tp, cp, ep, dp, pp` order on ties):
+    /// what the peaks follow. `null` when none does.
+    pub widest_axis: Option<String>,
 }
 
 /// One dimension's groups.
@@ -159,7 +164,18 @@ pub fn parallel(
             .cmp(&a.excess_bytes)
             .then(a.rank.cmp(&b.rank))
     });
+    // What a difference must exceed to be followed: a tenth of the placed ranks' median peak
+    // and 1 MiB, as for a rank to stand out.
+    let peaks: Vec<u64> = placed.iter().map(|(r, _)| r.peak_bytes).collect();
+    let floor = (threshold(&peaks).0 / 10).max(super::MIN_EXCESS_BYTES);
+    let widest_axis = by_axis
+        .iter()
+        .filter(|a| a.between_bytes > floor)
+        .rev()
+        .max_by_key(|a| a.between_bytes)
+        .map(|a| a.axis.clone());
     Some(Parallel {
+        widest_axis,
         source: if topology.is_some() {
             "topology"
         } else {

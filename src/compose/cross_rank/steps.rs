@@ -32,12 +32,14 @@ pub struct StepMatrix {
     /// With `trace`: how the ranks' steps were found, each way once (`annotations`,
     /// `user_defined`, `optimizer_step`, `periodic`, `loop`).
     pub found_by: Vec<String>,
-    /// Steps in total (the matrix keeps the last [`MAX_STEPS`]).
+    /// Steps that at least two ranks have (the matrix keeps the last [`MAX_STEPS`] of them).
     pub steps_found: usize,
+    /// Steps only one rank has, left out (a rank whose trace reaches further back).
+    pub steps_of_one_rank: usize,
     /// The steps kept, in order (the matrix's columns).
     pub steps: Vec<String>,
-    /// One row per rank, ascending: its peak at each step of `steps` (`null`: the rank has
-    /// no such step).
+    /// One row per rank with one of `steps`, ascending: its peak at each step of `steps`
+    /// (`null`: the rank has no such step).
     pub ranks: Vec<StepRow>,
     /// Per step of `steps`: the peaks across ranks.
     pub columns: Vec<StepColumn>,
@@ -85,7 +87,7 @@ fn step_key(name: &str) -> (u64, String) {
     (digits.parse().unwrap_or(u64::MAX), name.to_string())
 }
 
-/// The matrix of `ranks` (sorted by rank); `None` when fewer than two ranks have steps.
+/// The matrix of `ranks` (sorted by rank); `None` when no step is had by two ranks.
 pub fn step_matrix(ranks: &[&RankFacts]) -> Option<StepMatrix> {
     let path_steps: BTreeSet<u64> = ranks.iter().filter_map(|r| r.path_step).collect();
     // (rank, step key) -> peak; the highest where a rank has one step twice.
@@ -118,7 +120,19 @@ pub fn step_matrix(ranks: &[&RankFacts]) -> Option<StepMatrix> {
     if with_steps.len() < 2 {
         return None;
     }
-    let all: BTreeSet<&(u64, String)> = cells.keys().map(|(_, s)| s).collect();
+    let mut held: BTreeMap<&(u64, String), usize> = BTreeMap::new();
+    for (_, s) in cells.keys() {
+        *held.entry(s).or_default() += 1;
+    }
+    let steps_of_one_rank = held.values().filter(|&&n| n < 2).count();
+    let all: Vec<&(u64, String)> = held
+        .into_iter()
+        .filter(|(_, n)| *n >= 2)
+        .map(|(s, _)| s)
+        .collect();
+    if all.is_empty() {
+        return None;
+    }
     let steps_found = all.len();
     let kept: Vec<&(u64, String)> = all
         .into_iter()
@@ -133,6 +147,7 @@ pub fn step_matrix(ranks: &[&RankFacts]) -> Option<StepMatrix> {
                 .map(|s| cells.get(&(rank, (*s).clone())).copied())
                 .collect(),
         })
+        .filter(|r: &StepRow| r.peaks.iter().any(Option::is_some))
         .collect();
     let columns = kept
         .iter()
@@ -170,8 +185,54 @@ pub fn step_matrix(ranks: &[&RankFacts]) -> Option<StepMatrix> {
         source: source.to_string(),
         found_by: found_by.into_iter().collect(),
         steps_found,
+        steps_of_one_rank,
         steps: kept.iter().map(|s| s.1.clone()).collect(),
         ranks: rows,
         columns,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(rank: u32, steps: &[(u64, u64)]) -> RankFacts {
+        RankFacts {
+            rank,
+            file: format!("rank{rank}.pickle"),
+            peak_bytes: steps.iter().map(|s| s.1).max().unwrap_or(0),
+            sites: BTreeMap::new(),
+            first_oom: None,
+            settings: None,
+            path_step: None,
+            coords: BTreeMap::new(),
+            trace_steps: Some(TraceSteps {
+                found_by: "annotations".into(),
+                peaks: steps
+                    .iter()
+                    .map(|(n, b)| (format!("ProfilerStep#{n}"), *b))
+                    .collect(),
+            }),
+        }
+    }
+
+    #[test]
+    fn steps_of_one_rank_are_left_out_and_names_align_by_number() {
+        // Rank 0's trace reaches back to step 8; rank 1's starts at 10. Step 10 sorts after 9.
+        let a = rank(0, &[(8, 5), (9, 6), (10, 7), (11, 8)]);
+        let b = rank(1, &[(10, 70), (11, 80)]);
+        let m = step_matrix(&[&a, &b]).unwrap();
+        assert_eq!(m.steps, ["ProfilerStep#10", "ProfilerStep#11"]);
+        assert_eq!((m.steps_found, m.steps_of_one_rank), (2, 2));
+        assert_eq!(m.ranks[1].peaks, [Some(70), Some(80)]);
+        assert_eq!(m.columns[1].max_rank, 1);
+        assert_eq!(m.columns[1].median_bytes, 44, "floor((8 + 80) / 2)");
+        assert!(
+            m.columns[1].outlier_ranks.is_empty(),
+            "two ranks: not judged"
+        );
+        // No step two ranks have: no matrix.
+        let c = rank(2, &[(1, 1)]);
+        assert_eq!(step_matrix(&[&a, &c]), None);
+    }
 }

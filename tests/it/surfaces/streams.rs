@@ -142,7 +142,7 @@ fn batch_parquet_reads_a_fifo_a_pipe_and_dev_zero_as_streams_in_one_pass() {
     let line = text(&o.stdout);
     assert!(line.ends_with(": 1 file written (77 rows)\n"), "{line}");
     let regular = parts(&tmp.path().join("regular"));
-    assert_eq!(regular.len(), 5, "a part per table");
+    assert_eq!(regular.len(), 6, "a part per table");
     let files = regular
         .iter()
         .find(|(p, _)| p.starts_with("table=files"))
@@ -175,7 +175,7 @@ fn batch_parquet_reads_a_fifo_a_pipe_and_dev_zero_as_streams_in_one_pass() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).ends_with(": 1 file written (77 rows)\n"));
     let pipe = parts(&ds);
-    assert_eq!(pipe.len(), 5);
+    assert_eq!(pipe.len(), 6);
     let files = pipe
         .iter()
         .find(|(p, _)| p.starts_with("table=files"))
