@@ -207,6 +207,12 @@ fn one(
         }
     }
     devices.sort_by_key(|d| d.0);
+    if let Some(w) = devices.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!(
+            "table files: {file} has two rows for device {} (the same file in two datasets, or a part copied?)",
+            w[0].0
+        ));
+    }
     let mut peak: Option<(u32, u64)> = None;
     let mut reserved = 0;
     let mut fragmentation: f64 = 0.0;

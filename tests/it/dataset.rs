@@ -437,6 +437,20 @@ fn a_dataset_reads_back_as_the_files_it_came_from() {
     assert_eq!(j["at_step"], 20);
     assert_eq!(j["steps"]["source"], "path");
     assert_eq!(j["parallel"]["source"], "names");
+    // The same dataset given twice: its files would count twice; one line, exit 2.
+    let twice = tmp.path().join("samples-dataset");
+    let o = memlens([
+        "batch".as_ref(),
+        "--from-dataset".as_ref(),
+        twice.as_os_str(),
+        twice.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("has two rows for device") && err.lines().count() == 1,
+        "{err}"
+    );
     // Not a dataset: one line, exit 2.
     let o = memlens([
         "batch".as_ref(),
