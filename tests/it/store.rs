@@ -236,8 +236,9 @@ fn a_url_glob_lists_the_store_across_pages_and_batch_reads_what_it_names() {
 }
 
 /// `batch --format parquet -o s3://…` puts the same parts, byte for byte, as `-o DIR` on the
-/// same inputs; an existing part is kept without `--force`; an object that vanished after
-/// it was listed is a failed row, the others are read.
+/// same inputs, and `batch --from-dataset s3://…` reports them as the local dataset and as
+/// the files themselves; an existing part is kept without `--force`; an object that vanished
+/// after it was listed is a failed row, the others are read.
 #[test]
 fn a_dataset_goes_into_the_store_and_a_vanished_object_is_a_failed_row() {
     if !have_moto() {
@@ -337,6 +338,28 @@ fn a_dataset_goes_into_the_store_and_a_vanished_object_is_a_failed_row() {
     let bytes = std::fs::read(local.join(rel)).unwrap();
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(got, hex);
+    // The dataset in the store reads back as the local one, and as the files themselves.
+    let report = |ds: &str| {
+        ok_stdout(memlens_s3(
+            &m,
+            &["batch", "--from-dataset", "--format", "json", ds],
+            true,
+        ))
+    };
+    let from_store = report("s3://outbox/fleet/ds/");
+    assert_eq!(from_store, report(local.to_str().unwrap()));
+    let mut direct = vec!["batch", "--format", "json"];
+    direct.extend(urls.iter().map(String::as_str));
+    assert_eq!(from_store, ok_stdout(memlens_s3(&m, &direct, true)));
+    let v: serde_json::Value = serde_json::from_str(&from_store).unwrap();
+    assert_eq!(v["cross_rank"]["outliers"][0]["rank"], 2);
+    let o = memlens_s3(
+        &m,
+        &["batch", "--from-dataset", "s3://outbox/nothing/"],
+        true,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a memlens dataset"));
     // Without --force the parts already there are kept, in one line per file.
     let o = run("s3://outbox/fleet/ds/");
     assert_eq!(o.status.code(), Some(2));
