@@ -24,25 +24,23 @@ fn have_moto() -> bool {
     common::require_python_modules(&["moto.server", "boto3"])
 }
 
-fn moto() -> Moto {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
-    let child = Command::new(common::python3())
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
+        .port()
+}
+
+/// Starts `cmd` (a server that will listen on `port`) and waits until it does; stopped when
+/// the returned value is dropped.
+fn serve(cmd: &mut Command, port: u16, what: &str) -> Moto {
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start moto (pip install 'moto[server]')");
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
     // Held from here on, so that a panic below still stops it (Drop).
     let m = Moto {
         child,
@@ -54,7 +52,23 @@ fn moto() -> Moto {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    panic!("moto did not listen on {}", m.url);
+    panic!("{what} did not listen on {}", m.url);
+}
+
+fn moto() -> Moto {
+    let port = free_port();
+    serve(
+        Command::new(common::python3()).args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ]),
+        port,
+        "moto (pip install 'moto[server]')",
+    )
 }
 
 /// Creates `bucket` and puts each (key, bytes) there with boto3.
@@ -398,31 +412,16 @@ fn a_dataset_goes_into_the_store_and_a_vanished_object_is_a_failed_row() {
 /// The listing server of tests/data/s3_listing_server.py on a free loopback port (a bucket of
 /// `n` generated keys and the given objects), stopped when dropped.
 fn listing_server(bucket: &str, n: usize, objects: &[String]) -> Moto {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/s3_listing_server.py");
-    let child = Command::new(common::python3())
-        .arg(&script)
-        .args([port.to_string(), bucket.to_string(), n.to_string()])
-        .args(objects)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the listing server");
-    let m = Moto {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return m;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("the listing server did not listen on {}", m.url);
+    serve(
+        Command::new(common::python3())
+            .arg(&script)
+            .args([port.to_string(), bucket.to_string(), n.to_string()])
+            .args(objects),
+        port,
+        "the listing server",
+    )
 }
 
 /// A bucket of a million keys (1,000 listing pages; an S3-compatible server process that
@@ -471,16 +470,13 @@ fn a_glob_over_a_million_keys_names_the_ranks_in_bounded_memory() {
         .map(|r| format!("s3://fleet/job/{}/rank{r}.pickle", at[r]))
         .collect();
     assert_eq!(files, want);
-    let stats = std::io::Read::bytes(
-        std::net::TcpStream::connect(m.url.trim_start_matches("http://"))
-            .map(|mut s| {
-                std::io::Write::write_all(&mut s, b"GET /_stats HTTP/1.0\r\n\r\n").unwrap();
-                s
-            })
-            .unwrap(),
-    )
-    .map(|b| b.unwrap() as char)
-    .collect::<String>();
+    let mut stats = String::new();
+    {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(m.url.trim_start_matches("http://")).unwrap();
+        c.write_all(b"GET /_stats HTTP/1.0\r\n\r\n").unwrap();
+        c.read_to_string(&mut stats).unwrap();
+    }
     let pages: u64 = stats
         .rsplit("\r\n\r\n")
         .next()
