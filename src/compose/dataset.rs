@@ -43,7 +43,6 @@ use crate::compose::batch::rank_of;
 use crate::compose::cross_rank::names::{coords_of_path, step_of_path, AXES};
 use crate::compose::oom;
 use crate::model::Snapshot;
-use crate::replay::steps;
 use crate::replay::DeviceReplay;
 use crate::vocab::sites::NO_FRAMES;
 use std::collections::BTreeMap;
@@ -315,15 +314,16 @@ pub fn tables(
         timeline_table(src, &tl),
         ooms_table(src, &ooms),
         leaks_table(src, &leaks),
-        steps_table(src, snap, replays),
+        steps_table(src, &leaks),
     ])
 }
 
-/// The `steps` table: per device, the steps its trace marks (`replay::steps::find`).
-fn steps_table(src: &Source, snap: &Snapshot, replays: &[DeviceReplay]) -> Table {
+/// The `steps` table: per device, the steps its trace marks (`replay::steps::find`, as the
+/// leaks report found them: not looked for twice).
+fn steps_table(src: &Source, leaks: &leaks::LeaksReport) -> Table {
     let mut rows = empty("steps", STEPS);
-    for r in replays {
-        let found = steps::find(snap, r);
+    for d in &leaks.devices {
+        let found = &d.steps;
         let Some(by) = found
             .source
             .and_then(|s| serde_json::to_value(s).ok())
@@ -334,7 +334,7 @@ fn steps_table(src: &Source, snap: &Snapshot, replays: &[DeviceReplay]) -> Table
         for s in &found.steps {
             rows.rows.push(vec![
                 text(src.file),
-                int(r.device as u64),
+                int(found.device as u64),
                 int(s.index as u64),
                 text(&s.name),
                 text(&by),
