@@ -39,6 +39,23 @@ pub struct Scenario {
     /// empty allocator (what a run under these settings from the start would hold, without
     /// the fragmentation of the history before the trace, which is not recorded).
     pub repack_start: bool,
+    /// Requests of the trace replayed otherwise ([`Reorder`]; none by default).
+    pub reorder: Reorder,
+}
+
+/// Requests of the trace replayed otherwise than recorded: what "free it earlier" or
+/// "allocate it first" would have done to the allocator.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reorder {
+    /// Trace indices of `alloc` entries not made (as if freed before they were needed);
+    /// their frees are ignored. Ascending.
+    pub dropped: Vec<u32>,
+    /// Trace indices of `alloc` entries made before the first event, in this order (as if
+    /// allocated up front), and freed where the trace frees them. Ascending.
+    pub first: Vec<u32>,
+    /// Stop after the probe (only [`Outcome::stranded_at_probe`] and
+    /// [`Outcome::unreleasable_at_probe`] are wanted).
+    pub stop_at_probe: bool,
 }
 
 /// Oom events kept per scenario (the count is always whole).
@@ -83,13 +100,23 @@ pub struct Outcome {
     /// segment, every free page of an expandable one), as under memory pressure before an
     /// OOM: the live blocks with their rounding and the free space stranded among them.
     pub unreleasable_at_probe: Option<u64>,
+    /// At the probe: the cached free bytes that stay once the cache is released (free bytes
+    /// stranded among live blocks).
+    pub stranded_at_probe: Option<u64>,
 }
 
-/// What `model` keeps reserved after releasing its cache.
-fn unreleasable(model: &DeviceAllocator) -> u64 {
+/// What `model` keeps reserved after releasing its cache, and the free bytes stranded in it.
+fn unreleasable(model: &DeviceAllocator) -> (u64, u64) {
     let mut m = model.clone();
     m.empty_cache();
-    m.reserved
+    (m.reserved, m.cached_free)
+}
+
+/// Records the probe's figures in `out`.
+fn probe(out: &mut Outcome, model: &DeviceAllocator) {
+    let (reserved, stranded) = unreleasable(model);
+    out.unreleasable_at_probe = Some(reserved);
+    out.stranded_at_probe = Some(stranded);
 }
 
 fn seed(model: &mut DeviceAllocator, rec: &Recorded) -> FxHashMap<u64, (BlockId, u64)> {
@@ -180,7 +207,18 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
         ..Outcome::default()
     };
     if sc.probe == Some(-1) {
-        out.unreleasable_at_probe = Some(unreleasable(&model));
+        probe(&mut out, &model);
+    }
+    // Allocations made up front ([`Reorder::first`]), placed in `live` at their own event.
+    let mut early: FxHashMap<u32, (BlockId, u64)> = FxHashMap::default();
+    for &at in &sc.reorder.first {
+        let Some(e) = trace.get(at as usize).filter(|e| e.action == Action::Alloc) else {
+            continue;
+        };
+        let stream = snap.event_stream(e);
+        if let Some(id) = model.malloc(e.size, stream, rec.pool_of(e.addr)) {
+            early.insert(at, (id, model.block(id).serial));
+        }
     }
     let mut hints: Vec<(Action, u64, u64)> = Vec::new();
     let mut ec = rec.empty_cache_at.iter().peekable();
@@ -198,6 +236,10 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
             model.empty_cache();
         }
         match e.action {
+            Action::Alloc if sc.reorder.dropped.binary_search(&(i as u32)).is_ok() => {}
+            Action::Alloc if early.contains_key(&(i as u32)) => {
+                live.insert(e.addr, early[&(i as u32)]);
+            }
             Action::Alloc | Action::Oom => {
                 if sc.follow_recorded {
                     model.hint(hints.drain(..));
@@ -267,7 +309,10 @@ pub fn run(snap: &Snapshot, rec: &Recorded, sc: &Scenario) -> Outcome {
         }
         out.peak_cached_free = out.peak_cached_free.max(model.cached_free);
         if sc.probe == Some(i as i64) {
-            out.unreleasable_at_probe = Some(unreleasable(&model));
+            probe(&mut out, &model);
+            if sc.reorder.stop_at_probe {
+                break;
+            }
         }
     }
     out.end_reserved = model.reserved;

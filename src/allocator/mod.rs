@@ -23,7 +23,7 @@
 //! let dev = &snap.devices[0];
 //! let settings = Settings::recorded(&snap).unwrap_or_default();
 //! let rec = recorded::read(&snap, dev, &settings);
-//! let sc = drive::Scenario { settings, capacity: None, va_bytes: 1 << 40, follow_recorded: true, probe: None, repack_start: false };
+//! let sc = drive::Scenario { settings, capacity: None, va_bytes: 1 << 40, follow_recorded: true, probe: None, repack_start: false, reorder: Default::default() };
 //! let out = drive::run(&snap, &rec, &sc);
 //! let agreement = fidelity::compare(&rec.segs, &out.events);
 //! println!("peak reserved {} ({} of {} segment events matched)", out.peak_reserved,

@@ -13,6 +13,7 @@ pub mod frag;
 pub mod leaks;
 pub mod oom;
 pub mod phase;
+pub mod pinners;
 pub mod predict;
 pub mod pretrace;
 pub mod profile;

@@ -3,7 +3,8 @@
 use super::args::{AtEnd, DeviceArg, MomentArgs, OutputArgs};
 use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
-use crate::analyze::frag::{self, FragOptions};
+use crate::analyze::frag::FragOptions;
+use crate::analyze::pinners;
 use crate::Error;
 use std::path::PathBuf;
 
@@ -43,7 +44,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
         ..FragOptions::default()
     };
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
-        frag::run(&l.snap, l.replays(), &opts)
+        pinners::frag_report(&l.snap, l.replays(), &opts)
     })?;
     Ok(Outcome::Ok)
 }

@@ -4,6 +4,7 @@
 
 use crate::analyze::fit::{self, DeviceFit, FitOptions};
 use crate::analyze::oom::{self, Headroom, OomOptions, Ooms, SnapshotOom};
+use crate::analyze::pinners;
 use crate::analyze::predict;
 use crate::model::Snapshot;
 use crate::replay::{DeviceReplay, MomentSpec};
@@ -39,6 +40,7 @@ pub fn run(
 ) -> Result<OomReport, String> {
     let Ooms { mut ooms, headroom } = oom::find(snap, replays, opts)?;
     predict::predict(snap, replays, opts, &mut ooms);
+    pinners::at_ooms(snap, replays, &mut ooms);
     let mut notes = Vec::new();
     if ooms.is_empty() {
         notes.push(if snap.events.is_empty() {

@@ -141,6 +141,9 @@ pub fn text(
                 }
             }
         }
+        if let Some(p) = &d.pinners {
+            super::pinners::text(out, p, style)?;
+        }
         for n in &d.notes {
             style.para(out, "note: ", "  ", n)?;
         }

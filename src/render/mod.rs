@@ -18,6 +18,7 @@ pub mod markdown;
 pub mod oom;
 pub mod parquet;
 pub mod perfetto;
+pub mod pinners;
 pub mod slice;
 pub mod summary;
 pub mod text;

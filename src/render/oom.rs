@@ -86,6 +86,10 @@ pub fn text(out: &mut dyn Write, title: &str, r: &OomReport, style: &Style) -> s
             }
             writeln!(out, "{t}")?;
         }
+        if let Some(p) = &o.pinners {
+            writeln!(out)?;
+            super::pinners::text(out, p, style)?;
+        }
     }
     writeln!(out, "\nHeadroom")?;
     let mut t = style.table();

@@ -152,6 +152,26 @@ try {
     });
   }
 
+  // What pins the stranded bytes at the moment the state view opened on: the rows and the
+  // reading as drawn.
+  if (out.ready) {
+    out.pinners = await page.evaluate(() => {
+      const p = document.querySelector("[data-testid=pinners]");
+      return {
+        moment: window.memlens.moment,
+        shown: p ? {
+          bytes: Number(p.getAttribute("data-bytes")),
+          rows: [...p.querySelectorAll("[data-testid=pinner]")].map((r) => ({
+            site: r.getAttribute("data-site"), sole: Number(r.getAttribute("data-sole")),
+            shared: Number(r.getAttribute("data-shared")), cells: [...r.children].map((c) => c.textContent),
+            visible: r.getBoundingClientRect().height > 0,
+          })),
+          words: [...p.querySelectorAll("[data-testid=pinners-words] li")].map((l) => l.textContent),
+        } : null,
+      };
+    });
+  }
+
   // Every judgement line the page shows (leaks, each kind of growth, categories, capacity):
   // its test id, state(s) and text.
   if (out.ready) {

@@ -52,6 +52,7 @@ mod oom;
 mod page2026;
 mod paint;
 mod parallel;
+mod pinners;
 mod pools;
 mod promises;
 mod properties;

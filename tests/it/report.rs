@@ -167,6 +167,30 @@ fn check_report(file: &Path, r: &Value) {
         for m in dev["moments"].as_array().unwrap() {
             check_moment(&format!("{name} device {d} {}", m["name"]), m, n_stacks);
         }
+        // The first moment's pinners are `frag`'s at the same moment, computed the same way.
+        // (-1 is the recorded final state of a device without a trace, `--at end`, else the
+        // state rebuilt before the first event, `--at start`.)
+        let page = &dev["moments"][0]["frag"];
+        let spec = match page["at"]["event_index"].as_i64().unwrap() {
+            -1 if page["exact"] == true => "end".to_string(),
+            -1 => "start".to_string(),
+            i => i.to_string(),
+        };
+        let frag = json_of(&[
+            "frag",
+            f,
+            "--at",
+            &spec,
+            "--device",
+            &d.to_string(),
+            "--format",
+            "json",
+        ]);
+        let (page, cli) = (&page["pinners"], &frag["devices"][0]["pinners"]);
+        assert_eq!(
+            page, cli,
+            "{name}: device {d}: the page's pinners are frag's"
+        );
     }
 }
 
@@ -605,6 +629,49 @@ fn the_notebook_s_packed_page_unpacks_and_works_in_headless_chromium() {
     check_page(name, f, &drive_page(&browser, name, &packed));
 }
 
+/// The pinners drawn beside the allocator state are those of the moment shown, in its JSON:
+/// the same sites in the same order with the same bytes, the bytes in IEC units as the CLI
+/// writes them, and the same sentences; nothing drawn when nothing is stranded.
+fn check_pinners(name: &str, page: &Value, device: &Value) {
+    let shown = &page["pinners"];
+    let m = device["moments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == shown["moment"])
+        .unwrap_or_else(|| panic!("{name}: the state view shows no moment of the JSON"));
+    let p = &m["frag"]["pinners"];
+    if u(&p["stranded_bytes"]) == 0 {
+        assert!(
+            shown["shown"].is_null(),
+            "{name}: pinners drawn with nothing stranded"
+        );
+        return;
+    }
+    let drawn = &shown["shown"];
+    assert_eq!(drawn["bytes"], p["stranded_bytes"], "{name}");
+    let rows = drawn["rows"].as_array().unwrap();
+    let want = p["pinners"].as_array().unwrap();
+    assert_eq!(rows.len(), want.len().min(8), "{name}: pinner rows");
+    for (r, w) in rows.iter().zip(want) {
+        assert_eq!(r["site"], w["site"], "{name}");
+        assert_eq!(r["sole"], w["sole_bytes"], "{name}");
+        assert_eq!(r["shared"], w["shared_bytes"], "{name}");
+        assert_eq!(
+            r["cells"][1],
+            memlens::units::iec(u(&w["sole_bytes"])),
+            "{name}"
+        );
+        assert_eq!(
+            r["cells"][2],
+            memlens::units::iec(u(&w["shared_bytes"])),
+            "{name}"
+        );
+        assert_eq!(r["visible"], true, "{name}: a pinner row is not drawn");
+    }
+    assert_eq!(drawn["words"], p["words"], "{name}: the reading");
+}
+
 /// `memlens report FILE -o HTML`, which must succeed.
 fn write_page(file: &str, html: &Path) {
     let o = memlens(["report", file, "-o", html.to_str().unwrap()]);
@@ -647,6 +714,7 @@ fn check_page(name: &str, file: &str, page: &Value) {
         .unwrap_or_else(|| panic!("{name}: the page opened on no device of its JSON"));
     check_sites_as_the_cli_shows_them(name, file, page, first);
     check_judgements(name, page, &report, first["device"].as_u64().unwrap());
+    check_pinners(name, page, first);
     assert!(
         u(&page["drawn"]["state_blocks"]) > 0,
         "{name}: state view drawn"

@@ -32,6 +32,7 @@ const SIGNED_BYTES: &[&str] = &[
     "headroom_bytes",
     "peak_reserved_change_bytes",
     "end_reserved_change_bytes",
+    "stranded_change_bytes",
 ];
 
 /// Keywords that carry no constraint.

@@ -4,6 +4,8 @@
   python3 tests/oracle/snapshot_oracle.py summary FILE   per-device totals as one JSON object
   python3 tests/oracle/snapshot_oracle.py check FILE     invariant violations (I1-I5, I8) as a JSON list
   python3 tests/oracle/snapshot_oracle.py frames FILE    distinct frames, by kind, as one JSON object
+  python3 tests/oracle/snapshot_oracle.py stranded FILE  stranded free bytes of the final state and the
+                                                         live blocks that pin them, as one JSON object
 
 Input: a raw pickle, a gzip-compressed pickle (by magic bytes), or JSON (first non-blank
 byte `{` or `[`). Pickles are loaded with an Unpickler whose find_class refuses every
@@ -28,6 +30,16 @@ compared. Sizes are used as they are.
 Frames: every frame of block frames, block history and trace entries, distinct by
 (filename, line, name): `distinct`, and of those `python` (filename ends in `.py`) and
 `other` (C++, interpreter and generated code), plus `occurrences` (every frame counted).
+
+Stranded (per device, final state): a cudaMalloc'd segment with a live block (active_allocated
+or active_pending_free) strands all its inactive bytes, each live block pinning them; a wholly
+free one strands nothing. An expandable range (is_expandable) is released page by page, pages of
+2 MiB (small pool) or 20 MiB (otherwise) counted from the range's address: the part of a free
+block outside its whole free pages is stranded, the bytes before the first whole page pinned by
+the live block before it, those after the last by the live block after it, a free block inside
+one page by both. Blocks without an address (PyTorch 2.0) are placed by the running sum.
+`segments`: those with stranded bytes, each with its address, stranded_bytes and the sorted
+addresses of its pinning blocks.
 
 Check: one object per violation {segment (index), device, address, invariant, message[, expected,
 actual]}. I1 sum of block sizes == total_size; I2 allocated_size; I3 active_size; I4 segment
@@ -211,12 +223,62 @@ def frames(snap):
             "occurrences": occurrences}
 
 
+def stranded(snap):
+    segs, _traces, _kind = shape(snap)
+    devs = {}
+    for s in segs:
+        d = devs.setdefault(s.get("device", 0), {"device": s.get("device", 0), "stranded_bytes": 0,
+                                                  "releasable_bytes": 0, "segments": []})
+        base = s.get("address", 0) & U64
+        page = 2 * MIB if s.get("segment_type") == "small" else 20 * MIB
+        blocks, at = [], base
+        for b in s.get("blocks") or []:
+            addr = b["address"] & U64 if "address" in b else at
+            live = b.get("state") in ("active_allocated", "active_pending_free")
+            blocks.append((addr, b.get("size", 0), live))
+            at = addr + b.get("size", 0)
+        free = sum(n for _a, n, live in blocks if not live)
+        lives = [a for a, _n, live in blocks if live]
+        stranded_here, pinners = 0, set()
+        if not s.get("is_expandable"):
+            if lives and free:
+                stranded_here, pinners = free, set(lives)
+            elif not lives:
+                d["releasable_bytes"] += free
+        else:
+            for i, (a, n, live) in enumerate(blocks):
+                if live:
+                    continue
+                prev = blocks[i - 1][0] if i > 0 and blocks[i - 1][2] else None
+                nxt = blocks[i + 1][0] if i + 1 < len(blocks) and blocks[i + 1][2] else None
+                lo = base + -(-(a - base) // page) * page
+                hi = base + (a + n - base) // page * page
+                if lo > hi:
+                    stranded_here += n
+                    pinners |= {x for x in (prev, nxt) if x is not None}
+                    continue
+                d["releasable_bytes"] += hi - lo
+                if lo > a:
+                    stranded_here += lo - a
+                    if prev is not None:
+                        pinners.add(prev)
+                if a + n > hi:
+                    stranded_here += a + n - hi
+                    if nxt is not None:
+                        pinners.add(nxt)
+        if stranded_here:
+            d["stranded_bytes"] += stranded_here
+            d["segments"].append({"address": base, "stranded_bytes": stranded_here,
+                                  "pinners": sorted(pinners)})
+    return {"schema_version": SCHEMA_VERSION, "devices": [devs[k] for k in sorted(devs)]}
+
+
 def dumps(obj):
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 def main(argv):
-    commands = {"summary": summary, "check": check, "frames": frames}
+    commands = {"summary": summary, "check": check, "frames": frames, "stranded": stranded}
     if len(argv) != 3 or argv[1] not in commands:
         sys.stderr.write(__doc__)
         return 2

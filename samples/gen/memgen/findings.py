@@ -1068,3 +1068,8 @@ FINDING_SAMPLES += _adv.FINDING_SAMPLES
 from . import layers as _ly  # noqa: E402
 
 FINDING_SAMPLES += _ly.FINDING_SAMPLES
+
+# known pinners of stranded bytes (issue 56): memgen/pinners.py
+from . import pinners as _pn  # noqa: E402
+
+FINDING_SAMPLES += _pn.FINDING_SAMPLES

@@ -7,6 +7,7 @@ use crate::units::iec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+pub mod pinned;
 pub mod pools;
 
 /// Options of `frag`.
@@ -135,6 +136,11 @@ pub struct DeviceFrag {
     /// Whether fragmentation matters here, judged by bytes, not by its ratio
     /// ([`FragReading`], reading.md §6).
     pub reading: FragReading,
+    /// What pins the stranded bytes, by site, with the segments they split and changes priced
+    /// by the allocator replay ([`pinned`]; computed by `analyze::pinners`, absent where it was
+    /// not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinners: Option<pinned::DevicePinners>,
 }
 
 /// The cached free bytes count for fragmentation only when they are a material share of
@@ -214,7 +220,7 @@ const CLASSES: [(u64, Option<u64>); 6] = [
 ];
 
 /// Page size an expandable range is mapped in.
-fn page(pool: PoolKind) -> u64 {
+pub fn page(pool: PoolKind) -> u64 {
     if pool == PoolKind::Small {
         2 * MIB
     } else {
@@ -254,13 +260,13 @@ fn empty_pool(pool: PoolKind, pool_id: (u64, u64), stream: u64) -> PoolFrag {
 /// Releasable free bytes of a segment (see [`PoolFrag::releasable_bytes`]).
 fn releasable(s: &SegmentAt) -> u64 {
     if s.expandable {
+        // Pages start at the mapped range's base ([`pinned`]).
         let p = page(s.pool);
         s.blocks
             .iter()
             .filter(|b| b.state == BlockState::Inactive)
             .map(|b| {
-                let lo = b.address.div_ceil(p) * p;
-                let hi = (b.address + b.size) / p * p;
+                let (lo, hi) = pinned::whole_pages(s.address, p, b.address, b.address + b.size);
                 hi.saturating_sub(lo)
             })
             .sum()
@@ -437,6 +443,7 @@ pub fn analyze_state(st: &AllocatorState, at: Moment, opts: &FragOptions) -> Dev
         pools,
         worst_segments: maps,
         notes,
+        pinners: None,
     }
 }
 
@@ -446,10 +453,27 @@ pub fn run(
     replays: &[DeviceReplay],
     opts: &FragOptions,
 ) -> Result<FragReport, String> {
+    run_with(snap, replays, opts, &mut |_, _, _| None)
+}
+
+/// What [`run_with`] asks of each device's state: its pinners, given the state, the device's
+/// figures and its replay.
+pub type PinnersOf<'a> = dyn FnMut(&AllocatorState, &DeviceFrag, Option<&DeviceReplay>) -> Option<pinned::DevicePinners>
+    + 'a;
+
+/// [`run`], with `pinners` asked for each device's pinners at the moment (the state is
+/// rebuilt once for both).
+pub fn run_with(
+    snap: &Snapshot,
+    replays: &[DeviceReplay],
+    opts: &FragOptions,
+    pinners: &mut PinnersOf<'_>,
+) -> Result<FragReport, String> {
     let mut devices = Vec::new();
     for dev in &snap.devices {
         let trace = snap.device_trace(dev);
-        let (at, moment) = match replays.iter().find(|r| r.device == dev.id) {
+        let replay = replays.iter().find(|r| r.device == dev.id);
+        let (at, moment) = match replay {
             Some(r) => {
                 let at = replay::resolve_in(snap, opts.at, r, trace)?;
                 (at, replay::moment(trace, at))
@@ -470,6 +494,7 @@ pub fn run(
                 dev.id
             ));
         }
+        d.pinners = pinners(&st, &d, replay);
         devices.push(d);
     }
     Ok(FragReport {

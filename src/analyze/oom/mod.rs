@@ -61,6 +61,11 @@ pub struct SnapshotOom {
     /// The phase the OOM struck in (`crate::analyze::phase`); `null` for a device without a
     /// replay.
     pub phase: Option<crate::analyze::phase::MomentPhase>,
+    /// When the verdict is fragmentation: what pins the stranded bytes at the OOM, the
+    /// segments they split and the fixes priced by the allocator replay (filled by the
+    /// composed report, `compose::oom`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinners: Option<frag::pinned::DevicePinners>,
 }
 
 /// Bounds of a per-process limit (`set_per_process_memory_fraction`) that a snapshot implies
@@ -288,6 +293,7 @@ fn explain(
             }),
         capacity_inferred: inferred,
         phase: None,
+        pinners: None,
     })
 }
 

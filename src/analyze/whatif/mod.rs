@@ -4,7 +4,7 @@
 //! reproduces the trace's own segment events.
 
 use crate::allocator::device::Capacity;
-use crate::allocator::drive::{self, Outcome, Scenario};
+use crate::allocator::drive::{self, Outcome, Reorder, Scenario};
 use crate::allocator::fidelity;
 use crate::allocator::recorded::{self, Bounds, Recorded};
 use crate::allocator::settings::Settings;
@@ -14,6 +14,8 @@ use crate::units::iec_words;
 use crate::vocab::gpus;
 use crate::Error;
 use serde::Serialize;
+
+pub mod stranded;
 
 /// The settings `--suggest` tries, each on top of the file's own.
 pub const SUGGESTED: &[&str] = &[
@@ -472,7 +474,7 @@ fn verdict(d: &DeviceWhatif) -> String {
 
 /// The settings the file ran with: recorded, else PyTorch's defaults (expandable when its
 /// segments are).
-fn file_settings(snap: &Snapshot) -> Settings {
+pub fn file_settings(snap: &Snapshot) -> Settings {
     Settings::recorded(snap).unwrap_or_else(|| {
         let mut s = Settings::default();
         s.expandable_segments = snap.segments.iter().any(|s| s.expandable);
@@ -559,6 +561,7 @@ fn device_whatif(
             follow_recorded: true,
             probe: None,
             repack_start: false,
+            reorder: Reorder::default(),
         };
         (cap, (capacity, total), drive::run(snap, rec, &sc))
     };
@@ -639,6 +642,7 @@ fn scenario_results(
                 // Under another segment kind, the memory allocated before the trace
                 // would have been too: its recorded segments are not kept.
                 repack_start: s.expandable_segments != base.expandable_segments,
+                reorder: Reorder::default(),
             },
         );
         results.push(result(set.clone(), set.clone(), s, &o));
@@ -708,6 +712,7 @@ pub fn unreleasable_at(
                 follow_recorded: false,
                 probe: Some(probe),
                 repack_start,
+                reorder: Reorder::default(),
             },
         )
         .unreleasable_at_probe

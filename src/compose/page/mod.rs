@@ -18,7 +18,9 @@ use crate::analyze::fit::{self, DeviceFit, FitOptions};
 use crate::analyze::frag::{self, DeviceFrag, FragOptions};
 use crate::analyze::leaks::{self, LeaksOptions, LeaksReport};
 use crate::analyze::oom::OomOptions;
+use crate::analyze::pinners;
 use crate::analyze::pretrace::Kinds;
+use crate::analyze::profile::{Keyer, ProfileOptions};
 use crate::analyze::summary::{self, SummaryReport};
 use crate::analyze::timeline::{self, Phase, TimelineOptions};
 use crate::analyze::top::{self, DeviceTop, TopOptions};
@@ -520,7 +522,16 @@ fn moment_parts(
         at: MomentSpec::Index(at),
         ..FragOptions::default()
     };
-    let frag = frag::analyze_state(&st, moment, &frag_opts);
+    let mut frag = frag::analyze_state(&st, moment, &frag_opts);
+    let keyer = Keyer::new(snap, ProfileOptions::default());
+    frag.pinners = Some(pinners::device_pinners(
+        snap,
+        &st,
+        moment,
+        r.as_ref().map(|t| t.replay),
+        &keyer,
+        frag.reading.matters,
+    ));
     let top_opts = TopOptions {
         at: MomentSpec::Index(at),
         limit: opts.sites,

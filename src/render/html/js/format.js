@@ -5,14 +5,27 @@
   // first event, text with `code` spans, paths that may break after "/" and ":", and the table
   // cells of bytes (the exact count in the title and in data-bytes), signed bytes and shares.
   const UNITS = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+  // Two decimals as the CLI writes them (Rust's formatting): an exact tie (an odd multiple of
+  // 1/8, the only ties a double can hold at two decimals) rounds to even, where toFixed rounds
+  // up; so 1.625 MiB reads 1.62 MiB on the page as in the terminal.
+  function fixed2(v) {
+    if (Number.isInteger(v * 8) && !Number.isInteger(v * 4)) {
+      const f = Math.floor(v * 100);
+      return ((f % 2 === 0 ? f : f + 1) / 100).toFixed(2);
+    }
+    return v.toFixed(2);
+  }
+  // Bytes below 1 KiB, else two decimals of the largest unit that keeps the figure, as
+  // printed, at least 1 (1 GiB less a byte reads 1.00 GiB, not 1024.00 MiB), as the CLI does.
   function fmtBytes(n) {
     if (n == null) return "unknown";
     const neg = n < 0;
     let v = Math.abs(n);
     if (v < 1024) return (neg ? "-" : "") + v + " B";
-    let u = -1;
-    while (v >= 1024 && u < UNITS.length - 1) { v /= 1024; u++; }
-    return (neg ? "-" : "") + v.toFixed(2) + " " + UNITS[u];
+    v /= 1024;
+    let u = 0;
+    while (u < UNITS.length - 1 && (v >= 1024 || fixed2(v) === "1024.00")) { v /= 1024; u++; }
+    return (neg ? "-" : "") + fixed2(v) + " " + UNITS[u];
   }
   function fmtAxis(n) {
     return fmtBytes(n).replace(/\.00 /, " ").replace(/(\.\d)0 /, "$1 ");

@@ -20,5 +20,27 @@
         el("tbody", null, rows.map(([label, k, fmt]) => el("tr", null, el("th", { scope: "row" }, label),
           cols.map((p) => el("td", { class: "num", title: typeof p[k] === "number" && fmt === fmtBytes ? fmtInt(p[k]) + " bytes" : null }, fmt(p[k])))))))),
       f.reading ? el("p", { "data-testid": "frag-reading", class: f.reading.matters ? null : "muted" }, f.reading.words) : null,
+      renderPinners(f.pinners),
       el("p", { class: "muted small" }, "fragmentation = 1 − largest free block / free (how scattered the cached free bytes are, not whether they matter); stranded: free inside partly used segments; releasable: what empty_cache() could return."));
+  }
+
+  // What pins the stranded bytes: the sites whose live blocks keep segments (or pages) from
+  // being released, then the reading (the segments they split, the fixes the allocator replay
+  // priced). Nothing when no byte is stranded.
+  function renderPinners(p) {
+    if (!p || !p.stranded_bytes) return null;
+    const cols = [["site", null], ["alone", "sole_bytes"], ["shared", "shared_bytes"], ["blocks", "blocks"], ["oldest", null]];
+    const oldest = (s) => s.allocated_before_trace ? "before trace" : s.oldest_allocated_event == null ? "–" : "#" + fmtInt(s.oldest_allocated_event);
+    return el("div", { class: "pinners", "data-testid": "pinners", "data-bytes": String(p.stranded_bytes) },
+      el("h3", null, "What pins the " + fmtBytes(p.stranded_bytes) + " stranded"),
+      el("div", { class: "table-wrap" }, el("table", { class: "grid frag-table" },
+        el("thead", null, el("tr", null, cols.map(([label, k]) => el("th", { class: k || label === "oldest" ? "num" : null }, label)))),
+        el("tbody", null, p.pinners.slice(0, 8).map((s) => el("tr", { "data-testid": "pinner", "data-site": s.site, "data-sole": String(s.sole_bytes), "data-shared": String(s.shared_bytes) },
+          el("td", { class: "site" }, s.site),
+          el("td", { class: "num", title: fmtInt(s.sole_bytes) + " bytes" }, fmtBytes(s.sole_bytes)),
+          el("td", { class: "num", title: fmtInt(s.shared_bytes) + " bytes" }, fmtBytes(s.shared_bytes)),
+          el("td", { class: "num", title: fmtBytes(s.block_bytes) }, fmtInt(s.blocks)),
+          el("td", { class: "num" }, oldest(s))))))),
+      p.pinning_sites > 8 ? el("p", { class: "muted small" }, "… and " + fmtInt(p.pinning_sites - 8) + " more sites") : null,
+      el("ul", { class: "plain pinners-words", "data-testid": "pinners-words" }, p.words.map((w) => el("li", null, w))));
   }
