@@ -17,6 +17,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "serve": frozenset(["bands", "bind", "capacity", "device", "gpu", "n", "port", "salvage", "sites", "threads"]),
     "summary": frozenset(["device", "salvage", "threads", "width"]),
     "top": frozenset(["at", "by", "cost", "device", "frames", "full_stacks", "keep", "limit", "n", "phase", "salvage", "step", "threads", "width", "window"]),
+    "lines": frozenset(["at", "cost", "device", "salvage", "source_root", "threads", "top", "width"]),
     "timeline": frozenset(["device", "phase", "points", "salvage", "step", "threads", "width", "window"]),
     "flame": frozenset(["allocator_frames", "at", "cost", "device", "frames", "keep", "phase", "salvage", "step", "threads", "width", "window"]),
     "frag": frozenset(["at", "by", "device", "salvage", "threads", "width", "worst"]),

@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # keep samples/gen free of __pycache__
 
-from memgen import (annotations, findings, frames2026, newer, pools, scenarios,  # noqa: E402
+from memgen import (annotations, findings, frames2026, lines, newer, pools, scenarios,  # noqa: E402
                     settings2026, truth, writers)
 
 SAMPLES_DIR = os.path.normpath(os.path.join(HERE, ".."))
@@ -55,6 +55,7 @@ def generate_small(out_dir=SAMPLES_DIR, verbose=True):
     written += generate_keyed(out_dir, settings2026.SETTINGS_SAMPLES, "settings2026")
     written += generate_keyed(out_dir, annotations.ANNOTATION_SAMPLES, "annotations")
     written += generate_keyed(out_dir, pools.POOLS_SAMPLES, "pools")
+    written += generate_keyed(out_dir, lines.LINES_SAMPLES, "lines")
     if verbose:
         for p in written:
             print("%8d  %s" % (os.path.getsize(p), os.path.relpath(p)))
@@ -94,6 +95,7 @@ def generate_keyed(out_dir, samples, truth_name):
     for name, kind, fn in samples:
         obj, f = fn()
         path = os.path.join(out_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         if kind == "json":
             writers.write_json(obj, path)
         else:

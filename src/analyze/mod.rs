@@ -11,6 +11,7 @@ pub mod fit;
 pub mod flame;
 pub mod frag;
 pub mod leaks;
+pub mod lines;
 pub mod oom;
 pub mod phase;
 pub mod pinners;

@@ -17,6 +17,7 @@ mod flame;
 mod frag;
 mod html_report;
 mod leaks;
+mod lines;
 mod mcp;
 mod models;
 mod oom;
@@ -65,6 +66,9 @@ enum Command {
     Summary(summary::Args),
     /// What was live at the peak (or another moment), by call site, biggest first.
     Top(top::Args),
+    /// Memory per user source line (self and everything beneath it), every user file at
+    /// once; the hottest files' source beside its bytes.
+    Lines(lines::Args),
     /// Live, allocated and reserved bytes over the trace (CSV, JSON or an SVG plot).
     Timeline(timeline::Args),
     /// A flamegraph of what was live (SVG drawn in-process, folded lines, or speedscope JSON).
@@ -155,6 +159,7 @@ fn execute(cli: Cli) -> Result<Outcome, Error> {
         Command::Report(a) => html_report::run(a, &g),
         Command::Serve(a) => serve::run(a, &g),
         Command::Top(a) => top::run(a, &g),
+        Command::Lines(a) => lines::run(a, &g),
         Command::Timeline(a) => timeline::run(a, &g),
         Command::Flame(a) => flame::run(a, &g),
         Command::Explain(a) => explain::run(a),

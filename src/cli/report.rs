@@ -16,6 +16,7 @@ use crate::analyze::fit::FitReport;
 use crate::analyze::flame::FlameReport;
 use crate::analyze::frag::FragReport;
 use crate::analyze::leaks::LeaksReport;
+use crate::analyze::lines::LinesReport;
 use crate::analyze::summary::SummaryReport;
 use crate::analyze::timeline::TimelineReport;
 use crate::analyze::top::TopReport;
@@ -76,6 +77,7 @@ macro_rules! titled_text {
 
 titled_text! {
     TopReport => render::top::text,
+    LinesReport => render::lines::text,
     FragReport => render::frag::text,
     OomReport => render::oom::text,
     CategoriesReport => render::categories::text,

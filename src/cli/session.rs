@@ -33,6 +33,7 @@ pub struct Args {
 const ANSWERED: &[&str] = &[
     "summary",
     "top",
+    "lines",
     "timeline",
     "frag",
     "oom",

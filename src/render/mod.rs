@@ -14,6 +14,7 @@ pub mod html;
 pub mod json;
 pub mod layout;
 pub mod leaks;
+pub mod lines;
 pub mod markdown;
 pub mod oom;
 pub mod parquet;

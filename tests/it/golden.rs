@@ -62,6 +62,20 @@ fn top_by_file_allocated_text() {
     );
 }
 
+/// `lines`: the hottest user lines (the lines sample is under `samples/lines/`, with its
+/// golden beside the others').
+#[test]
+fn lines_text() {
+    run_golden(&["lines", "--top", "8"], "lines.txt");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memlens"))
+        .current_dir(root())
+        .args(["lines", "samples/lines/nested_lines.pickle"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    golden("nested_lines.pickle.lines.txt", &o.stdout);
+}
+
 #[test]
 fn timeline_csv() {
     run_golden(&["timeline", "--points", "50"], "timeline.csv");

@@ -46,6 +46,7 @@ mod hostile;
 mod judgement;
 mod judgements;
 mod leaks;
+mod lines;
 mod newer;
 mod no_panic;
 mod oom;

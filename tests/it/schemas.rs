@@ -499,6 +499,8 @@ fn per_sample(file: &str) -> Vec<(&'static str, Vec<&str>, &'static [i32])> {
             ],
             OK,
         ),
+        ("lines", vec!["lines", file], OK),
+        ("lines", vec!["lines", file, "--cost", "lifetime"], OK),
         ("timeline", vec!["timeline", file], OK),
         ("timeline", vec!["timeline", file, "--points", "8"], OK),
         ("frag", vec!["frag", file], OK),

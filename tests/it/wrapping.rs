@@ -86,6 +86,7 @@ fn commands(real: &[PathBuf]) -> Vec<Vec<String>> {
     let per_file: &[&[&str]] = &[
         &["summary"],
         &["top"],
+        &["lines"],
         &["frag"],
         &["categories"],
         &["leaks"],

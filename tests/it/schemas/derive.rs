@@ -90,6 +90,7 @@ pub fn all() -> Vec<(&'static str, Value)> {
     vec![
         ("summary", derive::<SummaryJson>("summary")),
         ("top", derive::<top::TopReport>("top")),
+        ("lines", derive::<lines::LinesReport>("lines")),
         ("timeline", derive::<timeline::TimelineReport>("timeline")),
         ("frag", derive::<frag::FragReport>("frag")),
         ("oom", derive::<memlens::compose::oom::OomReport>("oom")),
