@@ -314,3 +314,92 @@ fn without_a_trace_pinners_are_named_and_prices_cannot_be_judged() {
         );
     }
 }
+
+/// The real snapshots held to an engineer's reading (tests/data/pinner_readings.json): the
+/// set of sites that pins the most stranded bytes, at least its share of them, and whether
+/// each change strands less; an OOM that is not fragmentation names no pinners. Every file
+/// that disagrees is named in one message.
+#[test]
+fn real_snapshots_name_what_an_engineer_names() {
+    let Some(files) = require_shared() else {
+        return;
+    };
+    let r: Value = serde_json::from_slice(
+        &std::fs::read(root().join("tests/data/pinner_readings.json")).unwrap(),
+    )
+    .unwrap();
+    let path = |name: &str| {
+        files
+            .iter()
+            .find(|f| f.file_name().is_some_and(|n| n == name))
+            .unwrap_or_else(|| panic!("{name} is not in ../shared/samples/real"))
+            .clone()
+    };
+    let mut failures = Vec::new();
+    for want in r["frag"].as_array().unwrap() {
+        let name = want["file"].as_str().unwrap();
+        let got = json_report(&["frag", "--at", want["at"].as_str().unwrap()], &path(name));
+        let d = got["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["device"] == want["device"])
+            .unwrap();
+        let p = &d["pinners"];
+        check_sums(name, p);
+        let g = &p["groups"][0];
+        let sites: Vec<&str> = g["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        let named: Vec<&str> = want["pinned_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect();
+        let same = sites.len() == named.len()
+            && named.iter().all(|n| sites.iter().any(|s| s.ends_with(n)));
+        if !same {
+            failures.push(format!(
+                "{name}: the largest group is {sites:?}, not {named:?}"
+            ));
+        }
+        let share = as_u64(&g["stranded_bytes"]) as f64 / as_u64(&p["stranded_bytes"]) as f64;
+        if share < want["at_least_share"].as_f64().unwrap() {
+            failures.push(format!(
+                "{name}: the group pins {share:.3} of the stranded bytes"
+            ));
+        }
+        for (change, way) in want["changes"].as_object().unwrap() {
+            let Some(x) = p["prices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["change"] == change.as_str())
+            else {
+                failures.push(format!("{name}: {change} is not priced"));
+                continue;
+            };
+            let less = x["stranded_change_bytes"].as_i64().unwrap() < 0;
+            if less != (way == "less") {
+                failures.push(format!("{name}: {change}: {x}"));
+            }
+        }
+    }
+    for want in r["oom"].as_array().unwrap() {
+        let name = want["file"].as_str().unwrap();
+        let got = json_report(&["oom"], &path(name));
+        for o in got["ooms"].as_array().unwrap() {
+            if o["verdict"] != want["verdict"] {
+                failures.push(format!("{name}: verdict {}", o["verdict"]));
+            }
+            if o.get("pinners").is_some() != want["pinners"].as_bool().unwrap() {
+                failures.push(format!("{name}: pinners {}", o["pinners"]));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

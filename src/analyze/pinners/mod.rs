@@ -34,10 +34,11 @@ pub const BLOCKS_KEPT: usize = 8;
 /// The site of a block with no recorded stack.
 pub const NO_STACK: &str = "<no stack recorded>";
 
-/// Where each live block of a moment came from: its allocation event (`None`: before the
-/// trace) and that event's time.
+/// Where each live block of a moment came from, by the replay: its allocation event (`None`:
+/// before the trace), that event's time, and its allocation stack (a block the state rebuilt
+/// by undoing a free carries the free's stack; the replay's allocation carries the alloc's).
 struct Origins<'a> {
-    starts: FxHashMap<u64, i64>,
+    starts: FxHashMap<u64, (i64, StackId)>,
     trace: &'a [crate::model::TraceEvent],
 }
 
@@ -45,8 +46,13 @@ impl Origins<'_> {
     fn event(&self, address: u64) -> Option<u64> {
         self.starts
             .get(&address)
-            .filter(|&&s| s >= 0)
-            .map(|&s| s as u64)
+            .filter(|s| s.0 >= 0)
+            .map(|s| s.0 as u64)
+    }
+
+    /// The allocation stack of the block at `address`: the replay's, else the state's.
+    fn stack(&self, b: &BlockAt) -> StackId {
+        self.starts.get(&b.address).map_or(b.stack, |s| s.1)
     }
 
     fn time(&self, address: u64) -> Option<i64> {
@@ -141,7 +147,7 @@ pub fn device_pinners(
         starts: replay
             .map(|r| {
                 r.live_allocations(st.at)
-                    .map(|a| (a.addr, a.start))
+                    .map(|a| (a.addr, (a.start, a.stack)))
                     .collect()
             })
             .unwrap_or_default(),
@@ -149,8 +155,9 @@ pub fn device_pinners(
     };
     let created = segment_events(trace, st.at);
     let site = |b: &BlockAt| -> String {
-        if recorded(b.stack) {
-            keyer.key(b.stack).to_string()
+        let stack = origins.stack(b);
+        if recorded(stack) {
+            keyer.key(stack).to_string()
         } else {
             NO_STACK.to_string()
         }
@@ -175,7 +182,11 @@ pub fn device_pinners(
                 piece.pinners.iter().map(|&i| site(&s.blocks[i])).collect();
             names.sort();
             names.dedup();
-            if piece.pinners.iter().any(|&i| recorded(s.blocks[i].stack)) {
+            if piece
+                .pinners
+                .iter()
+                .any(|&i| recorded(origins.stack(&s.blocks[i])))
+            {
                 attributed += piece.bytes;
             } else {
                 unattributed += piece.bytes;
