@@ -20,7 +20,8 @@ pub struct BlockAt {
     pub requested: u64,
     /// State.
     pub state: BlockState,
-    /// Allocation stack.
+    /// Allocation stack (of a block rebuilt by undoing its free: its `alloc` entry's, found
+    /// in the trace before the moment; the free's when none is).
     pub stack: StackId,
     /// True when `size` is estimated from the requested size.
     pub estimated: bool,
@@ -119,6 +120,10 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
         i -= 1;
         bad += undo(snap, &mut segs, e);
     }
+    allocation_stacks(
+        &mut segs,
+        &trace[..((at + 1).max(0) as usize).min(trace.len())],
+    );
     AllocatorState {
         device: dev.id,
         at,
@@ -136,6 +141,36 @@ pub fn state_at(snap: &Snapshot, dev: &Device, at: i64) -> AllocatorState {
             })
             .collect(),
         inconsistencies: bad,
+    }
+}
+
+/// Gives each block rebuilt by undoing its free the stack of its allocation: a free entry
+/// carries the stack of the free (PyTorch records the freeing context when history records
+/// every stack), the allocation's is that of the last `alloc` at its address in `trace` (the
+/// events up to the moment). One pass, only when a block was rebuilt.
+fn allocation_stacks(segs: &mut Segs, trace: &[TraceEvent]) {
+    let rebuilt: rustc_hash::FxHashSet<u64> = segs
+        .values()
+        .flat_map(|s| s.blocks.values())
+        .filter(|b| b.estimated && b.state != BlockState::Inactive)
+        .map(|b| b.address)
+        .collect();
+    if rebuilt.is_empty() {
+        return;
+    }
+    let mut stacks: rustc_hash::FxHashMap<u64, crate::model::StackId> = Default::default();
+    for e in trace
+        .iter()
+        .filter(|e| e.action == Action::Alloc && rebuilt.contains(&e.addr))
+    {
+        stacks.insert(e.addr, e.stack);
+    }
+    for b in segs.values_mut().flat_map(|s| s.blocks.values_mut()) {
+        if b.estimated && b.state != BlockState::Inactive {
+            if let Some(&stack) = stacks.get(&b.address) {
+                b.stack = stack;
+            }
+        }
     }
 }
 

@@ -46,6 +46,7 @@ mod hostile;
 mod judgement;
 mod judgements;
 mod leaks;
+mod line_readings;
 mod lines;
 mod newer;
 mod no_panic;

@@ -314,3 +314,31 @@ fn flame_weights_equal_live_bytes() {
         .sum();
     assert_eq!(w, total);
 }
+
+/// GIVEN every sample and capture WHEN the state is rebuilt at the peak THEN each live block
+/// carries the stack of its allocation as the replay has it (a block rebuilt by undoing its
+/// free would otherwise carry the free's stack: the freeing context, `~TensorImpl` and all,
+/// when history records every stack).
+#[test]
+fn rebuilt_blocks_carry_their_allocation_stacks() {
+    let mut checked = 0;
+    for file in samples().into_iter().chain(captured()) {
+        let snap = load(&file);
+        for r in memlens::replay::replay(&snap) {
+            let dev = snap.device(r.device).unwrap();
+            let st = memlens::replay::state::state_at(&snap, dev, r.peak);
+            let alloc: std::collections::HashMap<u64, memlens::model::StackId> = r
+                .live_allocations(r.peak)
+                .filter(|a| a.start >= 0)
+                .map(|a| (a.addr, a.stack))
+                .collect();
+            for b in st.segments.iter().flat_map(|s| &s.blocks) {
+                if let (true, Some(&stack)) = (b.estimated, alloc.get(&b.address)) {
+                    assert_eq!(b.stack, stack, "{}: block {:#x}", file.display(), b.address);
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} rebuilt blocks checked");
+}

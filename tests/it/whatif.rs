@@ -29,6 +29,8 @@ const TRUTH: &[(&str, u32, u64, u64, u64)] = &[
     ("samples/kv_cache.pickle", 0, 33, 33, 1574961152),
     ("samples/legacy_2_0.pickle", 0, 0, 0, 383778816),
     ("samples/late_grads.pickle", 0, 0, 0, 375390208),
+    // 5 pages of 20 MiB (pinned_pages.json), mapped in 3 steps.
+    ("samples/pinned_pages.pickle", 0, 3, 3, 104857600),
     ("samples/serve_kv.pickle", 0, 4, 4, 278921216),
     ("samples/train_stacks_all.pickle", 0, 15, 15, 379584512),
     ("samples/line_max.pickle", 0, 2, 2, 23068672),

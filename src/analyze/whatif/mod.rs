@@ -690,32 +690,12 @@ pub fn unreleasable_at(
     probe: i64,
     conf: &str,
 ) -> Result<Option<(u64, u64)>, Error> {
-    let Some(dev) = snap.device(device) else {
-        return Ok(None);
-    };
-    if snap.device_trace(dev).is_empty() {
-        return Ok(None);
-    }
-    let base = file_settings(snap);
-    let mut other = base.clone();
-    other.apply(conf)?;
-    let rec = recorded::read(snap, dev, &base);
-    let va_bytes = va_bytes(&rec, &None);
-    let run = |settings: Settings, repack_start: bool| {
-        drive::run(
-            snap,
-            &rec,
-            &Scenario {
-                settings,
-                capacity: None,
-                va_bytes,
-                follow_recorded: false,
-                probe: Some(probe),
-                repack_start,
-                reorder: Reorder::default(),
-            },
-        )
-        .unreleasable_at_probe
-    };
-    Ok(run(base, false).zip(run(other, true)))
+    let changes = [stranded::Change::Conf(conf.to_string())];
+    Ok(
+        stranded::probed(snap, device, probe, &changes, true)?.and_then(|runs| {
+            runs[0]
+                .unreleasable_at_probe
+                .zip(runs[1].unreleasable_at_probe)
+        }),
+    )
 }
