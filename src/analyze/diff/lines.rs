@@ -15,7 +15,10 @@
 //!   *candidate's*; the base is read from `--base-source-root` when given, else from the same
 //!   source. Each side's lines are checked against what it read ([`line_text::holds`]): a line
 //!   that is blank, a comment, past the end, or in another function than recorded shows that
-//!   source is not the revision that side ran, and the file is matched the other way;
+//!   source is not the revision that side ran, and the file is matched the other way. Without
+//!   `--base-source-root`, text keys are kept only where they pair at least as many lines as
+//!   the numbers do: read in the candidate's source, a base line that moved within its
+//!   function reads another line's text, so fewer pairs mean the file changed between the runs;
 //! - **by line number** otherwise: the same (line, function) pair, then `diff`'s moved-line
 //!   matching ([`moved::pairs`]: same file and function, the unmatched lines paired in line
 //!   order), so lines inserted above hot code change nothing.
@@ -338,12 +341,32 @@ fn match_file<'k>(
             keying.cand_source = (!cl.is_empty())
                 .then(|| cand_src.as_ref().ok().map(|p| p.0.display().to_string()))
                 .flatten();
-            by_text(&bl, bt, &cl, ct)
+            let text = by_text(&bl, bt, &cl, ct);
+            let number = by_number(&bl, &cl);
+            if sources.base_root.is_none() && both(&number) > both(&text) {
+                // One source read for both sides, and it pairs fewer lines than their
+                // numbers do: the file changed between the runs.
+                keying.keyed_by = "line_number";
+                keying.base_source = None;
+                why.push(format!(
+                    "the base's lines read in the candidate's source pair {} of them, their numbers {}: the file changed between the runs (--base-source-root gives the base's source)",
+                    both(&text),
+                    both(&number)
+                ));
+                number
+            } else {
+                text
+            }
         }
         _ => by_number(&bl, &cl),
     };
     keying.note = (!why.is_empty()).then(|| why.join("; "));
     (keying, matched)
+}
+
+/// How many pairs have both sides.
+fn both(m: &[Matched]) -> usize {
+    m.iter().filter(|p| p.0.is_some() && p.1.is_some()).count()
 }
 
 /// Lines keyed by (function, text, occurrence): equal keys pair.
@@ -510,4 +533,112 @@ fn notes(base: &LinesReport, cand: &LinesReport) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::lines::LineRow;
+
+    /// A one-device report of `(line, self, total)` rows of `m.py`'s function `f`.
+    fn report(rows: &[(i64, u64, u64)]) -> LinesReport {
+        let lines: Vec<LineRow> = rows
+            .iter()
+            .map(|&(line, self_bytes, total_bytes)| LineRow {
+                file: "/p/m.py".into(),
+                line,
+                function: "f".into(),
+                self_bytes,
+                total_bytes,
+                self_allocations: 1,
+                allocations: 1,
+            })
+            .collect();
+        let framed = rows.iter().map(|r| r.1).sum();
+        LinesReport {
+            schema_version: 1,
+            cost: LineCost::Live,
+            moment: "peak".into(),
+            devices: vec![DeviceLines {
+                device: 0,
+                basis: "trace",
+                at: None,
+                unit: "bytes",
+                judgement: Judgement::found(String::new()),
+                counted_bytes: framed,
+                counted_allocations: rows.len() as u64,
+                framed_bytes: framed,
+                unattributed_bytes: 0,
+                unattributed: Vec::new(),
+                lines,
+                sources: Vec::new(),
+                notes: Vec::new(),
+                warnings: Vec::new(),
+            }],
+            top: 20,
+        }
+    }
+
+    /// GIVEN a line inserted between a function's `def` and its two hot lines (A at 24, B at 25
+    /// become 25 and 26) WHEN matched by number THEN the base's B pairs with the candidate's A
+    /// (the same number) and the figures cross; WHEN matched by text THEN each line keeps its
+    /// own figures and nothing changed.
+    #[test]
+    fn text_keys_survive_a_line_inserted_between_hot_lines() {
+        let base = report(&[(24, 10, 10), (25, 20, 20)]);
+        let cand = report(&[(25, 10, 10), (26, 20, 20)]);
+        let old = format!("{}def f():\n    a = A()\n    b = B()\n", "#\n".repeat(22));
+        let new = format!(
+            "{}def f():\n    log()\n    a = A()\n    b = B()\n",
+            "#\n".repeat(22)
+        );
+        let read = |p: &Path| -> std::io::Result<String> {
+            match p.to_str() {
+                Some("/old/p/m.py") => Ok(old.clone()),
+                Some("/new/p/m.py") => Ok(new.clone()),
+                _ => Err(std::io::ErrorKind::NotFound.into()),
+            }
+        };
+        let no_source = Sources {
+            root: None,
+            base_root: None,
+            read: &read,
+        };
+        let r = run(&base, &cand, no_source, true, None);
+        assert_eq!(r.files[0].keyed_by, "line_number");
+        assert_eq!((r.counts.grown, r.counts.shrunk), (1, 1));
+
+        let both = Sources {
+            root: Some(Path::new("/new")),
+            base_root: Some(Path::new("/old")),
+            read: &read,
+        };
+        let r = run(&base, &cand, both, true, None);
+        assert_eq!(r.files[0].keyed_by, "text", "{:?}", r.files);
+        assert_eq!(r.counts.unchanged, 2);
+        assert_eq!(r.counts.moved, 2);
+        let a = r.lines.iter().find(|l| l.line == 25).unwrap();
+        assert_eq!(a.text.as_deref(), Some("a = A()"));
+        assert_eq!(
+            (a.moved_from, a.total_bytes.base, a.total_bytes.cand),
+            (Some(24), 10, 10)
+        );
+        let b = r.lines.iter().find(|l| l.line == 26).unwrap();
+        assert_eq!(
+            (b.moved_from, b.self_bytes.base, b.self_bytes.cand),
+            (Some(25), 20, 20)
+        );
+
+        // The candidate's source alone: base lines 24 and 25 read `log()` and `a = A()` there,
+        // both code of `f`, but they pair fewer lines than the numbers: matched by number.
+        let one = Sources {
+            root: Some(Path::new("/new")),
+            base_root: None,
+            read: &read,
+        };
+        let r = run(&base, &cand, one, true, None);
+        assert_eq!(r.files[0].keyed_by, "line_number");
+        let note = r.files[0].note.as_deref().unwrap();
+        assert!(note.contains("pair 1 of them, their numbers 2"), "{note}");
+    }
 }
