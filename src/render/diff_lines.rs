@@ -99,7 +99,7 @@ pub fn text(
             } else {
                 String::new()
             },
-            if c.unchanged > 0 && !r.lines.iter().any(|l| l.total_bytes.delta_bytes == 0) {
+            if c.unchanged > 0 && !r.lines.iter().any(|l| l.total_cost.delta_bytes == 0) {
                 " (unchanged not listed; --all lists them)"
             } else {
                 ""
@@ -152,10 +152,10 @@ fn table(
     for l in r.lines.iter().take(limit) {
         t.add_row(vec![
             Cell::new(l.status.as_str()),
-            right(amount(u, l.total_bytes.base)),
-            right(amount(u, l.total_bytes.cand)),
-            right(change(u, l.total_bytes.delta_bytes)),
-            right(change(u, l.self_bytes.delta_bytes)),
+            right(amount(u, l.total_cost.base)),
+            right(amount(u, l.total_cost.cand)),
+            right(change(u, l.total_cost.delta_bytes)),
+            right(change(u, l.self_cost.delta_bytes)),
             cell(&place(l, style)),
             cell(&l.function),
         ]);
@@ -165,7 +165,7 @@ fn table(
         let rest = &r.lines[limit..];
         let sum = rest
             .iter()
-            .fold(0i64, |s, l| s.saturating_add(l.self_bytes.delta_bytes));
+            .fold(0i64, |s, l| s.saturating_add(l.self_cost.delta_bytes));
         writeln!(
             out,
             "... {}, self {} in all (-n shows more)",

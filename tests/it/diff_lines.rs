@@ -147,14 +147,14 @@ fn assert_no_change(r: &Value, keyed_by: &str) {
         assert_eq!(l["function"], function);
         assert_eq!(l["status"], "unchanged");
         assert_eq!(l["moved_from"], line);
-        for k in ["self_bytes", "total_bytes"] {
+        for k in ["self", "total"] {
             assert_eq!(l[k]["delta_bytes"], 0);
             assert_eq!(l[k]["base"], l[k]["cand"]);
         }
         assert_eq!(l["base_allocations"], l["cand_allocations"]);
     }
     // The figures are the lines', not zeros: the training loop's line holds every framed byte.
-    assert_eq!(row(r, 147)["total_bytes"]["base"], r["framed"]["base"]);
+    assert_eq!(row(r, 147)["total"]["base"], r["framed"]["base"]);
     assert!(r["framed"]["base"].as_u64().unwrap() > 700 << 20);
 }
 
@@ -231,12 +231,12 @@ fn assert_truth_deltas(r: &Value) {
     // Lines whose self bytes changed: exactly the truth's sites, by the same amount.
     let changed_self: Vec<(i64, String, i64)> = rows(r)
         .iter()
-        .filter(|l| l["self_bytes"]["delta_bytes"] != 0)
+        .filter(|l| l["self"]["delta_bytes"] != 0)
         .map(|l| {
             (
                 u(&l["line"]),
                 l["function"].as_str().unwrap().to_string(),
-                u(&l["self_bytes"]["delta_bytes"]),
+                u(&l["self"]["delta_bytes"]),
             )
         })
         .collect();
@@ -248,9 +248,9 @@ fn assert_truth_deltas(r: &Value) {
     for d in deltas {
         let (line, _, delta) = site(d);
         let l = row(r, line);
-        assert_eq!(u(&l["total_bytes"]["delta_bytes"]), delta);
-        assert_eq!(l["self_bytes"]["base"], d["base_bytes"]);
-        assert_eq!(l["self_bytes"]["cand"], d["cand_bytes"]);
+        assert_eq!(u(&l["total"]["delta_bytes"]), delta);
+        assert_eq!(l["self"]["base"], d["base_bytes"]);
+        assert_eq!(l["self"]["cand"], d["cand_bytes"]);
         let status = if u(&d["base_count"]) == 0 {
             "new"
         } else {
@@ -262,18 +262,18 @@ fn assert_truth_deltas(r: &Value) {
     let (new_line, _) = at(&t["new_site"]);
     let new = row(r, new_line);
     assert_eq!(new["status"], "new");
-    assert_eq!(new["total_bytes"]["cand"], t["new_site"]["bytes"]);
+    assert_eq!(new["total"]["cand"], t["new_site"]["bytes"]);
     assert_eq!(new["cand_allocations"], t["new_site"]["count"]);
     // Its caller in main is new too, with the same total and no self bytes.
     let caller = row(r, 100);
     assert_eq!(caller["status"], "new");
     assert_eq!(caller["function"], "main");
-    assert_eq!(caller["total_bytes"]["cand"], t["new_site"]["bytes"]);
-    assert_eq!(caller["self_bytes"]["cand"], 0);
+    assert_eq!(caller["total"]["cand"], t["new_site"]["bytes"]);
+    assert_eq!(caller["self"]["cand"], 0);
     // The module line holds the whole framed change; main's call of the rope cache its growth.
-    assert_eq!(u(&row(r, 140)["total_bytes"]["delta_bytes"]), sum);
+    assert_eq!(u(&row(r, 140)["total"]["delta_bytes"]), sum);
     assert_eq!(
-        row(r, 96)["total_bytes"]["delta_bytes"],
+        row(r, 96)["total"]["delta_bytes"],
         t["grown_site"]["delta_bytes"]
     );
     let c = &r["counts"];
@@ -290,7 +290,7 @@ fn assert_truth_deltas(r: &Value) {
     // By |total change|: the module line first (+320 MiB), the two new lines (+256 MiB).
     let order: Vec<i64> = rows(r).iter().map(|l| u(&l["line"])).collect();
     assert_eq!(order, vec![140, 47, 100, 44, 96]);
-    assert_eq!(u(&rows(r)[0]["total_bytes"]["delta_bytes"]), 320 * MIB);
+    assert_eq!(u(&rows(r)[0]["total"]["delta_bytes"]), 320 * MIB);
 }
 
 #[test]

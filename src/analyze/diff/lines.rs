@@ -112,10 +112,14 @@ pub struct LineDelta {
     pub text: Option<String>,
     /// new, removed, grown, shrunk or unchanged (by total, then self).
     pub status: Status,
-    /// The cost of the allocations whose innermost user line this is, on both sides.
-    pub self_bytes: Pair,
-    /// The cost of the allocations whose stack holds this line, on both sides.
-    pub total_bytes: Pair,
+    /// The line's `self_bytes` on both sides: the cost of the allocations whose innermost user
+    /// line it is.
+    #[serde(rename = "self")]
+    pub self_cost: Pair,
+    /// The line's `total_bytes` on both sides: the cost of the allocations whose stack holds
+    /// it.
+    #[serde(rename = "total")]
+    pub total_cost: Pair,
     /// Allocations under `total_bytes` in the base.
     pub base_allocations: u64,
     /// Allocations under `total_bytes` in the candidate.
@@ -212,15 +216,15 @@ pub fn run(
         }
     }
     rows.sort_by(|x, y| {
-        y.total_bytes
+        y.total_cost
             .delta_bytes
             .unsigned_abs()
-            .cmp(&x.total_bytes.delta_bytes.unsigned_abs())
+            .cmp(&x.total_cost.delta_bytes.unsigned_abs())
             .then(
-                y.self_bytes
+                y.self_cost
                     .delta_bytes
                     .unsigned_abs()
-                    .cmp(&x.self_bytes.delta_bytes.unsigned_abs()),
+                    .cmp(&x.self_cost.delta_bytes.unsigned_abs()),
             )
             .then_with(|| x.file.cmp(&y.file))
             .then(x.line.cmp(&y.line))
@@ -469,8 +473,8 @@ fn delta(b: Option<(&Key, Fig)>, c: Option<(&Key, Fig)>, text: Option<String>) -
         function: key.2.clone(),
         text,
         status,
-        self_bytes: Pair::new(bf.self_bytes, cf.self_bytes),
-        total_bytes: Pair::new(bf.total_bytes, cf.total_bytes),
+        self_cost: Pair::new(bf.self_bytes, cf.self_bytes),
+        total_cost: Pair::new(bf.total_bytes, cf.total_bytes),
         base_allocations: bf.allocations,
         cand_allocations: cf.allocations,
         moved_from: match (b, c) {
@@ -620,12 +624,12 @@ mod tests {
         let a = r.lines.iter().find(|l| l.line == 25).unwrap();
         assert_eq!(a.text.as_deref(), Some("a = A()"));
         assert_eq!(
-            (a.moved_from, a.total_bytes.base, a.total_bytes.cand),
+            (a.moved_from, a.total_cost.base, a.total_cost.cand),
             (Some(24), 10, 10)
         );
         let b = r.lines.iter().find(|l| l.line == 26).unwrap();
         assert_eq!(
-            (b.moved_from, b.self_bytes.base, b.self_bytes.cand),
+            (b.moved_from, b.self_cost.base, b.self_cost.cand),
             (Some(25), 20, 20)
         );
 
