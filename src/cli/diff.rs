@@ -19,9 +19,12 @@ pub struct Args {
     cand: PathBuf,
     #[command(flatten)]
     moment: MomentArgs<AtCompared>,
-    /// Key allocations by call site or by whole stack.
+    /// Key allocations by call site or by whole stack, or compare `lines` line by line
+    /// (`line`: self and total bytes per user source line, matched by text or moved lines).
     #[arg(long, value_enum, default_value_t = By::Site)]
     by: By,
+    #[command(flatten)]
+    line: super::diff_lines::LineArgs,
     /// Drop line numbers from sites (functions that merely moved are not changes).
     #[arg(long)]
     ignore_lines: bool,
@@ -50,10 +53,11 @@ pub struct Args {
     out: OutputArgs<DiffFormat>,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum By {
     Site,
     Stack,
+    Line,
 }
 
 /// Loads, replays and profiles one snapshot (the device rule applied).
@@ -70,6 +74,9 @@ pub fn profile_file(
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     super::args::stdin_once([args.base.as_path(), args.cand.as_path()])?;
+    if args.by != By::Line {
+        args.line.only_by_line()?;
+    }
     let opts = DiffOptions {
         all: args.all,
         fail_on_growth: args.fail_on_growth.as_deref().map(growth_arg).transpose()?,
@@ -79,10 +86,25 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
             .map(|s| size_arg("--min-abs", s))
             .transpose()?,
     };
+    if args.by == By::Line {
+        if args.ignore_lines || args.frame_depth > 0 || !args.keep.is_empty() {
+            return Err(Error::Usage(
+                "--ignore-lines, --frame-depth and --keep key sites: not with --by line".into(),
+            ));
+        }
+        let files = super::diff_lines::Files {
+            base: &args.base,
+            cand: &args.cand,
+            device: args.device,
+            limit: args.limit,
+            all: args.all,
+        };
+        return super::diff_lines::run(files, &args.line, args.moment.at, &opts, &args.out, g);
+    }
     let popts = ProfileOptions {
         at: args.moment.at,
         key: match args.by {
-            By::Site => SiteKey::Site,
+            By::Site | By::Line => SiteKey::Site,
             By::Stack => SiteKey::Stack,
         },
         ignore_lines: args.ignore_lines,

@@ -35,7 +35,7 @@ pub struct Args {
 
 /// The costs of `lines`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum CostArg {
+pub enum CostArg {
     /// Requested bytes live at the moment.
     Live,
     /// Bytes of every allocation of the trace.
@@ -44,12 +44,34 @@ enum CostArg {
     Lifetime,
 }
 
+impl CostArg {
+    /// The cost counted.
+    pub fn cost(self) -> LineCost {
+        match self {
+            CostArg::Live => LineCost::Live,
+            CostArg::Allocated => LineCost::Allocated,
+            CostArg::Lifetime => LineCost::Lifetime,
+        }
+    }
+}
+
+/// `--source-root DIR` as a usage error when it is not a directory.
+pub fn source_dir(flag: &str, dir: Option<&Path>) -> Result<(), Error> {
+    match dir {
+        Some(d) if !d.is_dir() => Err(Error::Usage(format!(
+            "{flag} {}: not a directory",
+            d.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The most bytes of one source file read: a larger one is not source.
 const MAX_SOURCE_BYTES: u64 = 8 << 20;
 
 /// Reads one source file for the annotated view: a regular file of at most
 /// [`MAX_SOURCE_BYTES`], its text taken as UTF-8 (invalid bytes replaced).
-fn read_source(path: &Path) -> std::io::Result<String> {
+pub fn read_source(path: &Path) -> std::io::Result<String> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
         return Err(std::io::Error::new(
@@ -72,21 +94,10 @@ fn read_source(path: &Path) -> std::io::Result<String> {
 
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
-    if let Some(dir) = &args.source_root {
-        if !dir.is_dir() {
-            return Err(Error::Usage(format!(
-                "--source-root {}: not a directory",
-                dir.display()
-            )));
-        }
-    }
+    source_dir("--source-root", args.source_root.as_deref())?;
     let opts = LinesOptions {
         at: args.moment.at,
-        cost: match args.cost {
-            CostArg::Live => LineCost::Live,
-            CostArg::Allocated => LineCost::Allocated,
-            CostArg::Lifetime => LineCost::Lifetime,
-        },
+        cost: args.cost.cost(),
         top: args.top,
     };
     let root = args.source_root.as_deref();

@@ -10,6 +10,7 @@ mod categories;
 mod check;
 mod dataset;
 mod diff;
+mod diff_lines;
 mod explain;
 mod export;
 mod fit;

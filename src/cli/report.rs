@@ -8,6 +8,7 @@
 //! Nothing here computes: each arm calls a renderer.
 
 use crate::analyze::categories::CategoriesReport;
+use crate::analyze::diff::lines::LinesDiffReport;
 use crate::analyze::diff::DiffReport;
 use crate::analyze::explain::ExplainReport;
 use crate::analyze::export::perfetto::PerfettoExport;
@@ -184,6 +185,43 @@ impl Formats<DiffView> for DiffFormat {
             DiffFormat::Text => style.fitted(out, |o| v.text(o, title, style)),
             DiffFormat::Json => render::json::write(out, &v.report),
             DiffFormat::Md => render::diff_md::markdown(out, &v.base, &v.cand, &v.report, v.limit),
+        }
+    }
+}
+
+/// A line-by-line diff (`diff --by line`) with what its text names: both files and the rows
+/// shown.
+pub struct LinesDiffView {
+    /// The comparison.
+    pub report: LinesDiffReport,
+    /// The base file, as given.
+    pub base: String,
+    /// The candidate file, as given.
+    pub cand: String,
+    /// Line rows shown in text (`-n`).
+    pub limit: usize,
+}
+
+impl Serialize for LinesDiffView {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.report.serialize(s)
+    }
+}
+
+impl Formats<LinesDiffView> for DiffFormat {
+    fn write(
+        self,
+        v: &LinesDiffView,
+        out: &mut dyn Write,
+        _title: &str,
+        style: &Style,
+    ) -> Result<()> {
+        match self {
+            DiffFormat::Json => render::json::write(out, &v.report),
+            // `--format md` is refused with `--by line` before anything is read.
+            DiffFormat::Text | DiffFormat::Md => style.fitted(out, |o| {
+                render::diff_lines::text(o, &v.base, &v.cand, &v.report, v.limit, style)
+            }),
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod categories;
 pub mod check;
 pub mod diff;
+pub mod diff_lines;
 pub mod diff_md;
 pub mod explain;
 pub mod fit;

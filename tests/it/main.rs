@@ -31,6 +31,7 @@ mod compare_page;
 mod corruption;
 mod dataset;
 mod diff;
+mod diff_lines;
 mod diff_phases;
 mod diff_runs;
 mod explain;

@@ -519,6 +519,27 @@ fn per_sample(file: &str) -> Vec<(&'static str, Vec<&str>, &'static [i32])> {
         ("fit", vec!["fit", file, "--capacity", "200MiB"], OK),
         ("diff", vec!["diff", "samples/diff_base.pickle", file], OK),
         (
+            "diff_lines",
+            vec!["diff", "samples/diff_base.pickle", file, "--by", "line"],
+            OK,
+        ),
+        (
+            "diff_lines",
+            vec![
+                "diff",
+                file,
+                "samples/diff_cand.pickle",
+                "--by",
+                "line",
+                "--all",
+                "--cost",
+                "allocated",
+                "--fail-on-growth",
+                "1%",
+            ],
+            OK_OR_1,
+        ),
+        (
             "diff",
             vec![
                 "diff",

@@ -17,6 +17,8 @@
 //! were categorised from the same data (both from traces, or both from final blocks); a
 //! device without a trace is measured at its final state.
 
+pub mod line_text;
+pub mod lines;
 pub mod moved;
 pub mod observe;
 pub mod phases;

@@ -17,7 +17,7 @@
 mod source;
 pub mod stack;
 
-pub use source::{annotate, SourceFile, SourceLine};
+pub use source::{annotate, find, Reader, SourceFile, SourceLine};
 
 use crate::analyze::pretrace::Kinds;
 use crate::analyze::top::{self, Cost, TopOptions};

@@ -102,8 +102,13 @@ fn hot_files(d: &DeviceLines) -> Vec<(String, u64)> {
     files
 }
 
-/// The first readable place of `file`, and its text; else why none was.
-fn find(file: &str, source_root: Option<&Path>, read: Reader) -> Result<(PathBuf, String), String> {
+/// The first readable place of `file` (below `source_root` by its longest tail that exists
+/// there, else as recorded), and its text; else why none was.
+pub fn find(
+    file: &str,
+    source_root: Option<&Path>,
+    read: Reader,
+) -> Result<(PathBuf, String), String> {
     let candidates: Vec<PathBuf> = match source_root {
         None => vec![PathBuf::from(file)],
         Some(dir) => {

@@ -103,6 +103,10 @@ pub fn all() -> Vec<(&'static str, Value)> {
         ("fit", derive::<fit::FitReport>("fit")),
         ("diff", derive::<diff::DiffReport>("diff")),
         (
+            "diff_lines",
+            derive::<diff::lines::LinesDiffReport>("diff_lines"),
+        ),
+        (
             "check",
             derive::<memlens::compose::check::CheckReport>("check"),
         ),
