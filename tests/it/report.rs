@@ -1416,3 +1416,39 @@ fn the_page_shows_the_annotated_source_under_source_root() {
         }
     }
 }
+
+/// The page keeps a moment's 50 hottest lines, in `lines`' order, and says how many there are:
+/// a trace of 60 live allocations from 60 lines of one file (1 KiB more per line), whose
+/// panel is `memlens lines`' cut to its first 50.
+#[test]
+fn the_page_keeps_the_hottest_fifty_lines() {
+    let entry = |k: u64| {
+        format!(
+            r#"{{"action":"alloc","addr":{},"size":{},"stream":0,"time_us":{k},"frames":[{{"name":"f","filename":"/home/u/train.py","line":{k}}}]}}"#,
+            (k + 1) << 20,
+            k << 10
+        )
+    };
+    let trace: Vec<String> = (1..=60).map(entry).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sixty.json");
+    let doc = format!(
+        r#"{{"segments":[],"device_traces":[[{}]]}}"#,
+        trace.join(",")
+    );
+    std::fs::write(&path, doc).unwrap();
+    let file = path.to_str().unwrap();
+    let r = report_json(&path);
+    let dev = &r["devices"][0];
+    for m in dev["moments"].as_array().unwrap() {
+        let l = &m["lines"];
+        assert_eq!(l["line_count"], 60, "{}", m["name"]);
+        let lines = l["lines"].as_array().unwrap();
+        assert_eq!(lines.len(), PAGE_LINES);
+        // The hottest first: lines 60 down to 11.
+        let kept: Vec<i64> = lines.iter().map(|x| i(&x["line"])).collect();
+        assert_eq!(kept, (11..=60).rev().collect::<Vec<i64>>());
+        assert_eq!(u(&lines[0]["self_bytes"]), 60 << 10);
+    }
+    check_lines(file, "sixty lines", dev, &[]);
+}
