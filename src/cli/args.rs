@@ -4,7 +4,7 @@
 use super::report::Format;
 use super::size;
 use crate::analyze::top::Cost;
-use crate::compose::page::{bands::BandOptions, PageOptions};
+use crate::compose::page::{bands::BandOptions, lines::SourceOptions, PageOptions};
 use crate::replay::{MomentSpec, WindowSpec};
 use crate::vocab::gpus;
 use crate::vocab::sites::{FrameFilter, SiteOptions};
@@ -166,6 +166,11 @@ pub struct PageArgs {
     /// Site rows per moment in the top table.
     #[arg(short = 'n', long, default_value_t = 200)]
     sites: usize,
+    /// Directory holding the program's source: the lines panel shows the hottest files around
+    /// their hot lines at each moment, embedded in the page (without it, the recorded paths
+    /// are read where they exist). Source is only read.
+    #[arg(long, value_name = "DIR")]
+    source_root: Option<PathBuf>,
 }
 
 impl PageArgs {
@@ -183,8 +188,13 @@ impl PageArgs {
                 ..BandOptions::default()
             },
             sites: self.sites,
+            source: SourceOptions {
+                root: self.source_root.clone(),
+                read: Some(super::source::read_source),
+            },
             ..PageOptions::default()
         };
+        super::source::source_dir("--source-root", self.source_root.as_deref())?;
         if let Some((bytes, source)) = self.capacity.resolve()? {
             opts.oom.capacity_bytes = Some(bytes);
             opts.oom.capacity_source = Some(source);

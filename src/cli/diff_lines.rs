@@ -2,9 +2,10 @@
 //! (`analyze::diff::lines`).
 
 use super::args::{DeviceArg, OutputArgs};
-use super::lines::{read_source, source_dir, CostArg};
+use super::lines::CostArg;
 use super::pipeline::{GlobalOptions, Loaded};
 use super::report::{DiffFormat, LinesDiffView};
+use super::source::{read_source, source_dir};
 use super::{output, Outcome};
 use crate::analyze::diff::{lines as by_line, DiffOptions};
 use crate::analyze::lines::{self, LinesOptions};

@@ -5,8 +5,7 @@ use super::pipeline::{self, GlobalOptions};
 use super::Outcome;
 use crate::analyze::lines::{self, LineCost, LinesOptions};
 use crate::Error;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Arguments of `memlens lines`.
 #[derive(clap::Args, Debug)]
@@ -55,46 +54,9 @@ impl CostArg {
     }
 }
 
-/// `--source-root DIR` as a usage error when it is not a directory.
-pub fn source_dir(flag: &str, dir: Option<&Path>) -> Result<(), Error> {
-    match dir {
-        Some(d) if !d.is_dir() => Err(Error::Usage(format!(
-            "{flag} {}: not a directory",
-            d.display()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// The most bytes of one source file read: a larger one is not source.
-const MAX_SOURCE_BYTES: u64 = 8 << 20;
-
-/// Reads one source file for the annotated view: a regular file of at most
-/// [`MAX_SOURCE_BYTES`], its text taken as UTF-8 (invalid bytes replaced).
-pub fn read_source(path: &Path) -> std::io::Result<String> {
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "not a regular file",
-        ));
-    }
-    if meta.len() > MAX_SOURCE_BYTES {
-        return Err(std::io::Error::other(format!(
-            "larger than {} (not read)",
-            crate::units::iec(MAX_SOURCE_BYTES)
-        )));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_SOURCE_BYTES)
-        .read_to_end(&mut bytes)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// Runs the command.
 pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
-    source_dir("--source-root", args.source_root.as_deref())?;
+    super::source::source_dir("--source-root", args.source_root.as_deref())?;
     let opts = LinesOptions {
         at: args.moment.at,
         cost: args.cost.cost(),
@@ -103,7 +65,7 @@ pub fn run(args: Args, g: &GlobalOptions) -> Result<Outcome, Error> {
     let root = args.source_root.as_deref();
     pipeline::report(&args.file, g, args.device, &args.out, |l| {
         let mut r = lines::run(&l.snap, l.replays(), &opts)?;
-        lines::annotate(&mut r, root, &read_source);
+        lines::annotate(&mut r, root, &super::source::read_source);
         Ok(r)
     })?;
     Ok(Outcome::Ok)

@@ -31,6 +31,7 @@ mod session;
 mod session_files;
 mod size;
 mod slice;
+mod source;
 mod summary;
 mod timeline;
 mod top;

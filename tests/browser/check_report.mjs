@@ -31,7 +31,7 @@ const url = pathToFileURL(path.resolve(file)).href;
 const out = {
   console_errors: [], page_errors: [], requests: [], ready: false, ready_ms: null, script_ready_ms: null,
   drawn: null, memlens_errors: [], peak_bytes: null, peak_text: null, oom_verdicts: [],
-  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null, top_rows: [], judgements: [], header: null,
+  hover: null, zoom: null, pin: null, flame_search: null, absent_texts: [], pretrace: null, top_rows: [], judgements: [], header: null, lines: null, lines_after: null,
 };
 const memlens = (page) => page.evaluate(() => {
   const m = window.memlens;
@@ -206,6 +206,41 @@ try {
       match: window.memlens.flameMatch,
       flame_nodes: window.memlens.drawn.flame_nodes,
     }), probe.query);
+  }
+
+  // The lines panel of the moment shown, then of the last moment of the selector (the panel
+  // follows it): each row's cells and data-bytes, the hot files' source lines, or the hint.
+  const linesShown = () => page.evaluate(() => {
+    const s = document.getElementById("lines");
+    if (!s) return null;
+    const hint = s.querySelector("[data-testid=lines-source-hint]");
+    return {
+      moment: window.memlens.moment,
+      rows: [...s.querySelectorAll("[data-testid=line-row]")].map((r) => ({
+        file: r.getAttribute("data-file"), line: Number(r.getAttribute("data-line")),
+        cells: [...r.children].map((c) => c.textContent), bytes: [...r.children].map((c) => c.getAttribute("data-bytes")),
+        visible: r.getBoundingClientRect().height > 0,
+      })),
+      hint: hint ? hint.textContent : null,
+      files: [...s.querySelectorAll("[data-testid=source-file]")].map((f) => ({
+        file: f.getAttribute("data-file"),
+        lines: [...f.querySelectorAll("[data-testid=source-line]")].map((r) => ({
+          line: Number(r.getAttribute("data-line")), self: Number(r.getAttribute("data-self")), total: Number(r.getAttribute("data-total")),
+          hot: r.classList.contains("hot"), cells: [...r.children].map((c) => c.textContent),
+        })),
+      })),
+    };
+  });
+  if (out.ready) {
+    out.lines = await linesShown();
+    const last = await page.evaluate(() => {
+      const sel = document.getElementById("moment-select");
+      if (!sel || sel.options.length < 2) return null;
+      sel.value = sel.options[sel.options.length - 1].value;
+      sel.dispatchEvent(new Event("change"));
+      return sel.value;
+    });
+    out.lines_after = last === null ? out.lines : await linesShown();
   }
 
   const m1 = await memlens(page);

@@ -191,6 +191,40 @@ fn check_report(file: &Path, r: &Value) {
             page, cli,
             "{name}: device {d}: the page's pinners are frag's"
         );
+        check_lines(f, &format!("{name}"), dev, &[]);
+    }
+}
+
+/// Lines per moment on the page (`PAGE_LINES`).
+const PAGE_LINES: usize = 50;
+
+/// Each moment's lines panel is `memlens lines --at MOMENT --device D`'s device (the live
+/// cost), every figure the same, its hottest 50 lines kept and their number given, its
+/// sources chosen among all lines (`extra`: more arguments of both, `--source-root DIR`).
+/// A moment at -1 is `--at end` for the recorded final state of a device without a trace,
+/// else `--at start`, the state rebuilt before the first event (as the pinners above).
+fn check_lines(f: &str, name: &str, dev: &Value, extra: &[&str]) {
+    let d = u(&dev["device"]).to_string();
+    for m in dev["moments"].as_array().unwrap() {
+        let spec = match i(&m["at"]["event_index"]) {
+            -1 if m["frag"]["exact"] == true => "end".to_string(),
+            -1 => "start".to_string(),
+            e => e.to_string(),
+        };
+        let mut args = vec![
+            "lines", f, "--at", &spec, "--device", &d, "--format", "json",
+        ];
+        args.extend_from_slice(extra);
+        let cli = json_of(&args);
+        let mut want = cli["devices"][0].clone();
+        let all = want["lines"].as_array().unwrap().len();
+        want["lines"].as_array_mut().unwrap().truncate(PAGE_LINES);
+        want["line_count"] = all.into();
+        assert_eq!(
+            m["lines"], want,
+            "{name}: device {d}, moment {}: the page's lines are `memlens lines --at {spec}`'s",
+            m["name"]
+        );
     }
 }
 
@@ -672,6 +706,79 @@ fn check_pinners(name: &str, page: &Value, device: &Value) {
     assert_eq!(drawn["words"], p["words"], "{name}: the reading");
 }
 
+/// The lines panel as drawn (`shown`, read by check_report.mjs) is the JSON of the moment
+/// the page shows: a row per line in its order with its file:line, function, and self and total
+/// bytes in IEC units as the CLI writes them (`memlens::units::iec`) and exact in data-bytes;
+/// the hot files' source where it is embedded, each line's bytes before it and the hot lines
+/// marked; else the one line that says `--source-root DIR` adds it.
+fn check_lines_shown(name: &str, shown: &Value, device: &Value) {
+    let m = device["moments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == shown["moment"])
+        .unwrap_or_else(|| panic!("{name}: the lines panel shows no moment of the JSON: {shown}"));
+    let l = &m["lines"];
+    let rows = shown["rows"].as_array().unwrap();
+    let want = l["lines"].as_array().unwrap();
+    assert_eq!(rows.len(), want.len(), "{name}: one row per line");
+    for (r, w) in rows.iter().zip(want) {
+        let site = format!("{}:{}", w["file"].as_str().unwrap(), w["line"]);
+        assert_eq!(r["cells"][0], site.as_str(), "{name}");
+        assert_eq!(r["cells"][1], w["function"], "{name}: {site}");
+        let (own, total) = (u(&w["self_bytes"]), u(&w["total_bytes"]));
+        assert_eq!(r["cells"][2], memlens::units::iec(own), "{name}: {site}");
+        assert_eq!(r["cells"][3], memlens::units::iec(total), "{name}: {site}");
+        assert_eq!(r["bytes"][2], own.to_string(), "{name}: {site}");
+        assert_eq!(r["bytes"][3], total.to_string(), "{name}: {site}");
+    }
+    if let Some(first) = rows.first() {
+        assert_eq!(
+            first["visible"], true,
+            "{name}: the first line's row is not drawn"
+        );
+    }
+    let files = shown["files"].as_array().unwrap();
+    let sources = l["sources"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        files.len(),
+        sources.len(),
+        "{name}: one panel per source file"
+    );
+    if sources.is_empty() {
+        let hint = shown["hint"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no hint: {shown}"));
+        assert!(hint.contains("--source-root DIR"), "{name}: {hint}");
+    } else {
+        assert!(
+            shown["hint"].is_null(),
+            "{name}: the hint beside the source"
+        );
+    }
+    for (f, w) in files.iter().zip(&sources) {
+        assert_eq!(f["file"], w["file"], "{name}");
+        let lines = f["lines"].as_array().unwrap();
+        let want = w["lines"].as_array().unwrap();
+        assert_eq!(lines.len(), want.len(), "{name}: {}", w["file"]);
+        for (x, y) in lines.iter().zip(want) {
+            let (own, total) = (u(&y["self_bytes"]), u(&y["total_bytes"]));
+            assert_eq!(x["line"], y["line"], "{name}");
+            assert_eq!(x["self"], own, "{name}");
+            assert_eq!(x["total"], total, "{name}");
+            assert_eq!(x["hot"], own > 0 || total > 0, "{name}: {x}");
+            let self_text = if own > 0 {
+                memlens::units::iec(own)
+            } else {
+                String::new()
+            };
+            assert_eq!(x["cells"][0], self_text.as_str(), "{name}: {x}");
+            assert_eq!(x["cells"][2], y["line"].to_string().as_str(), "{name}");
+            assert_eq!(x["cells"][3], y["text"], "{name}");
+        }
+    }
+}
+
 /// `memlens report FILE -o HTML`, which must succeed.
 fn write_page(file: &str, html: &Path) {
     let o = memlens(["report", file, "-o", html.to_str().unwrap()]);
@@ -715,6 +822,8 @@ fn check_page(name: &str, file: &str, page: &Value) {
     check_sites_as_the_cli_shows_them(name, file, page, first);
     check_judgements(name, page, &report, first["device"].as_u64().unwrap());
     check_pinners(name, page, first);
+    check_lines_shown(name, &page["lines"], first);
+    check_lines_shown(name, &page["lines_after"], first);
     assert!(
         u(&page["drawn"]["state_blocks"]) > 0,
         "{name}: state view drawn"
@@ -1194,4 +1303,152 @@ fn served_windows_and_moments_label_memory_older_than_the_trace() {
             .iter()
             .any(|f| f["predates_trace"] == true && f["label"] == label));
     }
+}
+
+/// `report --source-root DIR` embeds the hot files' source at each moment as `memlens lines
+/// --source-root DIR` computes it, and Chromium shows it: a source tree written here for
+/// samples/lines/nested_lines.pickle, whose lines at the peak are known from its construction
+/// (samples/truth/lines.json): every hot line of a file shown carries its self bytes.
+#[test]
+fn the_page_shows_the_annotated_source_under_source_root() {
+    const NESTED: &str = "samples/lines/nested_lines.pickle";
+    const USER: &str = "/home/user/proj/";
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("samples/truth/lines.json")).unwrap(),
+    )
+    .unwrap();
+    let peak = &truth["lines/nested_lines.pickle"]["live_peak"]["lines"];
+    let dir = tempfile::tempdir().unwrap();
+    let proj = dir.path().join("proj");
+    std::fs::create_dir(&proj).unwrap();
+    // Each file: `# line N`, its hot lines `hot_N()`.
+    let mut files: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for key in peak.as_object().unwrap().keys() {
+        let (file, line) = key.rsplit_once(':').unwrap();
+        let file = file.strip_prefix(USER).unwrap().to_string();
+        files.entry(file).or_default().push(line.parse().unwrap());
+    }
+    for (file, hot) in &files {
+        let n = hot.iter().max().unwrap() + 3;
+        let text: Vec<String> = (1..=n)
+            .map(|l| {
+                if hot.contains(&l) {
+                    format!("    hot_{l}()")
+                } else {
+                    format!("# line {l}")
+                }
+            })
+            .collect();
+        std::fs::write(proj.join(file), text.join("\n")).unwrap();
+    }
+    let root_arg = dir.path().to_str().unwrap();
+    let o = memlens_in_root([
+        "report",
+        NESTED,
+        "--source-root",
+        root_arg,
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = root().join(NESTED);
+    for dev in r["devices"].as_array().unwrap() {
+        check_lines(
+            f.to_str().unwrap(),
+            NESTED,
+            dev,
+            &["--source-root", root_arg],
+        );
+        for m in dev["moments"].as_array().unwrap() {
+            assert!(
+                !m["lines"]["sources"].as_array().unwrap().is_empty(),
+                "{}: no source embedded",
+                m["name"]
+            );
+        }
+    }
+    let Some(browser) = require_browser() else {
+        return;
+    };
+    let html = dir.path().join("page.html");
+    let o = memlens_in_root([
+        "report",
+        NESTED,
+        "--source-root",
+        root_arg,
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = drive_page(&browser, "nested_lines.pickle", &html);
+    assert_eq!(page["page_errors"], serde_json::json!([]));
+    assert_eq!(page["requests"], serde_json::json!([]), "a network request");
+    check_lines_shown("nested_lines.pickle", &page["lines"], &r["devices"][0]);
+    check_lines_shown(
+        "nested_lines.pickle",
+        &page["lines_after"],
+        &r["devices"][0],
+    );
+    // At the peak, each file shown: every line the construction charges self bytes to is a
+    // hot line, its code and its bytes as the truth has them.
+    let shown = &page["lines"];
+    assert_eq!(shown["moment"], "peak");
+    let drawn = shown["files"].as_array().unwrap();
+    assert!(!drawn.is_empty(), "no source drawn: {shown}");
+    for f in drawn {
+        let file = f["file"].as_str().unwrap();
+        let lines = f["lines"].as_array().unwrap();
+        for (key, t) in peak.as_object().unwrap() {
+            let (tf, tl) = key.rsplit_once(':').unwrap();
+            let own = u(&t["self_bytes"]);
+            if tf != file || own == 0 {
+                continue;
+            }
+            let x = lines
+                .iter()
+                .find(|x| x["line"] == tl.parse::<i64>().unwrap())
+                .unwrap_or_else(|| panic!("{key} not shown: {f}"));
+            assert_eq!(x["hot"], true, "{key}");
+            assert_eq!(u(&x["self"]), own, "{key}");
+            assert_eq!(x["cells"][0], memlens::units::iec(own).as_str(), "{key}");
+            assert_eq!(x["cells"][3], format!("    hot_{tl}()").as_str(), "{key}");
+        }
+    }
+}
+
+/// The page keeps a moment's 50 hottest lines, in `lines`' order, and says how many there are:
+/// a trace of 60 live allocations from 60 lines of one file (1 KiB more per line), whose
+/// panel is `memlens lines`' cut to its first 50.
+#[test]
+fn the_page_keeps_the_hottest_fifty_lines() {
+    let entry = |k: u64| {
+        format!(
+            r#"{{"action":"alloc","addr":{},"size":{},"stream":0,"time_us":{k},"frames":[{{"name":"f","filename":"/home/u/train.py","line":{k}}}]}}"#,
+            (k + 1) << 20,
+            k << 10
+        )
+    };
+    let trace: Vec<String> = (1..=60).map(entry).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sixty.json");
+    let doc = format!(
+        r#"{{"segments":[],"device_traces":[[{}]]}}"#,
+        trace.join(",")
+    );
+    std::fs::write(&path, doc).unwrap();
+    let file = path.to_str().unwrap();
+    let r = report_json(&path);
+    let dev = &r["devices"][0];
+    for m in dev["moments"].as_array().unwrap() {
+        let l = &m["lines"];
+        assert_eq!(l["line_count"], 60, "{}", m["name"]);
+        let lines = l["lines"].as_array().unwrap();
+        assert_eq!(lines.len(), PAGE_LINES);
+        // The hottest first: lines 60 down to 11.
+        let kept: Vec<i64> = lines.iter().map(|x| i(&x["line"])).collect();
+        assert_eq!(kept, (11..=60).rev().collect::<Vec<i64>>());
+        assert_eq!(u(&lines[0]["self_bytes"]), 60 << 10);
+    }
+    check_lines(file, "sixty lines", dev, &[]);
 }

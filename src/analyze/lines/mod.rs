@@ -17,16 +17,17 @@
 mod source;
 pub mod stack;
 
-pub use source::{annotate, find, Reader, SourceFile, SourceLine};
+pub use source::{annotate, find, Reader, SourceFile, SourceLine, Sources};
 
 use crate::analyze::pretrace::Kinds;
-use crate::analyze::top::{self, Cost, TopOptions};
+use crate::analyze::top::{self, Cost, Selection, TopOptions};
 use crate::model::{Snapshot, StackId, Warning};
 use crate::replay::{self, DeviceReplay, Moment, MomentSpec};
 use crate::vocab::absence::{Judgement, RECORD_STACKS};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use stack::{LineKey, StackLines};
+use stack::LineKey;
+pub use stack::StackLines;
 
 /// What `lines` counts per allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
@@ -234,6 +235,20 @@ fn traced(
         &topts,
         std::sync::Arc::new(Kinds::default()),
     )?;
+    Ok(of_selection(snap, r, trace, &sel, opts.cost, lines))
+}
+
+/// The lines of the allocations `sel` counts on a traced device, `sel` made by `top`'s
+/// selection with `cost`'s [`Cost`] (its pre-trace verdicts play no part): a caller that has
+/// selected a moment's live set already (the page) reuses it.
+pub fn of_selection(
+    snap: &Snapshot,
+    r: &DeviceReplay,
+    trace: &[crate::model::TraceEvent],
+    sel: &Selection,
+    cost: LineCost,
+    lines: &StackLines,
+) -> DeviceLines {
     let counted = sel.items.iter().map(|it| {
         let before = it
             .alloc
@@ -242,16 +257,16 @@ fn traced(
     });
     let mut d = tally(snap, counted, lines);
     d.device = r.device;
-    d.unit = if opts.cost == LineCost::Lifetime {
+    d.unit = if cost == LineCost::Lifetime {
         "byte_us"
     } else {
         "bytes"
     };
-    if opts.cost == LineCost::Live {
+    if cost == LineCost::Live {
         d.at = Some(replay::moment(trace, sel.at));
     }
     judge(snap, &mut d);
-    Ok(d)
+    d
 }
 
 /// A device without a trace: its final blocks, for the live cost.
@@ -261,20 +276,29 @@ fn final_state(
     opts: &LinesOptions,
     lines: &StackLines,
 ) -> DeviceLines {
-    if opts.cost != LineCost::Live {
-        let unit = if opts.cost == LineCost::Lifetime {
-            "byte_us"
-        } else {
-            "bytes"
-        };
-        return cannot_judge(
-            dev.id,
-            "final_state",
-            unit,
-            format!("device {} has no trace: only its final blocks are known, not what was allocated or for how long", dev.id),
-            RECORD_TRACE,
-        );
+    if opts.cost == LineCost::Live {
+        return final_state_live(snap, dev, lines);
     }
+    let unit = if opts.cost == LineCost::Lifetime {
+        "byte_us"
+    } else {
+        "bytes"
+    };
+    cannot_judge(
+        dev.id,
+        "final_state",
+        unit,
+        format!("device {} has no trace: only its final blocks are known, not what was allocated or for how long", dev.id),
+        RECORD_TRACE,
+    )
+}
+
+/// The live lines of a device without a trace: its final blocks.
+pub fn final_state_live(
+    snap: &Snapshot,
+    dev: &crate::model::Device,
+    lines: &StackLines,
+) -> DeviceLines {
     let blocks = snap
         .live_blocks(dev)
         .map(|b| (b.stack, b.requested_size, false));

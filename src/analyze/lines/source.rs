@@ -57,10 +57,37 @@ pub type Reader<'a> = &'a dyn Fn(&Path) -> std::io::Result<String>;
 /// `DIR/model.py` for `/home/u/proj/model.py`), and a file found nowhere is one note; without
 /// it, the recorded path is read as it is and a missing file is passed over in silence.
 pub fn annotate(report: &mut LinesReport, source_root: Option<&Path>, read: Reader) {
-    let mut cache: FxHashMap<String, Result<(PathBuf, String), String>> = FxHashMap::default();
+    let mut sources = Sources::new(source_root, read);
     for d in &mut report.devices {
+        sources.annotate(d);
+    }
+}
+
+/// The source files read for [`annotate`], each read once however many devices (or moments,
+/// on the page) show it.
+pub struct Sources<'a> {
+    source_root: Option<&'a Path>,
+    read: Reader<'a>,
+    cache: FxHashMap<String, Result<(PathBuf, String), String>>,
+}
+
+impl<'a> Sources<'a> {
+    /// No file read yet; files are looked for as [`annotate`] says.
+    pub fn new(source_root: Option<&'a Path>, read: Reader<'a>) -> Self {
+        Sources {
+            source_root,
+            read,
+            cache: FxHashMap::default(),
+        }
+    }
+
+    /// Adds the hottest files' source to `d` (its `lines` whole: the hot files and lines are
+    /// chosen among all of them).
+    pub fn annotate(&mut self, d: &mut DeviceLines) {
+        let (source_root, read) = (self.source_root, self.read);
         for (file, self_bytes) in hot_files(d) {
-            let got = cache
+            let got = self
+                .cache
                 .entry(file.clone())
                 .or_insert_with(|| find(&file, source_root, read));
             let shown = match got {

@@ -7,6 +7,7 @@
 pub mod bands;
 pub mod frames;
 pub mod header;
+pub mod lines;
 pub mod notes;
 pub mod pools;
 pub mod state;
@@ -17,6 +18,7 @@ use crate::analyze::categories::{self, CategoriesReport, CategoryOptions};
 use crate::analyze::fit::{self, DeviceFit, FitOptions};
 use crate::analyze::frag::{self, DeviceFrag, FragOptions};
 use crate::analyze::leaks::{self, LeaksOptions, LeaksReport};
+use crate::analyze::lines::{self as source_lines, DeviceLines, Sources, StackLines};
 use crate::analyze::oom::OomOptions;
 use crate::analyze::pinners;
 use crate::analyze::pretrace::Kinds;
@@ -31,6 +33,7 @@ use crate::replay::{
 };
 use bands::{BandOptions, Bands};
 use frames::{FrameInfo, FrameTable};
+use lines::{MomentLines, SourceOptions};
 use notes::NoteSource;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -54,6 +57,8 @@ pub struct PageOptions {
     pub oom_moments: usize,
     /// Capacity, for the OOM verdicts.
     pub oom: OomOptions,
+    /// Where the hot files' source is read for the lines panel (none by default).
+    pub source: SourceOptions,
 }
 
 impl Default for PageOptions {
@@ -68,6 +73,7 @@ impl Default for PageOptions {
                 sites: 10,
                 ..OomOptions::default()
             },
+            source: SourceOptions::default(),
         }
     }
 }
@@ -142,6 +148,9 @@ pub struct MomentView {
     pub by_metadata: Option<DeviceTop>,
     /// The flamegraph of the same live set.
     pub flame: FlameTrees,
+    /// `memlens lines --at MOMENT` of the same live set (the live cost), its hottest lines
+    /// and, where source was read, the hot files around their hot lines.
+    pub lines: MomentLines,
 }
 
 /// One device's sections.
@@ -317,6 +326,8 @@ fn device_pages(
     )?;
     let mut devices = Vec::new();
     let mut absent = Vec::new();
+    // Each source file is read once for the whole page.
+    let mut sources = opts.source.sources();
     for dev in &snap.devices {
         let trace = snap.device_trace(dev);
         let page = match replays.iter().find(|r| r.device == dev.id) {
@@ -346,7 +357,7 @@ fn device_pages(
                     .collect::<Result<_, _>>()?;
                 let moments = parts
                     .into_iter()
-                    .map(|p| p.view(snap, &mut table, Some(&traced)))
+                    .map(|p| p.view(snap, &mut table, Some(&traced), sources.as_mut()))
                     .collect();
                 // One entry is no history: the notes say there is no timeline, and the page
                 // draws none (the state at the moments stays).
@@ -388,15 +399,12 @@ fn device_pages(
                 DevicePage {
                     device: dev.id,
                     timeline: None,
-                    moments: vec![moment_view(
+                    moments: vec![moment_parts(snap, None, dev, "end".into(), -1, opts)?.view(
                         snap,
-                        None,
-                        dev,
-                        "end".into(),
-                        -1,
-                        opts,
                         &mut table,
-                    )?],
+                        None,
+                        sources.as_mut(),
+                    )],
                 }
             }
         };
@@ -486,7 +494,8 @@ pub(super) fn moment_view(
     table: &mut FrameTable,
 ) -> Result<MomentView, String> {
     let parts = moment_parts(snap, r.clone(), dev, name, at, opts)?;
-    Ok(parts.view(snap, table, r.as_ref()))
+    let mut sources = opts.source.sources();
+    Ok(parts.view(snap, table, r.as_ref(), sources.as_mut()))
 }
 
 /// What a moment's sections show before its stacks and frames are named in the page's table:
@@ -503,6 +512,8 @@ struct MomentParts {
     labelled: FxHashMap<String, u64>,
     live_bytes: u64,
     reserved_bytes: u64,
+    /// `lines` of the same live set, every line (cut when viewed).
+    lines: DeviceLines,
 }
 
 /// The costly part of moment `at` of `dev` (`r`: its replay and pre-trace kinds; absent: the
@@ -559,18 +570,29 @@ fn moment_parts(
         }
         _ => None,
     };
-    let (top, live_bytes, reserved_bytes) = match r {
+    // Each moment its own cache of stack lines: moments are computed side by side.
+    let stack_lines = StackLines::new(snap);
+    let (top, live_bytes, reserved_bytes, lines) = match r {
         Some(Traced {
             replay: r, kinds, ..
         }) => {
             let top = top::device_top_with(snap, r, trace, &top_opts, kinds.clone())?;
-            for it in top::select_with(snap, r, trace, &top_opts, kinds.clone())?.items {
+            let sel = top::select_with(snap, r, trace, &top_opts, kinds.clone())?;
+            let lines = source_lines::of_selection(
+                snap,
+                r,
+                trace,
+                &sel,
+                source_lines::LineCost::Live,
+                &stack_lines,
+            );
+            for it in sel.items {
                 match it.pretrace {
                     Some(id) => *labelled.entry(kinds.get(id).label()).or_default() += it.bytes,
                     None => *weights.entry(it.stack).or_default() += it.bytes,
                 }
             }
-            (top, r.live_at(at), r.reserved_at(at))
+            (top, r.live_at(at), r.reserved_at(at), lines)
         }
         None => {
             let mut all = top::run(snap, &[], &top_opts)?;
@@ -587,6 +609,7 @@ fn moment_parts(
                 all.final_state_devices.swap_remove(pos),
                 weights.values().sum(),
                 reserved,
+                source_lines::final_state_live(snap, dev, &stack_lines),
             )
         }
     };
@@ -601,14 +624,21 @@ fn moment_parts(
         labelled,
         live_bytes,
         reserved_bytes,
+        lines,
     })
 }
 
 impl MomentParts {
     /// The moment's view, its stacks and frames named in `table` (in the order a sequential
     /// pass names them, so the page is the same however the parts were computed); with
-    /// `traced`, its blocks' notes.
-    fn view(self, snap: &Snapshot, table: &mut FrameTable, traced: Option<&Traced>) -> MomentView {
+    /// `traced`, its blocks' notes; with `sources`, its hot files' source.
+    fn view(
+        self,
+        snap: &Snapshot,
+        table: &mut FrameTable,
+        traced: Option<&Traced>,
+        sources: Option<&mut Sources>,
+    ) -> MomentView {
         let block_notes = traced.map(|t| state::BlockNotes {
             replay: t.replay,
             trace: snap.device_trace(
@@ -636,6 +666,7 @@ impl MomentParts {
             },
             by_metadata: self.by_metadata,
             flame: tree::trees(snap, &self.weights, &self.labelled, table),
+            lines: lines::view(self.lines, sources),
         }
     }
 }

@@ -62,6 +62,7 @@ page_script!(
         "state.js",
         "frag.js",
         "top.js",
+        "lines.js",
         "flame.js",
         "leaks.js",
         "pools.js",

@@ -5,7 +5,7 @@
     const s = sections.header;
     const sum = DATA.summary;
     const devs = sum.devices || [];
-    const nav = el("nav", { class: "toc" }, [["oom", "OOM"], ["advice", "What to change"], ["notes", "Data quality"], ["timeline", "Timeline"], ["state", "Allocator state"], ["top", "Top sites"], ["flame", "Flamegraph"], ["leaks", "Leaks"], ["categories", "Categories"], ["summary", "Summary"]]
+    const nav = el("nav", { class: "toc" }, [["oom", "OOM"], ["advice", "What to change"], ["notes", "Data quality"], ["timeline", "Timeline"], ["state", "Allocator state"], ["top", "Top sites"], ["lines", "Source lines"], ["flame", "Flamegraph"], ["leaks", "Leaks"], ["categories", "Categories"], ["summary", "Summary"]]
       .filter(([id]) => (id !== "oom" || DATA.oom) && (id !== "notes" || hasNotes()))
       .map(([id, t]) => el("a", { href: "#" + id }, t)));
     const devTable = el("table", { class: "grid compact" },

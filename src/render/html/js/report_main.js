@@ -9,6 +9,7 @@
     ML.momentShown = m ? { name: m.name, event_index: m.at.event_index, live_bytes: m.live_bytes } : null;
     renderState();
     renderTop();
+    try { renderLines(); } catch (e) { recordError(e); }
     renderFlame();
     if (S.tl) drawTimeline();
   }
@@ -25,7 +26,7 @@
 
   function main() {
     const app = document.getElementById("app");
-    const ids = ["header", "oom", "advice", "notes", "timeline", "state", "top", "flame", "leaks", "pools", "categories", "summary"]
+    const ids = ["header", "oom", "advice", "notes", "timeline", "state", "top", "lines", "flame", "leaks", "pools", "categories", "summary"]
       .filter((id) => (id !== "oom" || DATA.oom) && (id !== "pools" || (DATA.pools || []).length) && (id !== "notes" || hasNotes()));
     fill(app, ...ids.map((id) => section(id)));
     document.body.appendChild(tooltip);

@@ -7,7 +7,7 @@
       el("select", { id: "moment-select", onchange: (e) => { S.moment = Math.max(0, dp.moments.findIndex((m) => m.name === e.target.value)); renderMoment(); } },
         dp.moments.map((m, i) => el("option", { value: m.name, selected: i === S.moment },
           momentLabel(m) + (m.at.event_index >= 0 ? " · after event " + fmtInt(m.at.event_index) : "") + " · " + fmtBytes(m.live_bytes) + " live, " + fmtBytes(m.reserved_bytes) + " reserved"))),
-      el("span", { class: "muted" }, " drives the allocator state, the top table and the flamegraph"));
+      el("span", { class: "muted" }, " drives the allocator state, the top table, the source lines and the flamegraph"));
   }
   let ST = null;
   function renderState() {
