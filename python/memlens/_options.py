@@ -13,8 +13,8 @@ __all__ = ["OPTIONS", "PATH_OPTIONS", "TEXT_POSITIONALS"]
 
 # BEGIN GENERATED from `memlens COMMAND --help`
 OPTIONS: dict[str, frozenset[str]] = {
-    "report": frozenset(["at", "bands", "capacity", "device", "gpu", "n", "phase", "salvage", "sites", "step", "threads", "width", "window"]),
-    "serve": frozenset(["bands", "bind", "capacity", "device", "gpu", "n", "port", "salvage", "sites", "threads"]),
+    "report": frozenset(["at", "bands", "capacity", "device", "gpu", "n", "phase", "salvage", "sites", "source_root", "step", "threads", "width", "window"]),
+    "serve": frozenset(["bands", "bind", "capacity", "device", "gpu", "n", "port", "salvage", "sites", "source_root", "threads"]),
     "summary": frozenset(["device", "salvage", "threads", "width"]),
     "top": frozenset(["at", "by", "cost", "device", "frames", "full_stacks", "keep", "limit", "n", "phase", "salvage", "step", "threads", "width", "window"]),
     "lines": frozenset(["at", "cost", "device", "salvage", "source_root", "threads", "top", "width"]),
@@ -26,7 +26,7 @@ OPTIONS: dict[str, frozenset[str]] = {
     "categories": frozenset(["at", "device", "rules", "salvage", "threads", "width"]),
     "fit": frozenset(["at", "capacity", "device", "gpu", "salvage", "threads", "width"]),
     "explain": frozenset(["capacity", "gpu", "message_file", "salvage", "threads", "width"]),
-    "diff": frozenset(["all", "at", "by", "device", "fail_on_growth", "frame_depth", "ignore_lines", "keep", "limit", "min_abs", "n", "salvage", "threads", "width"]),
+    "diff": frozenset(["all", "at", "base_source_root", "by", "cost", "device", "fail_on_growth", "frame_depth", "ignore_lines", "keep", "limit", "min_abs", "n", "salvage", "source_root", "threads", "width"]),
     "check": frozenset(["allow_unmeasured", "at", "baseline", "capacity", "device", "fail_on_growth", "gpu", "ignore_lines", "max_frag", "max_leaked", "max_peak", "max_reserved", "min_abs", "n", "salvage", "sites", "threads", "width"]),
     "batch": frozenset(["device", "from_dataset", "ignore_lines", "j", "jobs", "list", "n", "partition_by", "partition_pattern", "salvage", "sites", "threads", "topology", "width"]),
     "export": frozenset(["base_ns", "device", "largest", "phase", "points", "salvage", "step", "threads", "width", "window"]),

@@ -109,9 +109,13 @@ pub(super) fn words(p: &DevicePinners, snap: &Snapshot, notes: Vec<String>) -> V
             let when = b
                 .allocated_event
                 .map_or("before the trace".to_string(), |e| format!("at event {e}"));
+            let which = if seg.pinning_blocks == 1 {
+                "its one pinning block".to_string()
+            } else {
+                format!("the oldest of its {} pinning blocks", seg.pinning_blocks)
+            };
             w.push_str(&format!(
-                "; the oldest of its {} is {} of {} allocated {when}",
-                plural(seg.pinning_blocks, "pinning block"),
+                "; {which} is {} of {} allocated {when}",
                 iec(b.size),
                 b.site
             ));
