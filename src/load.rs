@@ -121,6 +121,14 @@ pub fn build(
         _ => model::build(input.bytes(), options),
     };
     input.finish()?;
+    if built.is_err() {
+        if let Some(message) = input.shrank() {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                message,
+            });
+        }
+    }
     let mut snap = built.map_err(|e| match e {
         BuildError::Decode(d) => Error::Input {
             path: path.to_path_buf(),

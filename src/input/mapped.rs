@@ -33,6 +33,13 @@ static INSTALL: Once = Once::new();
 pub struct Mapped {
     map: memmap2::Mmap,
     slot: Option<Slot>,
+    /// The file, to tell later whether it shrank (`None` when it could not be kept).
+    file: Option<File>,
+}
+
+/// What a file that shrank while it was mapped says (after its path).
+fn shrank_words(len: usize) -> String {
+    format!("the file shrank while it was being read (it was {len} bytes; rewritten during the run?): read it again once it is written")
 }
 
 /// A registration: the slot and the message it points to (freed after the slot is cleared).
@@ -49,16 +56,28 @@ impl Mapped {
         // which the handler registered below turns into one line and exit status 2.
         let map = unsafe { memmap2::Mmap::map(file)? };
         let message = format!(
-            "memlens: {}: the file shrank while it was being read (it was {} bytes; rewritten during the run?): read it again once it is written\n",
+            "memlens: {}: {}\n",
             crate::error::quoted_path(path),
-            map.len()
+            shrank_words(map.len())
         );
         let slot = register(
             map.as_ptr() as usize,
             map.len(),
             message.into_bytes().into_boxed_slice(),
         );
-        Ok(Mapped { map, slot })
+        Ok(Mapped {
+            map,
+            slot,
+            file: file.try_clone().ok(),
+        })
+    }
+
+    /// When the file is now shorter than the map, what to say of it. A read past the new end
+    /// faults only on pages wholly beyond it; the rest of the last page reads as zeros, which
+    /// the decoder takes for bad bytes: an error then is this, not the bytes'.
+    pub fn shrank(&self) -> Option<String> {
+        let now = self.file.as_ref()?.metadata().ok()?.len();
+        (now < self.map.len() as u64).then(|| shrank_words(self.map.len()))
     }
 
     /// Advises the kernel that `start..start+len` (page-aligned) is not needed: private,

@@ -135,6 +135,15 @@ impl Input {
         }
     }
 
+    /// When the input is a mapped file that is now shorter than when it was mapped (rewritten
+    /// during the run), what to say of it instead of a decode error.
+    pub fn shrank(&self) -> Option<String> {
+        match &self.data {
+            Data::Mapped(m) => m.shrank(),
+            _ => None,
+        }
+    }
+
     /// The uncompressed pickle bytes (for input still arriving: once it is all there).
     pub fn bytes(&self) -> &[u8] {
         match &self.data {
