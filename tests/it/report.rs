@@ -24,8 +24,12 @@ fn report_json(file: &Path) -> Value {
     json_of(&["report", file.to_str().unwrap(), "--format", "json"])
 }
 
+#[track_caller]
 fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a size: {v}"))
+    match v.as_u64() {
+        Some(n) => n,
+        None => panic!("not a size: {v}"),
+    }
 }
 
 fn i(v: &Value) -> i64 {
@@ -988,12 +992,15 @@ fn check_header(name: &str, page: &Value, report: &Value) {
     let want = match ooms.iter().find_map(|o| o["device"].as_u64()) {
         Some(d) => d,
         None => {
-            // the highest peak among the devices with a timeline (the first on ties)
+            // the highest peak among the devices with a trace (a `peak` moment; a one-entry
+            // trace draws no timeline but has one), the first on ties
             let mut best: Option<(u64, u64)> = None;
             for d in report["devices"].as_array().unwrap() {
-                let Some(p) = d["timeline"]["peak_bytes"].as_u64() else {
+                let m = &d["moments"][0];
+                if m["name"] != "peak" {
                     continue;
-                };
+                }
+                let p = m["live_bytes"].as_u64().unwrap();
                 if best.map_or(true, |(_, b)| p > b) {
                     best = Some((d["device"].as_u64().unwrap(), p));
                 }
@@ -1451,4 +1458,44 @@ fn the_page_keeps_the_hottest_fifty_lines() {
         assert_eq!(u(&lines[0]["self_bytes"]), 60 << 10);
     }
     check_lines(file, "sixty lines", dev, &[]);
+}
+
+/// Every real snapshot's page, driven in headless Chromium: it opens on the device the rule
+/// names, without an error or a request, its judgement lines, the pinners beside the
+/// allocator state and the lines panel (at the first moment and the last) are those of its
+/// JSON, the state view and the flamegraph are drawn. (The hover and zoom checks of
+/// `check_page` run on `browser_files`.)
+#[test]
+fn every_real_page_shows_its_panels_in_headless_chromium() {
+    let Some(browser) = require_browser() else {
+        return;
+    };
+    let Some(files) = require_shared() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for file in files {
+        let f = file.to_str().unwrap();
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let html = dir.path().join(format!("{name}.html"));
+        write_page(f, &html);
+        let page = drive_page(&browser, &name, &html);
+        assert_eq!(page["ready"], true, "{name}: {page}");
+        assert_eq!(page["page_errors"], serde_json::json!([]), "{name}");
+        assert_eq!(page["requests"], serde_json::json!([]), "{name}");
+        let report = report_json(&file);
+        check_header(&name, &page, &report);
+        let first = report["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["device"] == page["header"]["device"])
+            .unwrap();
+        check_judgements(&name, &page, &report, first["device"].as_u64().unwrap());
+        check_pinners(&name, &page, first);
+        check_lines_shown(&name, &page["lines"], first);
+        check_lines_shown(&name, &page["lines_after"], first);
+        assert!(u(&page["drawn"]["state_blocks"]) > 0, "{name}: state view");
+        assert!(u(&page["drawn"]["flame_nodes"]) > 0, "{name}: flame");
+    }
 }

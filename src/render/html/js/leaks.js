@@ -4,7 +4,7 @@
   // The leaks analysis's judgement of a device without a finding: judged and nothing grows, or
   // "cannot judge" with why and what to record (never "no leak found" when it could not judge).
   function leaksJudgement(j) {
-    if (j && j.state === "none") return el("p", { class: "judgement", "data-state": j.state }, "No leak or retained graph: " + j.why + ".");
+    if (j && j.state === "none") return el("p", { class: "judgement", "data-testid": "leaks-judgement", "data-state": j.state }, "No leak or retained graph: " + j.why + ".");
     return judgementLine(j, "leaks-judgement", "");
   }
   // Each kind of growth (leak, retained graph) on its own when growth was found (judged
