@@ -9,8 +9,8 @@
 //! are not the trace's to prove: they are the final state's live blocks, inside the segments
 //! by construction, so a wrapped trace is never a lack of coverage.
 
+use super::live_addrs::LiveAddrs;
 use super::snapshot::{Action, Device, Segment, Snapshot};
-use rustc_hash::FxHashMap;
 
 /// What a device's trace leaves live at its end, and how much of it lies in no segment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,17 +68,17 @@ impl<'a> Ends<'a> {
 /// The coverage of `dev`'s trace by its segments: one pass over the trace, one lookup per
 /// allocation live at its end. A device without a trace is covered (nothing to prove).
 pub fn coverage(snap: &Snapshot, dev: &Device) -> Coverage {
-    let mut live: FxHashMap<u64, u64> = FxHashMap::default();
+    let mut live = LiveAddrs::new();
     let trace = snap.device_trace(dev);
     let at_request = snap.frees_at_request(dev);
     for e in trace {
         if e.action == Action::Alloc {
             live.insert(e.addr, e.size);
         } else if e.ends_allocation(at_request) {
-            live.remove(&e.addr);
+            live.remove(e.addr);
         }
     }
-    of_live(snap.device_segments(dev), live.into_iter())
+    of_live(snap.device_segments(dev), live.iter())
 }
 
 /// The coverage by `segs` (one device's, sorted by address) of `live`, the (address,

@@ -14,6 +14,7 @@ pub mod ids;
 pub mod intern;
 mod keys;
 pub mod kinds;
+pub mod live_addrs;
 pub mod snapshot;
 pub mod traceback;
 pub mod validate;

@@ -3,6 +3,7 @@
 //! Nothing here fails: each finding becomes one [`Warning`] per kind and device, with a count
 //! and the first example, so a corrupt total is reported instead of silently used.
 
+use super::live_addrs::LiveAddrs;
 use super::snapshot::*;
 use rustc_hash::FxHashSet;
 
@@ -313,7 +314,7 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
             "trace entries whose time_us is earlier than the entry before",
         ],
     );
-    let mut live: FxHashSet<u64> = FxHashSet::default();
+    let mut live = LiveAddrs::new();
     let mut prev_time = NO_TIME;
     let mut allocs = 0u64;
     let mut allocs_without_frames = 0u64;
@@ -321,13 +322,13 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
     for (i, e) in trace.iter().enumerate() {
         match e.action {
             Action::Alloc => {
-                live.insert(e.addr);
+                live.insert(e.addr, 0);
                 allocs += 1;
                 if !e.stack.is_recorded() {
                     allocs_without_frames += 1;
                 }
             }
-            _ if e.ends_allocation(at_request) && !live.remove(&e.addr) => {
+            _ if e.ends_allocation(at_request) && live.remove(e.addr).is_none() => {
                 orphans.hit(|| format!("entry {i}, addr 0x{:x}", e.addr));
             }
             _ => {}
@@ -350,7 +351,7 @@ fn check_trace(snap: &Snapshot, dev: &Device) -> Vec<Warning> {
             .filter(|b| b.state != BlockState::Inactive)
             .map(|b| b.address)
             .collect();
-        let missing = live.iter().filter(|a| !final_live.contains(a)).count();
+        let missing = live.iter().filter(|(a, _)| !final_live.contains(a)).count();
         if missing > 0 {
             out.push(Warning {
                 code: "trace_state_mismatch",

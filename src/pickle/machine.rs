@@ -434,7 +434,20 @@ impl<'a> Machine<'a> {
         *slot = v;
     }
 
+    /// Stores `v` at memo `index`: in line when it is the next id and not a container (a
+    /// string, a scalar, a placeholder: nearly every store of a trace entry).
+    #[inline]
     fn memo_put(&mut self, index: u64, v: Value) -> R<()> {
+        let next = self.heap.memo_base + self.heap.memo.len() as u64;
+        if index == next && !matches!(v, Value::Obj(_)) {
+            self.heap.memo.push(v);
+            return Ok(());
+        }
+        self.memo_put_any(index, v)
+    }
+
+    #[inline(never)]
+    fn memo_put_any(&mut self, index: u64, v: Value) -> R<()> {
         let memo_len = self.heap.memo.len() as u64;
         let base = self.heap.memo_base;
         if index >= base && index - base == memo_len {

@@ -14,6 +14,8 @@ pub(super) struct Builder<'p> {
     /// Where each raw handle of `streams` lies: a stream is found in constant time however
     /// many the trace has (65,536 at most), never by a scan of the list (issue #36).
     pub(super) stream_index: FxHashMap<u64, StreamId>,
+    /// The stream of the entry before and its id: entries in a row are mostly on one stream.
+    pub(super) last_stream: (u64, StreamId),
     pub(super) strings: Strings,
     pub(super) frames: Frames,
     pub(super) stacks: Stacks,
@@ -60,6 +62,7 @@ impl<'p> Builder<'p> {
         Builder {
             streams: vec![0],
             stream_index: FxHashMap::from_iter([(0, StreamId::DEFAULT)]),
+            last_stream: (0, StreamId::DEFAULT),
             strings: Strings::default(),
             frames: Frames::default(),
             stacks: Stacks::default(),

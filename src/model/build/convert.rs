@@ -63,8 +63,18 @@ fn expect_str<'h>(heap: &'h Heap, v: Value, key: &str) -> Result<&'h [u8], Strin
 impl Builder<'_> {
     /// The id of stream handle `raw`: ids in order of first appearance, found through
     /// [`Builder::stream_index`].
+    #[inline]
     pub(super) fn intern_stream(&mut self, raw: u64) -> Result<StreamId, String> {
+        if self.last_stream.0 == raw {
+            return Ok(self.last_stream.1);
+        }
+        self.intern_stream_new(raw)
+    }
+
+    #[inline(never)]
+    fn intern_stream_new(&mut self, raw: u64) -> Result<StreamId, String> {
         if let Some(&id) = self.stream_index.get(&raw) {
+            self.last_stream = (raw, id);
             return Ok(id);
         }
         if self.streams.len() > u16::MAX as usize {
@@ -76,6 +86,7 @@ impl Builder<'_> {
         self.streams.push(raw);
         let id = StreamId(self.streams.len() as u16 - 1);
         self.stream_index.insert(raw, id);
+        self.last_stream = (raw, id);
         Ok(id)
     }
 
@@ -88,11 +99,28 @@ impl Builder<'_> {
 
     /// Interns a per-event string, remembering the last one per slot: trace entries repeat
     /// the same `compile_context` (a fresh "N/A" object each) millions of times.
+    #[inline]
     fn intern_cached(&mut self, bytes: &[u8], slot: usize) -> StrId {
         let (last, id) = &self.last_text[slot];
-        if last.as_slice() == bytes {
+        // Short texts ("N/A", "") compared in line: a call to memcmp costs more than them.
+        let same = last.len() == bytes.len()
+            && if bytes.len() <= 16 {
+                let mut i = 0;
+                while i < bytes.len() && last[i] == bytes[i] {
+                    i += 1;
+                }
+                i == bytes.len()
+            } else {
+                last.as_slice() == bytes
+            };
+        if same {
             return *id;
         }
+        self.intern_cached_new(bytes, slot)
+    }
+
+    #[inline(never)]
+    fn intern_cached_new(&mut self, bytes: &[u8], slot: usize) -> StrId {
         let id = self.intern_text(bytes);
         self.last_text[slot] = (bytes.to_vec(), id);
         id

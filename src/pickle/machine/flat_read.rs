@@ -170,9 +170,11 @@ impl Machine<'_> {
                 }
                 // Non-negative (top bit of the last byte clear): zero-extended as is.
                 let v = if n > 0 && w[1 + n] < 0x80 {
-                    let mut b = [0u8; 8];
-                    b[..n].copy_from_slice(&w[2..2 + n]);
-                    Value::Int(u64::from_le_bytes(b) as i64)
+                    // The window's last 8 bytes, masked to the n that are the integer's (a
+                    // copy of n bytes would be a call to memcpy).
+                    let all = u64::from_le_bytes([w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9]]);
+                    let mask = u64::MAX >> (64 - 8 * n as u32);
+                    Value::Int((all & mask) as i64)
                 } else {
                     self.long(&w[2..2 + n])
                 };

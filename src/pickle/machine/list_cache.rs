@@ -180,37 +180,63 @@ impl ListCache {
 }
 
 /// The end of a run of memo references (`BINGET`, `LONG_BINGET`) from `p`, when an
-/// `APPENDS` follows it before `lim`: `(offset of the APPENDS, hash of the run's bytes)`.
-/// `None` for anything else (an empty run, a frame dict written inline, the end of the range).
+/// `APPENDS` follows it before `lim`: `(offset of the APPENDS, hash of the run)`. `None` for
+/// anything else (an empty run, a frame dict written inline, the end of the range).
+///
+/// The hash is taken in the same pass, from the ids the references name and their opcodes
+/// (rotate and xor per reference, one multiply at the end): the same bytes hash alike, and
+/// [`ListCache::get`] compares the bytes themselves, so a weaker hash costs probes, never a
+/// wrong answer.
 #[inline]
 pub(super) fn ref_run(buf: &[u8], p: usize, lim: usize) -> Option<(usize, u64)> {
     let buf = buf.get(..lim)?;
     let mut q = p;
+    let mut h = 0u64;
+    let id = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
     loop {
+        // Four LONG_BINGETs at a time (PyTorch's frames lists): one bounds check for them.
+        while let Some(w) = buf.get(q..q + 20).and_then(|r| r.first_chunk::<20>()) {
+            if w[0] != op::LONG_BINGET
+                || w[5] != op::LONG_BINGET
+                || w[10] != op::LONG_BINGET
+                || w[15] != op::LONG_BINGET
+            {
+                break;
+            }
+            for at in [1, 6, 11, 16] {
+                h = h.rotate_left(7) ^ id(w, at) as u64;
+            }
+            q += 20;
+        }
         match buf.get(q) {
-            Some(&op::BINGET) => q += 2,
-            Some(&op::LONG_BINGET) => q += 5,
-            Some(&op::APPENDS) if q > p => return Some((q, hash_bytes(&buf[p..q]))),
+            Some(&op::LONG_BINGET) => {
+                h = h.rotate_left(7) ^ id(buf.get(q + 1..q + 5)?, 0) as u64;
+                q += 5;
+            }
+            Some(&op::BINGET) => {
+                h = h.rotate_left(7) ^ (*buf.get(q + 1)? as u64 | 1 << 32);
+                q += 2;
+            }
+            Some(&op::APPENDS) if q > p => return Some((q, finish_hash(h, q - p))),
             _ => return None,
         }
     }
 }
 
-/// A hash of `bytes`, eight at a time.
+/// The run's hash from its mixed ids and its length in bytes.
 #[inline]
-fn hash_bytes(bytes: &[u8]) -> u64 {
+fn finish_hash(h: u64, len: usize) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = bytes.len() as u64;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-        h = (h.rotate_left(26) ^ w).wrapping_mul(K);
-    }
-    let mut last = [0u8; 8];
-    let rest = words.remainder();
-    last[..rest.len()].copy_from_slice(rest);
-    h = (h.rotate_left(26) ^ u64::from_le_bytes(last)).wrapping_mul(K);
+    let h = (h ^ (len as u64).rotate_left(40)).wrapping_mul(K);
     h ^ h >> 29
+}
+
+/// The hash [`ref_run`] gives the run `bytes` (which must be one: references only).
+#[cfg(test)]
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut run = bytes.to_vec();
+    run.push(op::APPENDS);
+    ref_run(&run, 0, run.len()).map_or(0, |(_, h)| h)
 }
 
 #[cfg(test)]
