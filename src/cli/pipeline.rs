@@ -16,11 +16,16 @@ use std::sync::OnceLock;
 
 /// What the global flags say about reading any snapshot (`--threads`, `--salvage`, and the
 /// benchmark knobs `MEMLENS_FLAT=0`, `MEMLENS_STRATEGY`, `MEMLENS_SPLIT_REGIONS`,
-/// `MEMLENS_PRESCAN`, `MEMLENS_TIMING`, read once here: the library reads no environment).
+/// `MEMLENS_PRESCAN`, `MEMLENS_TIMING`, `MEMLENS_FLOOR`, read once here: the library reads no
+/// environment).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GlobalOptions {
     /// How every snapshot is read and decoded.
     pub load: LoadOptions,
+    /// Benchmarks only (`MEMLENS_FLOOR=1`): once the first input is read, walk its opcodes
+    /// without decoding them ([`crate::pickle::scan::floor_walk`]), print
+    /// `floor: S s, N opcodes` to stderr and exit 0 without output.
+    pub floor: bool,
 }
 
 impl GlobalOptions {
@@ -45,6 +50,7 @@ impl GlobalOptions {
                 prescan: std::env::var_os("MEMLENS_PRESCAN").is_some(),
                 timing: std::env::var_os("MEMLENS_TIMING").is_some(),
             },
+            floor: std::env::var_os("MEMLENS_FLOOR").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -204,6 +210,9 @@ fn decode(path: &Path, g: &GlobalOptions, opened: Option<&Opened>) -> Result<Sna
     if timing {
         eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
     }
+    if g.floor {
+        floor(path, &inp);
+    }
     let bar = progress::bytes_bar(inp.len_hint() as u64, &quoted_path(path));
     let snap = crate::load::build(path, &inp, &g.load, &mut |pos| bar.set_position(pos));
     bar.finish_and_clear();
@@ -211,6 +220,26 @@ fn decode(path: &Path, g: &GlobalOptions, opened: Option<&Opened>) -> Result<Sna
         eprintln!("model: {} bytes", s.heap_bytes());
     }
     snap
+}
+
+/// `MEMLENS_FLOOR=1` ([`GlobalOptions::floor`]): walks the opcodes of `inp` without
+/// decoding them, prints `floor: S s, N opcodes` to stderr and ends the process: exit 0
+/// without output, or 2 where the walk stops before `STOP`.
+fn floor(path: &Path, inp: &crate::input::Input) -> ! {
+    let bytes = inp.bytes();
+    let t = std::time::Instant::now();
+    let walked = crate::pickle::scan::floor_walk(bytes);
+    let secs = t.elapsed().as_secs_f64();
+    match walked {
+        Ok(f) => {
+            eprintln!("floor: {secs:.3} s, {} opcodes", f.opcodes);
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("memlens: {}: floor walk: {e}", quoted_path(path));
+            std::process::exit(2)
+        }
+    }
 }
 
 /// The pipeline of a one-file report: load `file` once, run `analysis` on it, write its
