@@ -20,6 +20,7 @@ const LAYERS: &[&str] = &[
     "error",
     "units",
     "alloc_guard",
+    "timings",
     "pickle",
     "input",
     "model",

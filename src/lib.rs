@@ -12,7 +12,8 @@
 //! page, batch, check, the dataset), [`render`] (text, JSON, CSV, SVG), [`serve`] (the page
 //! and its window and moment answers from a local HTTP server, over `compose` and `render`),
 //! and the command line in `cli` (binary only). Each layer imports only those before it
-//! (`tests/layers.rs` checks it); [`units`], [`error`] and [`alloc_guard`] serve them all.
+//! (`tests/layers.rs` checks it); [`units`], [`error`], [`alloc_guard`] and [`timings`] (what
+//! a decode cost, for `--timings`) serve them all.
 //!
 //! ```no_run
 //! let snap = memlens::load(std::path::Path::new("snapshot.pickle"), &mut |_| {}).unwrap();
@@ -53,6 +54,7 @@ pub mod pickle;
 pub mod render;
 pub mod replay;
 pub mod serve;
+pub mod timings;
 pub mod units;
 pub mod vocab;
 

@@ -34,6 +34,7 @@ mod slice;
 mod source;
 mod summary;
 mod timeline;
+mod timings;
 mod top;
 mod whatif;
 
@@ -53,6 +54,11 @@ pub struct Cli {
     /// else 1; at most the cores, or 2; 1 = the sequential decoder).
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
+    /// Print to stderr, once the command is done, what each phase cost: per file read, its
+    /// read, decode (with MB/s and the decoder that ran), model and replay; then the
+    /// analysis, the output, and the total with the peak memory.
+    #[arg(long, global = true)]
+    timings: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -121,6 +127,7 @@ pub enum Outcome {
 
 /// Runs the command line and returns the exit code.
 pub fn main() -> i32 {
+    let started = std::time::Instant::now();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -129,22 +136,22 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    if cli.timings {
+        timings::start(started);
+    }
+    let command = std::time::Instant::now();
     let result = execute(cli);
+    let command = command.elapsed();
     // What the command wrote with -o, said once it is in place (before any error).
     output::say_written();
     let code = exit_code(result);
+    // After the output and any error: what each phase cost (`--timings`).
+    timings::print(command);
     // Tests and benchmarks read this process's own peak memory here (a child's rusage also
     // counts what its parent had mapped when it forked).
     if std::env::var_os("MEMLENS_PEAK_RSS").is_some() {
-        if let Some(kb) = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:").map(str::to_owned))
-            })
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            eprintln!("peak_rss_bytes {}", kb * 1024);
+        if let Some(bytes) = timings::peak_rss_bytes() {
+            eprintln!("peak_rss_bytes {bytes}");
         }
     }
     code

@@ -112,6 +112,15 @@ pub fn emit(
     force: bool,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), Error> {
+    super::timings::output(|| emit_untimed(path, force, write))
+}
+
+/// [`emit`], without `--timings`' clock.
+fn emit_untimed(
+    path: Option<&Path>,
+    force: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
     match path {
         None if CAPTURE.with(|c| c.borrow().is_some()) => {
             let mut buf = Vec::new();
@@ -150,7 +159,7 @@ pub fn write_file(
     force: bool,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<u64, Error> {
-    atomic_write(path, force, write)
+    super::timings::output(|| atomic_write(path, force, write))
 }
 
 /// Writes the file; returns its size once renamed into place.

@@ -7,6 +7,7 @@ use super::models::{Evicted, Key, Models};
 use super::progress;
 use super::report::Formats;
 use super::session_files::Opened;
+use super::timings;
 use crate::error::quoted_path;
 use crate::model::{Snapshot, Strategy};
 use crate::replay::{self, DeviceReplay};
@@ -16,11 +17,16 @@ use std::sync::OnceLock;
 
 /// What the global flags say about reading any snapshot (`--threads`, `--salvage`, and the
 /// benchmark knobs `MEMLENS_FLAT=0`, `MEMLENS_STRATEGY`, `MEMLENS_SPLIT_REGIONS`,
-/// `MEMLENS_PRESCAN`, `MEMLENS_TIMING`, read once here: the library reads no environment).
+/// `MEMLENS_PRESCAN`, `MEMLENS_TIMING`, `MEMLENS_FLOOR`, read once here: the library reads no
+/// environment).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GlobalOptions {
     /// How every snapshot is read and decoded.
     pub load: LoadOptions,
+    /// Benchmarks only (`MEMLENS_FLOOR=1`): once the first input is read, walk its opcodes
+    /// without decoding them ([`crate::pickle::scan::floor_walk`]), print
+    /// `floor: S s, N opcodes` to stderr and exit 0 without output.
+    pub floor: bool,
 }
 
 impl GlobalOptions {
@@ -45,6 +51,7 @@ impl GlobalOptions {
                 prescan: std::env::var_os("MEMLENS_PRESCAN").is_some(),
                 timing: std::env::var_os("MEMLENS_TIMING").is_some(),
             },
+            floor: std::env::var_os("MEMLENS_FLOOR").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -68,7 +75,12 @@ impl Loaded {
     /// Like [`Loaded::open`], without a progress bar or timing lines (for files read in
     /// parallel), with `load` in place of the global options' load options.
     pub fn quiet(path: &Path, load: &LoadOptions, device: DeviceArg) -> Result<Loaded, Error> {
-        Self::with(path, crate::load_with(path, load, &mut |_| {})?, device)
+        let t0 = std::time::Instant::now();
+        let inp = crate::load::read(path, load)?;
+        let snap = timings::decoded(path, &inp, t0.elapsed(), || {
+            crate::load::build(path, &inp, load, &mut |_| {})
+        })?;
+        Self::with(path, snap, device)
     }
 
     /// A snapshot already built from `path`, with the device rule applied.
@@ -83,7 +95,8 @@ impl Loaded {
 
     /// The replay of every device with a trace (one forward pass each, the first time).
     pub fn replays(&self) -> &[DeviceReplay] {
-        self.replays.get_or_init(|| replay::replay(&self.snap))
+        self.replays
+            .get_or_init(|| timings::replay(&self.path, || replay::replay(&self.snap)))
     }
 
     /// The snapshot and the replay of its devices (made now if no analysis asked for it),
@@ -92,7 +105,7 @@ impl Loaded {
         let replays = self
             .replays
             .into_inner()
-            .unwrap_or_else(|| replay::replay(&self.snap));
+            .unwrap_or_else(|| timings::replay(&self.path, || replay::replay(&self.snap)));
         (self.snap, replays)
     }
 
@@ -200,17 +213,43 @@ fn decode(path: &Path, g: &GlobalOptions, opened: Option<&Opened>) -> Result<Sna
         Some(o) => crate::load::read_opened(path, &o.file, o.meta.len(), &g.load)?,
         None => crate::load::read(path, &g.load)?,
     };
+    let read = t0.elapsed();
     let timing = g.load.timing;
     if timing {
-        eprintln!("input: {:.3} s", t0.elapsed().as_secs_f64());
+        eprintln!("input: {:.3} s", read.as_secs_f64());
+    }
+    if g.floor {
+        floor(path, &inp);
     }
     let bar = progress::bytes_bar(inp.len_hint() as u64, &quoted_path(path));
-    let snap = crate::load::build(path, &inp, &g.load, &mut |pos| bar.set_position(pos));
+    let snap = timings::decoded(path, &inp, read, || {
+        crate::load::build(path, &inp, &g.load, &mut |pos| bar.set_position(pos))
+    });
     bar.finish_and_clear();
     if let (Ok(s), true) = (&snap, timing) {
         eprintln!("model: {} bytes", s.heap_bytes());
     }
     snap
+}
+
+/// `MEMLENS_FLOOR=1` ([`GlobalOptions::floor`]): walks the opcodes of `inp` without
+/// decoding them, prints `floor: S s, N opcodes` to stderr and ends the process: exit 0
+/// without output, or 2 where the walk stops before `STOP`.
+fn floor(path: &Path, inp: &crate::input::Input) -> ! {
+    let bytes = inp.bytes();
+    let t = std::time::Instant::now();
+    let walked = crate::pickle::scan::floor_walk(bytes);
+    let secs = t.elapsed().as_secs_f64();
+    match walked {
+        Ok(f) => {
+            eprintln!("floor: {secs:.3} s, {} opcodes", f.opcodes);
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("memlens: {}: floor walk: {e}", quoted_path(path));
+            std::process::exit(2)
+        }
+    }
 }
 
 /// The pipeline of a one-file report: load `file` once, run `analysis` on it, write its

@@ -77,6 +77,7 @@ mod store;
 mod support;
 mod surfaces;
 mod terminal;
+mod timings;
 mod whatif;
 mod wrapping;
 mod written;

@@ -187,7 +187,7 @@ def test_memlens_own_error_stays_its_first_line(memlens_bin: str) -> None:
 # -- keyword names: only the command's flags -----------------------------------------------------
 
 
-SUMMARY_OPTIONS = "device, salvage, threads, width"
+SUMMARY_OPTIONS = "device, salvage, threads, timings, width"
 
 
 @pytest.mark.parametrize("key", ["output=/x", "-o", "x y", "Max_peak", "max-peak", "nope", "limit", "h", "help",

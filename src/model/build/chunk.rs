@@ -8,6 +8,7 @@ use crate::model::ids::{FrameId, FxId, StackId, StrId, StreamId, TagsId};
 use crate::model::intern::{EventTags, Frame, Frames, FxNode, Stacks, Strings, Tags};
 use crate::model::snapshot::*;
 use crate::pickle::{self, FlatList, Heap, Hooks, ListData, ObjData, ObjId, Value};
+use crate::timings::{self, Phase};
 use std::collections::BTreeMap;
 
 /// What a worker produced for one chunk: its own interning tables and converted items.
@@ -102,19 +103,23 @@ pub(crate) fn build_planned(
     b.segments
         .reserve_exact(items(pickle::scan::Target::Segments));
     let mut skipper = Skipper { b: &mut b, next };
-    let decoded = pickle::decode_planned(
-        buf,
-        &mut skipper,
-        pickle::Limits::for_input(buf.len()),
-        chunks,
-        defs,
-    );
+    // The calling thread's decode, absorbing the workers' chunks as it reaches them.
+    let decoded = timings::time(Phase::Decode, || {
+        pickle::decode_planned(
+            buf,
+            &mut skipper,
+            pickle::Limits::for_input(buf.len()),
+            chunks,
+            defs,
+        )
+    });
     let Ok((heap, top)) = decoded else {
         return (None, b.stats);
     };
     b.stats.add(&heap.stats);
     let stats = b.stats;
-    (b.finish(&heap, top).ok(), stats)
+    let snap = timings::time(Phase::Model, || b.finish(&heap, top));
+    (snap.ok(), stats)
 }
 
 struct Skipper<'s, 'p> {

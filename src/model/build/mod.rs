@@ -27,6 +27,7 @@ mod path;
 pub use crate::model::error::BuildError;
 use crate::model::snapshot::{Snapshot, Warning};
 use crate::pickle::{self, scan};
+use crate::timings::{self, Phase};
 use builder::Builder;
 use path::{choose, Path};
 pub use path::{
@@ -95,6 +96,7 @@ pub fn build_arriving(
     mut options: BuildOptions,
 ) -> Result<Snapshot, BuildError> {
     if let Path::Parallel(how) = choose(&options, src.capacity(), default_threads()) {
+        say_parallel(&how);
         let more = |n: usize| src.upto(n);
         let first = src.upto(scan::WINDOW);
         let more: scan::More = (&more, src.capacity());
@@ -107,9 +109,13 @@ pub fn build_arriving(
         ) {
             return Ok(snap);
         }
+        gave_up(&how);
     }
     options.strategy = Strategy::Sequential;
-    build(src.all(), options)
+    // Waiting for the rest of the input is part of the decode (the caller's `read` ended
+    // when decompression started).
+    let all = timings::time(Phase::Decode, || src.all());
+    build(all, options)
 }
 
 /// Decodes `buf` (an uncompressed pickle) and builds the snapshot, on the path
@@ -117,13 +123,18 @@ pub fn build_arriving(
 pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildError> {
     let fast = match choose(&options, buf.len(), default_threads()) {
         Path::Salvage => return build_salvage(buf, options),
-        Path::Sequential { fast } => fast,
+        Path::Sequential { fast } => {
+            timings::decoder(|| "sequential, 1 thread".into());
+            fast
+        }
         Path::Parallel(how) => {
+            say_parallel(&how);
             let built =
                 parallel::try_build(buf, None, &how, &mut options.progress, options.release);
             if let Some(snap) = built {
                 return Ok(snap);
             }
+            gave_up(&how);
             true
         }
     };
@@ -132,16 +143,17 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
     b.release = options.release;
     b.flat = fast;
     if !fast {
-        let (heap, top) = pickle::decode(buf, &mut b, limits).map_err(BuildError::Decode)?;
-        return b.finish(&heap, top);
+        let (heap, top) = timings::time(Phase::Decode, || pickle::decode(buf, &mut b, limits))
+            .map_err(BuildError::Decode)?;
+        return timings::time(Phase::Model, || b.finish(&heap, top));
     }
-    let decoded = pickle::decode(buf, &mut b, limits);
+    let decoded = timings::time(Phase::Decode, || pickle::decode(buf, &mut b, limits));
     let progress = b.progress.take();
     if let Ok((heap, top)) = decoded {
         if options.timing {
             eprintln!("sequential: {:?}", heap.stats);
         }
-        if let Ok(snap) = b.finish(&heap, top) {
+        if let Ok(snap) = timings::time(Phase::Model, || b.finish(&heap, top)) {
             return Ok(snap);
         }
     }
@@ -151,22 +163,41 @@ pub fn build(buf: &[u8], mut options: BuildOptions) -> Result<Snapshot, BuildErr
     if options.timing {
         eprintln!("fast path: gave up; decoding again opcode by opcode");
     }
+    timings::decoder(|| "sequential; its fast path gave up, decoded again opcode by opcode".into());
     let mut g = Builder::new(progress);
     g.release = options.release;
     g.flat = false;
-    let (heap, top) = pickle::decode(buf, &mut g, limits).map_err(BuildError::Decode)?;
-    g.finish(&heap, top)
+    let (heap, top) = timings::time(Phase::Decode, || pickle::decode(buf, &mut g, limits))
+        .map_err(BuildError::Decode)?;
+    timings::time(Phase::Model, || g.finish(&heap, top))
+}
+
+/// Says (for `--timings`) that the parallel decoder runs as `how` says.
+fn say_parallel(how: &path::Parallel) {
+    timings::decoder(|| format!("parallel, {} threads", how.threads.max(1)));
+}
+
+/// Says (for `--timings`) that the parallel decoder gave up and the sequential one took over.
+fn gave_up(how: &path::Parallel) {
+    timings::decoder(|| {
+        format!(
+            "parallel ({} threads) gave up; sequential took over",
+            how.threads.max(1)
+        )
+    });
 }
 
 /// The salvage path: the general loop, keeping what was complete before a break.
 fn build_salvage(buf: &[u8], options: BuildOptions) -> Result<Snapshot, BuildError> {
+    timings::decoder(|| "sequential, salvaging".into());
     let mut b = Builder::new(options.progress);
     b.release = options.release;
     b.flat = false;
-    let (heap, top, failure) =
+    let (heap, top, failure) = timings::time(Phase::Decode, || {
         pickle::decode_salvage(buf, &mut b, pickle::Limits::for_input(buf.len()))
-            .map_err(BuildError::Decode)?;
-    let mut snap = b.finish(&heap, top)?;
+    })
+    .map_err(BuildError::Decode)?;
+    let mut snap = timings::time(Phase::Model, || b.finish(&heap, top))?;
     if let Some(e) = failure {
         let kept = snap.events.len();
         snap.warnings.insert(

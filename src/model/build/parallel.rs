@@ -12,6 +12,7 @@ use super::chunk::{build_chunk, build_planned, ChunkOut};
 use super::path::Parallel;
 use crate::model::snapshot::Snapshot;
 use crate::pickle::scan::{self, Chunk, Defs};
+use crate::timings::{self, Phase};
 use std::cell::{Cell, RefCell};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -174,6 +175,7 @@ pub(crate) fn try_build<'a>(
     };
     // Benchmarks only (`BuildOptions::prescan`): pass 1 runs to the end before any worker
     // starts, so that what follows measures pass 2 and the merge alone.
+    let started = std::time::Instant::now();
     let mut pre = Vec::new();
     if how.prescan {
         let t = std::time::Instant::now();
@@ -227,6 +229,9 @@ pub(crate) fn try_build<'a>(
             true => Some(()),
             false => work.pass1(buf, more, how, &report),
         };
+        // Pass 1 (the workers decoding beside it) is the decode's first part; the merge
+        // below, its second (`build_planned`).
+        timings::add(Phase::Decode, started.elapsed());
         let chunks = {
             let mut st = lock(&work.state);
             st.scanned = true;

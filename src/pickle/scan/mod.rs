@@ -12,6 +12,7 @@
 
 mod align;
 mod defs;
+mod floor;
 mod plan;
 mod region;
 mod scanner;
@@ -22,6 +23,7 @@ mod walk;
 pub use align::{refusal, step, Follow, Followed, Step};
 use defs::START_MASK;
 pub use defs::{Defs, MemoDef};
+pub use floor::{walk as floor_walk, Floor};
 pub use plan::{Chunk, Plan, Target};
 use scanner::Scanner;
 pub use scanner::{More, WINDOW};
