@@ -8,6 +8,7 @@
 //! names them by file and adds what only the command line sees.
 
 use crate::input::{Container, Input};
+use crate::units;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Mutex;
@@ -140,8 +141,14 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-fn mb(bytes: u64) -> f64 {
-    bytes as f64 / 1e6
+/// `bytes` in IEC units with the exact count: what a report of a slow file needs.
+fn size(bytes: u64) -> String {
+    format!("{} ({} bytes)", units::iec(bytes), units::grouped(bytes))
+}
+
+/// MiB per second.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 /// One line: the phase's name, its seconds, and what follows.
@@ -156,25 +163,25 @@ fn render(s: &State, command: Duration, peak: Option<u64>) -> String {
         let packed = match f.container {
             Container::Pickle => String::new(),
             Container::Gzip | Container::Zstd => format!(
-                " ({}, {:.3} MB decompressed{})",
+                " ({}, {} decompressed{})",
                 if f.container == Container::Gzip {
                     "gzip"
                 } else {
                     "zstd"
                 },
-                mb(f.decoded),
+                units::iec(f.decoded),
                 if f.alongside {
                     ", decompressing alongside"
                 } else {
                     ""
                 }
             ),
-            Container::Json => format!(" (JSON, {:.3} MB transcoded)", mb(f.decoded)),
+            Container::Json => format!(" (JSON, {} transcoded)", units::iec(f.decoded)),
         };
-        let _ = writeln!(out, "  file     {}, {:.3} MB{packed}", f.path, mb(f.stored));
+        let _ = writeln!(out, "  file     {}, {}{packed}", f.path, size(f.stored));
         line(&mut out, "read", f.read, "");
         let b = &f.built;
-        let rate = mb(f.decoded) / secs(b.decode).max(1e-9);
+        let rate = mib(f.decoded) / secs(b.decode).max(1e-9);
         let decoder = b.decoder.as_deref().unwrap_or("not run");
         let waits = if f.alongside {
             "; includes waiting on the decompression"
@@ -185,7 +192,7 @@ fn render(s: &State, command: Duration, peak: Option<u64>) -> String {
             &mut out,
             "decode",
             b.decode,
-            &format!(", {rate:.0} MB/s ({decoder}{waits})"),
+            &format!(", {rate:.0} MiB/s ({decoder}{waits})"),
         );
         line(&mut out, "model", b.model, "");
         match f.replay {
@@ -197,7 +204,7 @@ fn render(s: &State, command: Duration, peak: Option<u64>) -> String {
     // Files read side by side (`diff`, `serve`) overlap: their sum can pass the wall.
     line(&mut out, "analysis", command.saturating_sub(spent), "");
     line(&mut out, "output", s.output, "");
-    let rss = peak.map_or(String::new(), |b| format!(", peak RSS {:.1} MB", mb(b)));
+    let rss = peak.map_or(String::new(), |b| format!(", peak RSS {}", units::iec(b)));
     line(&mut out, "total", s.started.elapsed(), &rss);
     out
 }
@@ -213,8 +220,8 @@ mod tests {
             started,
             files: vec![FileTimes {
                 path: "a.pickle.gz".into(),
-                stored: 2_000_000,
-                decoded: 10_000_000,
+                stored: 2 << 20,
+                decoded: 10 << 20,
                 container: Container::Gzip,
                 alongside: true,
                 read: Duration::from_millis(1),
@@ -227,12 +234,12 @@ mod tests {
             }],
             output: Duration::from_millis(3),
         };
-        let text = render(&s, Duration::from_millis(40), Some(50_000_000));
+        let text = render(&s, Duration::from_millis(40), Some(50 << 20));
         let want = [
             "timings:",
-            "  file     a.pickle.gz, 2.000 MB (gzip, 10.000 MB decompressed, decompressing alongside)",
+            "  file     a.pickle.gz, 2.00 MiB (2,097,152 bytes) (gzip, 10.00 MiB decompressed, decompressing alongside)",
             "  read         0.001 s",
-            "  decode       0.020 s, 500 MB/s (sequential, 1 thread; includes waiting on the decompression)",
+            "  decode       0.020 s, 500 MiB/s (sequential, 1 thread; includes waiting on the decompression)",
             "  model        0.002 s",
             "  replay       0.000 s (none: not needed)",
             "  analysis     0.014 s",
@@ -241,6 +248,6 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(&lines[..want.len()], want);
         assert!(lines[want.len()].starts_with("  total "));
-        assert!(lines[want.len()].ends_with("s, peak RSS 50.0 MB"));
+        assert!(lines[want.len()].ends_with("s, peak RSS 50.00 MiB"));
     }
 }

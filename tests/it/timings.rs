@@ -39,7 +39,7 @@ fn assert_phases(err: &str, p: &[(String, f64)]) {
     // Each figure is rounded to the millisecond.
     assert!(sum <= total + 0.004, "phases {sum} > total {total}:\n{err}");
     assert!(err.starts_with("timings:\n"), "{err}");
-    assert!(err.contains(" MB/s (sequential, 1 thread"), "{err}");
+    assert!(err.contains(" MiB/s (sequential, 1 thread"), "{err}");
     assert!(err.contains(", peak RSS "), "{err}");
 }
 
