@@ -399,6 +399,7 @@ impl<'a> Heap<'a> {
     }
 
     /// The raw bytes of a `str` value (UTF-8, possibly with surrogates).
+    #[inline]
     pub fn str_bytes(&self, v: Value) -> Option<&[u8]> {
         match v {
             Value::Str { off, len } => Some(&self.buf[off as usize..off as usize + len as usize]),

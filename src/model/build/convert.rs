@@ -375,7 +375,13 @@ impl Builder<'_> {
                         _ => expect_i64(heap, v, "time_us")?,
                     }
                 }
-                Key::Frames => e.stack = self.convert_stack(heap, v, "frames")?,
+                Key::Frames => {
+                    e.stack = match v {
+                        // What the fast path hands over: the stack, converted.
+                        Value::Ext { kind: STACK, id } => StackId(id),
+                        _ => self.convert_stack(heap, v, "frames")?,
+                    }
+                }
                 Key::DeviceFree => device_free = Some(expect_u64(heap, v, "device_free")?),
                 Key::CompileContext => {
                     if let Some(s) = heap.str_bytes(v) {

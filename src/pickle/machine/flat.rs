@@ -142,7 +142,13 @@ impl Machine<'_> {
             // Values travel through out-parameters, not `Option<(Value, usize)>`: that
             // niche-packed return moves a Value as tag + 15 bytes, whose reload stalls.
             let mut key = Value::None;
-            p = self.flat_scalar(p, lim, &pending, &mut key);
+            p = match self.settled_str_ref(p, lim) {
+                Some((k, q)) => {
+                    key = k;
+                    q
+                }
+                None => self.flat_scalar(p, lim, &pending, &mut key),
+            };
             if p == 0 || !matches!(key, Value::Str { .. }) {
                 return None;
             }

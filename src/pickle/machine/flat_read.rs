@@ -84,6 +84,28 @@ impl Machine<'_> {
         .copied()
     }
 
+    /// A memo reference at `p` to a string in the memo (a trace entry's key, nearly always):
+    /// the string and the offset after the reference; `None` for anything else, which
+    /// [`Machine::flat_scalar`] then reads. A pending slot (the entry's dict or list) holds a
+    /// placeholder, never a string, so it needs no check here.
+    #[inline(always)]
+    pub(super) fn settled_str_ref(&self, p: usize, lim: usize) -> Option<(Value, usize)> {
+        let w = self.buf.get(p..p + 5).filter(|_| p + 5 <= lim)?;
+        let (index, q) = match w[0] {
+            op::LONG_BINGET => (
+                u32::from_le_bytes([w[1], w[2], w[3], w[4]]) as u64,
+                p + w::LONG_BINGET,
+            ),
+            op::BINGET => (w[1] as u64, p + w::BINGET),
+            _ => return None,
+        };
+        let rel = index.wrapping_sub(self.heap.memo_base) as usize;
+        match self.heap.memo.get(rel) {
+            Some(&v @ Value::Str { .. }) => Some((v, q)),
+            _ => None,
+        }
+    }
+
     /// An optional memo opcode at `p`: its slot (implicit ids counted as `MEMOIZE` does).
     #[inline]
     pub(super) fn memo_op(&mut self, p: usize, lim: usize) -> Option<(Option<u64>, usize)> {
