@@ -28,6 +28,8 @@ struct FileTimes {
     built: crate::timings::Recorded,
     /// `None`: no analysis asked for the replay.
     replay: Option<Duration>,
+    /// The decode ended in an error (the file's; said above the timings).
+    failed: bool,
 }
 
 /// Everything recorded; `None` until [`start`] (without `--timings`).
@@ -86,6 +88,7 @@ pub fn decoded<T, E>(
         read,
         built: crate::timings::take(),
         replay: None,
+        failed: built.is_err(),
     };
     with(|s| s.files.push(f));
     built
@@ -143,6 +146,9 @@ fn secs(d: Duration) -> f64 {
 
 /// `bytes` in IEC units with the exact count: what a report of a slow file needs.
 fn size(bytes: u64) -> String {
+    if bytes < 1024 {
+        return units::plural(bytes, "byte");
+    }
     format!("{} ({} bytes)", units::iec(bytes), units::grouped(bytes))
 }
 
@@ -183,10 +189,10 @@ fn render(s: &State, command: Duration, peak: Option<u64>) -> String {
         let b = &f.built;
         let rate = mib(f.decoded) / secs(b.decode).max(1e-9);
         let decoder = b.decoder.as_deref().unwrap_or("not run");
-        let waits = if f.alongside {
-            "; includes waiting on the decompression"
-        } else {
-            ""
+        let waits = match (f.failed, f.alongside) {
+            (true, _) => "; failed: the file's error is said above",
+            (false, true) => "; includes waiting on the decompression",
+            (false, false) => "",
         };
         line(
             &mut out,
@@ -231,6 +237,7 @@ mod tests {
                     decoder: Some("sequential, 1 thread".into()),
                 },
                 replay: None,
+                failed: false,
             }],
             output: Duration::from_millis(3),
         };
@@ -249,5 +256,34 @@ mod tests {
         assert_eq!(&lines[..want.len()], want);
         assert!(lines[want.len()].starts_with("  total "));
         assert!(lines[want.len()].ends_with("s, peak RSS 50.00 MiB"));
+    }
+
+    #[test]
+    fn a_file_that_failed_to_decode_says_so_and_a_tiny_one_counts_bytes() {
+        let s = State {
+            started: Instant::now(),
+            files: vec![FileTimes {
+                path: "bad.pickle".into(),
+                stored: 3,
+                decoded: 3,
+                container: Container::Pickle,
+                alongside: false,
+                read: Duration::ZERO,
+                built: crate::timings::Recorded {
+                    decode: Duration::from_millis(1),
+                    model: Duration::ZERO,
+                    decoder: Some("sequential, 1 thread".into()),
+                },
+                replay: None,
+                failed: true,
+            }],
+            output: Duration::ZERO,
+        };
+        let text = render(&s, Duration::from_millis(2), None);
+        assert!(text.contains("  file     bad.pickle, 3 bytes\n"), "{text}");
+        assert!(
+            text.contains("(sequential, 1 thread; failed: the file's error is said above)"),
+            "{text}"
+        );
     }
 }
