@@ -55,7 +55,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
     /// Print to stderr, once the command is done, what each phase cost: per file read, its
-    /// read, decode (with MB/s and the decoder that ran), model and replay; then the
+    /// read, decode (with MiB/s and the decoder that ran), model and replay; then the
     /// analysis, the output, and the total with the peak memory.
     #[arg(long, global = true)]
     timings: bool,
