@@ -88,8 +88,8 @@ pub(super) fn unjudged(
         return None;
     }
     let msg = format!(
-        "{} steps found{}; at least {} are needed ({} warm-up + {}) to tell growth from warm-up, so no finding is made",
-        n,
+        "{} found{}; at least {} are needed ({} warm-up + {}) to tell growth from warm-up, so no finding is made",
+        plural(n as u64, "step"),
         if st.source.is_none() { " (no ProfilerStep annotations, user_defined markers, optimizer steps, periodic structure or repeating loop lines outside a forward or backward pass)" } else { "" },
         opts.steps_needed(),
         opts.warmup,
